@@ -1,0 +1,153 @@
+"""One async implementation, a generated sync API (fsspec's `sync_wrapper` idea).
+
+All S3 I/O runs on one private event loop in a daemon thread. Sync callers block
+on it; async callers await it from their own loop without blocking that loop.
+Either way the coroutine runs in a *copy of the caller's context*, so LangGraph's
+`get_config()` / `get_runtime()` (context variables) work inside it, and no
+client is ever bound to a caller's loop that may close under it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextvars
+import functools
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, ParamSpec, TypeVar
+
+__all__ = ["close_at_exit", "io_loop", "on_io_loop", "run_sync", "sync_method"]
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_thread: threading.Thread | None = None
+
+
+def io_loop() -> asyncio.AbstractEventLoop:
+    """The private I/O loop, started on first use (and again after a fork)."""
+    global _loop, _thread
+    with _lock:
+        if _loop is None or _thread is None or not _thread.is_alive() or _loop.is_closed():
+            loop = asyncio.new_event_loop()
+            ready = threading.Event()
+
+            def _run() -> None:
+                asyncio.set_event_loop(loop)
+                loop.call_soon(ready.set)
+                loop.run_forever()
+
+            thread = threading.Thread(target=_run, name="s3skills-io", daemon=True)
+            thread.start()
+            ready.wait()
+            _loop, _thread = loop, thread
+        return _loop
+
+
+def _submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    loop = io_loop()
+    ctx = contextvars.copy_context()
+    result: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def _start() -> None:
+        task = loop.create_task(coro, context=ctx)
+
+        def _done(t: asyncio.Task[T]) -> None:
+            if result.cancelled():
+                return
+            if t.cancelled():
+                result.cancel()
+            elif (exc := t.exception()) is not None:
+                result.set_exception(exc)
+            else:
+                result.set_result(t.result())
+
+        task.add_done_callback(_done)
+        result.add_done_callback(lambda f: loop.call_soon_threadsafe(task.cancel) if f.cancelled() else None)
+
+    loop.call_soon_threadsafe(_start)
+    return result
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` on the I/O loop and block until it finishes.
+
+    Raises:
+        RuntimeError: When called from the I/O loop itself (it would deadlock).
+    """
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is not None and running is _loop:
+        coro.close()
+        raise RuntimeError("s3skills: a sync method was called from its own I/O loop; use the async one")
+    return _submit(coro).result()
+
+
+async def on_io_loop(coro: Coroutine[Any, Any, T]) -> T:
+    """Await `coro` run on the I/O loop; cancelling the caller cancels it too."""
+    if asyncio.get_running_loop() is _loop:
+        return await coro
+    fut = _submit(coro)
+    try:
+        return await asyncio.wrap_future(fut)
+    except asyncio.CancelledError:
+        fut.cancel()
+        raise
+
+
+def sync_method(async_fn: Callable[P, Awaitable[T]]) -> Callable[P, T]:
+    """Build the sync twin of an `async def` method: same arguments, same result."""
+
+    @functools.wraps(async_fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(_as_coroutine(async_fn(*args, **kwargs)))
+
+    wrapper.__name__ = async_fn.__name__.removeprefix("a")
+    wrapper.__qualname__ = wrapper.__qualname__.rsplit(".", 1)[0] + "." + wrapper.__name__
+    wrapper.__doc__ = f"Sync version of `{async_fn.__name__}` (runs on the private I/O loop).\n\n" + (
+        async_fn.__doc__ or ""
+    )
+    return wrapper
+
+
+async def _await(aw: Awaitable[T]) -> T:
+    return await aw
+
+
+def _as_coroutine(aw: Awaitable[T]) -> Coroutine[Any, Any, T]:
+    if asyncio.iscoroutine(aw):
+        return aw
+    return _await(aw)
+
+
+_closers: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def close_at_exit(obj: Any) -> None:
+    """Have `await obj.aclose_all()` run on the I/O loop when the interpreter exits."""
+    _closers.add(obj)
+
+
+def _shutdown() -> None:
+    loop = _loop
+    if loop is None or loop.is_closed() or _thread is None or not _thread.is_alive():
+        return
+
+    async def close_all() -> None:
+        await asyncio.gather(*(obj.aclose_all() for obj in list(_closers)), return_exceptions=True)
+
+    try:
+        _submit(close_all()).result(timeout=5)
+    except Exception:  # noqa: S110 - best effort at exit
+        pass
+    loop.call_soon_threadsafe(loop.stop)
+
+
+atexit.register(_shutdown)

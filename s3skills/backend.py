@@ -1,0 +1,662 @@
+"""`S3Backend`: deepagents' file protocol over S3, with mounts, tenancy and skill gating.
+
+The virtual filesystem an agent sees:
+
+| path                        | storage                                    | access     |
+|-----------------------------|--------------------------------------------|------------|
+| `/workspace/...`            | `threads/{thread_id}/...`                  | read-write |
+| `/ticket/...`               | `tickets/{ticket_id}/...`                  | read-only  |
+| `/skills/<leaf>/...`        | the loaded skill's folder                  | read-only  |
+| `/large_tool_results/...`,  | `threads/{thread_id}/large_tool_results/`, | read-write |
+| `/conversation_history/...` | `threads/{thread_id}/conversation_history/`|            |
+
+The last two are where deepagents offloads big tool results and summarised
+history; they live inside the thread's prefix (so they are also visible as
+`/workspace/large_tool_results/...`) and are not listed in `ls("/")`.
+
+Every public method is `async` first (`als`, `aread`, ...); the sync methods are
+generated from them. No method raises for an operational error: a missing key,
+a rejected path, a read-only mount or an S3 fault after retries comes back in
+the result's `error`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import aioboto3
+from botocore.config import Config
+from deepagents.backends.protocol import (
+    BackendProtocol,
+    DeleteResult,
+    EditResult,
+    FileDownloadResponse,
+    FileInfo,
+    FileUploadResponse,
+    GlobResult,
+    GrepMatch,
+    GrepResult,
+    LsResult,
+    ReadResult,
+    WriteResult,
+)
+from deepagents.backends.utils import (
+    InvalidGlobPatternError,
+    compile_grep_include_glob,
+    perform_string_replacement,
+    slice_read_response,
+)
+
+from s3skills import fileops
+from s3skills._sync import on_io_loop, run_sync, sync_method
+from s3skills.errors import (
+    AccessDenied,
+    BinaryFile,
+    Conflict,
+    FileTooLarge,
+    InvalidPath,
+    NotFound,
+    ReadOnly,
+    S3SkillsError,
+    SkillError,
+    StoreUnavailable,
+    TenantError,
+)
+from s3skills.layout import (
+    ARTIFACT_DIRS,
+    KeyLayout,
+    Location,
+    RootDir,
+    SkillsDir,
+    find_loaded_skill,
+    mounts_of,
+    skill_leaf,
+    validate_skill_id,
+)
+from s3skills.paths import VPath
+from s3skills.store import ObjectInfo, ObjectStore
+from s3skills.tenancy import Tenant, resolve_tenant
+
+__all__ = ["S3Backend"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+Resolved = Location | RootDir | SkillsDir
+
+
+def _not_found(path: str) -> str:
+    return f"File '{path}' not found"
+
+
+def _message(exc: BaseException, path: str, op: str) -> str:
+    """The agent-facing message of an exception (the one place that writes them)."""
+    if isinstance(exc, NotFound):
+        return _not_found(path)
+    if isinstance(exc, InvalidPath | TenantError | BinaryFile | SkillError):
+        return str(exc)
+    if isinstance(exc, ReadOnly):
+        return f"Permission denied: '{path}' is read-only. Write your files under /workspace."
+    if isinstance(exc, AccessDenied):
+        return f"Permission denied: the storage refused to {op} '{path}'."
+    if isinstance(exc, Conflict):
+        return (
+            f"File '{path}' was changed by someone else since it was read. "
+            "Read it again, then retry the edit on the current content."
+        )
+    if isinstance(exc, FileTooLarge):
+        return f"File '{path}' is too large to {op} ({exc})."
+    if isinstance(exc, StoreUnavailable):
+        return f"The storage is unavailable: could not {op} '{path}' after retries. Try again shortly."
+    if isinstance(exc, S3SkillsError):
+        return f"Could not {op} '{path}': {exc}"
+    logger.exception("unexpected error in %s of %s", op, path, exc_info=exc)
+    return f"Could not {op} '{path}': internal error ({type(exc).__name__})."
+
+
+class S3Backend(BackendProtocol):
+    """A deepagents backend whose files live in one S3 bucket, for many tenants.
+
+    Args:
+        bucket: The bucket.
+        user_id: Fix the user for every call. Otherwise it comes from the run's
+            context (`context={"user_id": ...}` or a context schema field).
+        thread_id: Fix the thread. Otherwise `config["configurable"]["thread_id"]`.
+        ticket_id: Fix the ticket. Otherwise the run's context `ticket_id`.
+        endpoint_url: An S3-compatible endpoint; None for AWS.
+        region_name: The region.
+        session: An `aioboto3.Session` (credentials, profile).
+        shared_prefix: The organisation library (`{shared_prefix}/skills/`),
+            below the user's library in precedence.
+        layout: Key templates; the defaults are the seeds'.
+        ticket_writable: Let agents write under /ticket.
+        max_read_bytes: Largest object `read`/`edit` will fetch.
+        max_grep_bytes: Larger files are skipped by `grep`.
+        concurrency: GETs in flight for grep and batch operations.
+        store: An `ObjectStore` to use instead of building one.
+        retry_attempts: Attempts per request (botocore standard retry mode).
+        botocore_config: Extra botocore `Config` merged over the defaults.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        user_id: str | None = None,
+        thread_id: str | None = None,
+        ticket_id: str | None = None,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        session: aioboto3.Session | None = None,
+        shared_prefix: str | None = None,
+        layout: KeyLayout | None = None,
+        ticket_writable: bool = False,
+        max_read_bytes: int = 10 * 1024 * 1024,
+        max_grep_bytes: int = 2 * 1024 * 1024,
+        concurrency: int = 32,
+        store: ObjectStore | None = None,
+        retry_attempts: int = 4,
+        botocore_config: Config | None = None,
+    ) -> None:
+        self.store = store or ObjectStore(
+            bucket,
+            endpoint_url=endpoint_url,
+            region_name=region_name,
+            session=session,
+            max_attempts=retry_attempts,
+            max_pool_connections=max(concurrency * 2, 10),
+            config=botocore_config,
+        )
+        self.layout = layout or KeyLayout()
+        # Checked now, so a bad value fails at construction rather than per call.
+        probe = Tenant(user_id=user_id, thread_id=thread_id, ticket_id=ticket_id)
+        resolve_tenant(user_id=probe.user_id, thread_id=probe.thread_id, ticket_id=probe.ticket_id)
+        self._user_id, self._thread_id, self._ticket_id = user_id, thread_id, ticket_id
+        self.shared_prefix = shared_prefix
+        if shared_prefix is not None:
+            self.layout.shared_prefix(shared_prefix.strip("/"))  # validates
+            self.shared_prefix = shared_prefix.strip("/")
+        self.ticket_writable = ticket_writable
+        self.max_read_bytes = max_read_bytes
+        self.max_grep_bytes = max_grep_bytes
+        self.concurrency = max(1, concurrency)
+        self._instance_skills: list[str] = []
+
+    @property
+    def bucket(self) -> str:
+        """The bucket name."""
+        return self.store.bucket
+
+    def __repr__(self) -> str:
+        return f"S3Backend(bucket={self.bucket!r}, user_id={self._user_id!r})"
+
+    # -- tenancy and resolution --------------------------------------------------------
+
+    def tenant(self) -> Tenant:
+        """The identity of the current call (explicit values, else the run's context)."""
+        return resolve_tenant(
+            user_id=self._user_id,
+            thread_id=self._thread_id,
+            ticket_id=self._ticket_id,
+            instance_skills=self._instance_skills,
+        )
+
+    def skill_prefixes(self, tenant: Tenant) -> list[str]:
+        """The library prefixes of this user, highest precedence first."""
+        prefixes = [self.layout.user_prefix(tenant)]
+        if self.shared_prefix is not None:
+            prefixes.append(self.layout.shared_prefix(self.shared_prefix))
+        return prefixes
+
+    async def _skill_home(self, tenant: Tenant, skill_id: str) -> str:
+        """The key prefix of a skill's folder: the user's copy, else the shared one."""
+        prefixes = self.skill_prefixes(tenant)
+        if len(prefixes) == 1:
+            return prefixes[0] + skill_id + "/"
+        for prefix in prefixes:
+            if await self.store.aexists(prefix + skill_id + "/SKILL.md"):
+                return prefix + skill_id + "/"
+        raise NotFound(f"skill {skill_id} not found")
+
+    async def _resolve(self, tenant: Tenant, vpath: VPath) -> Resolved:
+        parts = vpath.parts
+        if not parts:
+            return RootDir()
+        head, rest = parts[0], parts[1:]
+        if head == "workspace" and tenant.thread_id is not None:
+            return Location(VPath(("workspace",)), self.layout.workspace_prefix(tenant), rest, True, "workspace")
+        if head in ARTIFACT_DIRS and tenant.thread_id is not None:
+            prefix = self.layout.workspace_prefix(tenant) + head + "/"
+            return Location(VPath((head,)), prefix, rest, True, "workspace")
+        if head == "ticket" and tenant.ticket_id is not None:
+            prefix = self.layout.ticket_prefix(tenant)
+            return Location(VPath(("ticket",)), prefix, rest, self.ticket_writable, "ticket")
+        if head == "skills" and tenant.loaded_skills:
+            if not rest:
+                return SkillsDir()
+            skill_id = find_loaded_skill(tenant, rest[0])
+            home = await self._skill_home(tenant, skill_id)
+            return Location(VPath(("skills", rest[0])), home, rest[1:], False, "skills")
+        if head == "workspace" and tenant.thread_id is None:
+            raise TenantError(
+                "There is no /workspace in this run: it has no thread id "
+                "(config={'configurable': {'thread_id': ...}})."
+            )
+        raise NotFound(str(vpath))
+
+    async def _search_roots(self, tenant: Tenant, vpath: VPath) -> list[Location]:
+        """The storage areas a grep/glob of `vpath` covers: only what the caller may see."""
+        target = await self._resolve(tenant, vpath)
+        if isinstance(target, Location):
+            return [target]
+        roots: list[Location] = []
+        if isinstance(target, RootDir):
+            for name in mounts_of(tenant):
+                if name != "skills":
+                    sub = await self._resolve(tenant, VPath((name,)))
+                    assert isinstance(sub, Location)
+                    roots.append(sub)
+        for skill_id in tenant.loaded_skills:
+            leaf = skill_leaf(skill_id)
+            sub = await self._resolve(tenant, VPath(("skills", leaf)))
+            assert isinstance(sub, Location)
+            roots.append(sub)
+        return roots
+
+    async def _objects_under(self, loc: Location) -> list[ObjectInfo]:
+        """Every object at or below `loc` (1 LIST per 1,000 keys)."""
+        if not loc.rel:
+            objects, _ = await self.store.alist(loc.prefix)
+            return [o for o in objects if not o.key.endswith("/")]
+        objects, _ = await self.store.alist(loc.key)
+        return [o for o in objects if o.key == loc.key or (o.key.startswith(loc.dir_prefix) and not o.key.endswith("/"))]
+
+    async def _gather_limited(self, items: Iterable[Awaitable[T]]) -> list[T]:
+        sem = asyncio.Semaphore(self.concurrency)
+
+        async def one(aw: Awaitable[T]) -> T:
+            async with sem:
+                return await aw
+
+        return await asyncio.gather(*(one(aw) for aw in items))
+
+    # -- ls -------------------------------------------------------------------------------
+
+    async def _ls(self, tenant: Tenant, vpath: VPath) -> list[FileInfo]:
+        target = await self._resolve(tenant, vpath)
+        if isinstance(target, RootDir):
+            return [fileops.file_info(f"/{name}/", is_dir=True) for name in mounts_of(tenant)]
+        if isinstance(target, SkillsDir):
+            leaves = sorted({skill_leaf(s) for s in tenant.loaded_skills})
+            return [fileops.file_info(f"/skills/{leaf}/", is_dir=True) for leaf in leaves]
+        objects, prefixes = await self.store.alist(target.dir_prefix, delimiter="/")
+        entries = [
+            fileops.file_info(target.vpath(o.key), is_dir=False, size=o.size, modified=o.last_modified)
+            for o in objects
+            if o.key != target.dir_prefix and not o.key.endswith("/")
+        ]
+        entries.extend(fileops.file_info(target.vpath(p), is_dir=True) for p in prefixes)
+        entries.sort(key=lambda e: e["path"])
+        return entries
+
+    async def als(self, path: str) -> LsResult:
+        """List a folder (non-recursive). Folders end with `/` and have `is_dir=True`."""
+
+        async def run() -> LsResult:
+            return LsResult(entries=await self._ls(self.tenant(), VPath.parse(path)))
+
+        return await self._guard(run(), path, "list", lambda m: LsResult(error=m))
+
+    # -- read -----------------------------------------------------------------------------
+
+    async def _get_file(self, tenant: Tenant, vpath: VPath) -> tuple[Location, bytes, str, Any]:
+        target = await self._resolve(tenant, vpath)
+        if not isinstance(target, Location) or not target.rel:
+            raise NotFound(str(vpath))
+        try:
+            body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
+        except NotFound:
+            if vpath.suffix:
+                raise
+            # The seeds' convention: `/skills/pdf/forms` means `forms.md`.
+            target = Location(target.vbase, target.prefix, (*target.rel[:-1], target.rel[-1] + ".md"),
+                              target.writable, target.mount)
+            body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
+        return target, body.data, body.etag, body.last_modified
+
+    async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
+        """Read a window of lines (1 GET). Images/PDF/audio/video come back base64."""
+
+        async def run() -> ReadResult:
+            vpath = VPath.parse(file_path)
+            _, data, _, modified = await self._get_file(self.tenant(), vpath)
+            if not fileops.is_text_path(file_path):
+                return ReadResult(file_data=fileops.binary_file_data(data, modified))
+            text = fileops.decode_text(data, file_path)
+            return slice_read_response(fileops.text_file_data(text, modified), offset, limit)
+
+        return await self._guard(run(), file_path, "read", lambda m: ReadResult(error=m))
+
+    # -- grep / glob ------------------------------------------------------------------------
+
+    async def _candidates(self, tenant: Tenant, vpath: VPath) -> list[tuple[str, ObjectInfo]]:
+        roots = await self._search_roots(tenant, vpath)
+        listings = await asyncio.gather(*(self._objects_under(loc) for loc in roots))
+        return [(loc.vpath(o.key), o) for loc, objs in zip(roots, listings, strict=True) for o in objs]
+
+    @staticmethod
+    def _relative(vpath: VPath, file_path: str) -> str:
+        base = str(vpath).rstrip("/")
+        if file_path == base:
+            return file_path.rsplit("/", 1)[-1]
+        return file_path[len(base) + 1 :]
+
+    async def agrep(
+        self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
+    ) -> GrepResult:
+        """Literal search. Lists the area, then GETs only text candidates, concurrently."""
+
+        async def run() -> GrepResult:
+            if not isinstance(pattern, str) or pattern == "":
+                return GrepResult(error="The search pattern is empty.")
+            vpath = VPath.parse(path or "/")
+            tenant = self.tenant()
+            files = await self._candidates(tenant, vpath)
+            if glob:
+                match = compile_grep_include_glob(glob)
+                files = [(p, o) for p, o in files if match(self._relative(vpath, p))]
+            files = [(p, o) for p, o in files if fileops.is_text_path(p) and o.size <= self.max_grep_bytes]
+
+            async def scan(item: tuple[str, ObjectInfo]) -> list[GrepMatch]:
+                file_path, obj = item
+                try:
+                    body = await self.store.aget(obj.key, max_bytes=self.max_grep_bytes)
+                    text = fileops.decode_text(body.data, file_path)
+                except (NotFound, BinaryFile, FileTooLarge):
+                    return []  # deleted since the listing, or not text
+                return list(fileops.grep_lines(file_path, text, pattern))
+
+            found = await self._gather_limited(scan(item) for item in sorted(files, key=lambda f: f[0]))
+            matches = [m for chunk in found for m in chunk]
+            if max_count is not None and len(matches) > max_count:
+                return GrepResult(matches=matches[:max_count], truncated=True)
+            return GrepResult(matches=matches)
+
+        return await self._guard(run(), path or "/", "search", lambda m: GrepResult(error=m))
+
+    async def aglob(self, pattern: str, path: str | None = None) -> GlobResult:
+        """Find files by glob (deepagents' shared matcher). Only LISTs, no GETs."""
+
+        async def run() -> GlobResult:
+            vpath = VPath.parse(path or "/")
+            match = compile_grep_include_glob(pattern)
+            files = await self._candidates(self.tenant(), vpath)
+            infos = [
+                fileops.file_info(p, is_dir=False, size=o.size, modified=o.last_modified)
+                for p, o in files
+                if match(self._relative(vpath, p))
+            ]
+            infos.sort(key=lambda i: (i.get("modified_at", ""), i["path"]), reverse=True)
+            return GlobResult(matches=infos)
+
+        return await self._guard(run(), path or "/", "search", lambda m: GlobResult(error=m))
+
+    # -- write / edit / delete ----------------------------------------------------------------
+
+    async def _writable(self, tenant: Tenant, vpath: VPath) -> Location:
+        try:
+            target = await self._resolve(tenant, vpath)
+        except NotFound:
+            if vpath.parts and vpath.parts[0] in ("skills", "ticket"):
+                raise ReadOnly(str(vpath)) from None
+            raise InvalidPath(
+                f"Cannot write '{vpath}': files can only be written under /workspace."
+            ) from None
+        if not isinstance(target, Location):
+            raise ReadOnly(str(vpath))
+        if not target.writable:
+            raise ReadOnly(str(vpath))
+        if not target.rel:
+            raise InvalidPath(f"Cannot write '{vpath}': it is a folder; give a file name.")
+        return target
+
+    async def awrite(self, file_path: str, content: str) -> WriteResult:
+        """Create or overwrite a file (1 PUT; S3 replaces objects atomically)."""
+
+        async def run() -> WriteResult:
+            if not isinstance(content, str):
+                raise InvalidPath("Content must be a string.")
+            vpath = VPath.parse(file_path)
+            target = await self._writable(self.tenant(), vpath)
+            await self.store.aput(target.key, content.encode("utf-8"), content_type=fileops.content_type_for(file_path))
+            return WriteResult(path=str(vpath))
+
+        return await self._guard(run(), file_path, "write", lambda m: WriteResult(error="Error: " + m))
+
+    async def aedit(
+        self, file_path: str, old_string: str, new_string: str, replace_all: bool = False  # noqa: FBT001, FBT002
+    ) -> EditResult:
+        """Replace text in a file: 1 GET (with its ETag), 1 PUT with `IfMatch`.
+
+        A concurrent change between the two is reported, never overwritten.
+        """
+
+        async def run() -> EditResult:
+            vpath = VPath.parse(file_path)
+            target = await self._writable(self.tenant(), vpath)
+            body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
+            if not fileops.is_text_path(file_path):
+                return EditResult(error="Error: Cannot edit binary files with text replacements.")
+            try:
+                text = fileops.decode_text(body.data, file_path)
+            except BinaryFile:
+                return EditResult(error="Error: Cannot edit binary files with text replacements.")
+            replaced = perform_string_replacement(text, old_string, new_string, replace_all)
+            if isinstance(replaced, str):
+                return EditResult(error=replaced)
+            new_text, occurrences = replaced
+            await self.store.aput(
+                target.key, new_text.encode("utf-8"), if_match=body.etag,
+                content_type=fileops.content_type_for(file_path),
+            )
+            return EditResult(path=str(vpath), occurrences=int(occurrences))
+
+        return await self._guard(run(), file_path, "edit", lambda m: EditResult(error="Error: " + m))
+
+    async def adelete(self, file_path: str) -> DeleteResult:
+        """Delete a file, or a folder and everything under it (LIST + batch DELETE)."""
+
+        async def run() -> DeleteResult:
+            vpath = VPath.parse(file_path)
+            target = await self._writable(self.tenant(), vpath)
+            keys = [o.key for o in await self._objects_under(target)]
+            if not keys:
+                raise NotFound(str(vpath))
+            failed = await self.store.adelete_many(keys)
+            if failed:
+                return DeleteResult(error=f"Error: {len(failed)} of {len(keys)} objects under '{vpath}' could not be deleted.")
+            return DeleteResult(path=str(vpath))
+
+        return await self._guard(run(), file_path, "delete", lambda m: DeleteResult(error="Error: " + m))
+
+    # -- upload / download ---------------------------------------------------------------------
+
+    @staticmethod
+    def _op_error(exc: BaseException) -> str:
+        if isinstance(exc, NotFound):
+            return "file_not_found"
+        if isinstance(exc, ReadOnly | AccessDenied):
+            return "permission_denied"
+        if isinstance(exc, InvalidPath | TenantError):
+            return "invalid_path"
+        return _message(exc, "", "transfer")
+
+    async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
+        """Write several files (1 PUT each, concurrently); one response per input, in order."""
+
+        async def one(path: str, data: bytes) -> FileUploadResponse:
+            try:
+                if not isinstance(data, bytes | bytearray):
+                    raise InvalidPath("content must be bytes")
+                target = await self._writable(self.tenant(), VPath.parse(path))
+                await self.store.aput(target.key, bytes(data), content_type=fileops.content_type_for(path))
+            except Exception as exc:
+                return FileUploadResponse(path=path, error=self._op_error(exc))
+            return FileUploadResponse(path=path)
+
+        return await on_io_loop(self._gather_limited(one(p, d) for p, d in files))
+
+    async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
+        """Read several files as bytes (1 GET each, concurrently), in order."""
+
+        async def one(path: str) -> FileDownloadResponse:
+            try:
+                vpath = VPath.parse(path)
+                tenant = self.tenant()
+                target = await self._resolve(tenant, vpath)
+                if not isinstance(target, Location) or not target.rel:
+                    return FileDownloadResponse(path=path, error="is_directory")
+                body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
+            except Exception as exc:
+                return FileDownloadResponse(path=path, error=self._op_error(exc))
+            return FileDownloadResponse(path=path, content=body.data)
+
+        return await on_io_loop(self._gather_limited(one(p) for p in paths))
+
+    # -- the boundary ---------------------------------------------------------------------------
+
+    async def _guard(
+        self, coro: Awaitable[T], path: str, op: str, on_error: Callable[[str], T]
+    ) -> T:
+        """Run an operation on the I/O loop; turn any exception into `error=`."""
+
+        async def body() -> T:
+            return await coro
+
+        try:
+            return await on_io_loop(body())
+        except InvalidGlobPatternError as exc:
+            return on_error(str(exc))
+        except Exception as exc:
+            return on_error(_message(exc, str(path), op))
+
+    # -- sync API, generated ----------------------------------------------------------------------
+
+    ls = sync_method(als)
+    read = sync_method(aread)
+    grep = sync_method(agrep)
+    glob = sync_method(aglob)
+    write = sync_method(awrite)
+    edit = sync_method(aedit)
+    delete = sync_method(adelete)
+    upload_files = sync_method(aupload_files)
+    download_files = sync_method(adownload_files)
+
+    # -- the seeds' names -----------------------------------------------------------------------
+
+    async def als_info(self, path: str) -> list[FileInfo]:
+        """Seed alias of `als`: the entries, or `[]` on error."""
+        return (await self.als(path)).entries or []
+
+    async def agrep_raw(self, pattern: str, path: str | None = None, glob: str | None = None) -> list[GrepMatch] | str:
+        """Seed alias of `agrep`: the matches, or the error string."""
+        result = await self.agrep(pattern, path, glob)
+        return result.error if result.error is not None else (result.matches or [])
+
+    async def aglob_info(self, pattern: str, path: str = "/") -> list[FileInfo]:
+        """Seed alias of `aglob`: the matches, or `[]` on error."""
+        return (await self.aglob(pattern, path)).matches or []
+
+    async def aexists(self, path: str) -> bool:
+        """True when `path` is a file or a non-empty folder visible to this caller.
+
+        Raises:
+            S3SkillsError: A store fault (403, unavailable): not a "no".
+        """
+
+        async def run() -> bool:
+            try:
+                vpath = VPath.parse(path)
+                target = await self._resolve(self.tenant(), vpath)
+            except (NotFound, InvalidPath, TenantError):
+                return False
+            if not isinstance(target, Location) or not target.rel:
+                return True
+            if await self.store.aexists(target.key):
+                return True
+            async for page in self.store.alist_pages(target.dir_prefix, page_size=1):
+                return bool(page.objects)
+            return False
+
+        return await on_io_loop(run())
+
+    ls_info = sync_method(als_info)
+    grep_raw = sync_method(agrep_raw)
+    glob_info = sync_method(aglob_info)
+    exists = sync_method(aexists)
+
+    # -- loaded skills outside a graph ------------------------------------------------------------
+
+    @property
+    def loaded_skills(self) -> list[str]:
+        """Skills loaded on this instance with `load_skill` (outside a graph)."""
+        return list(self._instance_skills)
+
+    async def aload_skill(self, skill_id: str) -> str:
+        """Load a skill on this instance (the seeds' usage, outside a graph).
+
+        Inside an agent, `cargar_habilidad` records loads in the thread's state instead.
+
+        Returns:
+            The normalised skill id.
+
+        Raises:
+            SkillError: Unknown skill, or another loaded skill has the same leaf name.
+            InvalidPath: A malformed id.
+        """
+        skill = validate_skill_id(skill_id)
+
+        async def run() -> str:
+            tenant = self.tenant()
+            check_leaf_clash(skill, tenant.loaded_skills)
+            found = False
+            for prefix in self.skill_prefixes(tenant):
+                if await self.store.aexists(prefix + skill + "/SKILL.md"):
+                    found = True
+                    break
+            if not found:
+                raise SkillError(f"Skill '{skill}' not found in this user's library.")
+            if skill not in self._instance_skills:
+                self._instance_skills.append(skill)
+            return skill
+
+        return await on_io_loop(run())
+
+    load_skill = sync_method(aload_skill)
+
+    def unload_skill(self, skill_id: str) -> None:
+        """Forget a skill loaded with `load_skill`."""
+        skill = validate_skill_id(skill_id)
+        if skill in self._instance_skills:
+            self._instance_skills.remove(skill)
+
+    def close(self) -> None:
+        """Close the S3 client."""
+        run_sync(self.store.aclose())
+
+
+def check_leaf_clash(skill_id: str, loaded: Sequence[str]) -> None:
+    """Refuse a second loaded skill whose folder name under /skills is taken.
+
+    Raises:
+        SkillError: Another loaded skill has the same leaf name.
+    """
+    leaf = skill_leaf(skill_id)
+    for other in loaded:
+        if other != skill_id and skill_leaf(other) == leaf:
+            raise SkillError(
+                f"Cannot load '{skill_id}': the loaded skill '{other}' already appears as /skills/{leaf}. "
+                "Two loaded skills cannot share a folder name."
+            )

@@ -1,0 +1,150 @@
+"""The project's exceptions and the one table that maps S3 error codes to them.
+
+Every exception derives from `S3SkillsError` and, where one fits, from the builtin
+that callers already catch (`NotFound` is a `FileNotFoundError`), as cloudpathlib does.
+Messages never carry a bucket name or an object key: the layer that knows the
+virtual path (the backend) writes the message the agent sees.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "AccessDenied",
+    "BinaryFile",
+    "Conflict",
+    "CredentialsError",
+    "FileTooLarge",
+    "InvalidPath",
+    "NotFound",
+    "ReadOnly",
+    "S3SkillsError",
+    "SkillError",
+    "StoreError",
+    "StoreUnavailable",
+    "TenantError",
+    "translate_error",
+]
+
+
+class S3SkillsError(Exception):
+    """Base class of every error raised by s3skills."""
+
+
+class InvalidPath(S3SkillsError, ValueError):
+    """A virtual path or an identity part was rejected at the boundary."""
+
+
+class TenantError(S3SkillsError, LookupError):
+    """The call does not know who it acts for (no user id, thread id, ...)."""
+
+
+class NotFound(S3SkillsError, FileNotFoundError):
+    """The object (or bucket) does not exist, or is not visible to the caller."""
+
+
+class AccessDenied(S3SkillsError, PermissionError):
+    """The store refused the request (403). Never treated as a missing object."""
+
+
+class ReadOnly(S3SkillsError, PermissionError):
+    """A write was attempted on a read-only mount."""
+
+
+class Conflict(S3SkillsError):
+    """A conditional write lost: the object changed (IfMatch) or exists (IfNoneMatch)."""
+
+
+class FileTooLarge(S3SkillsError):
+    """The object is larger than the operation allows."""
+
+
+class BinaryFile(S3SkillsError):
+    """A binary file was asked for as text."""
+
+
+class SkillError(S3SkillsError):
+    """A skill cannot be loaded or used (unknown id, name clash, missing tools...)."""
+
+
+class StoreError(S3SkillsError, OSError):
+    """Any other failure of the object store."""
+
+
+class StoreUnavailable(StoreError):
+    """The store did not answer usefully after retries (5xx, throttling, network)."""
+
+
+class CredentialsError(StoreError):
+    """No usable credentials were found, or the store rejected them."""
+
+
+# One table: S3 error code (or HTTP status as a string) -> exception class.
+_CODE_TABLE: dict[str, type[S3SkillsError]] = {
+    "NoSuchKey": NotFound,
+    "NoSuchBucket": NotFound,
+    "NotFound": NotFound,
+    "404": NotFound,
+    "AccessDenied": AccessDenied,
+    "AllAccessDisabled": AccessDenied,
+    "AccountProblem": AccessDenied,
+    "403": AccessDenied,
+    "InvalidAccessKeyId": CredentialsError,
+    "SignatureDoesNotMatch": CredentialsError,
+    "ExpiredToken": CredentialsError,
+    "InvalidToken": CredentialsError,
+    "PreconditionFailed": Conflict,
+    "412": Conflict,
+    "ConditionalRequestConflict": Conflict,
+    "OperationAborted": Conflict,
+    "SlowDown": StoreUnavailable,
+    "ServiceUnavailable": StoreUnavailable,
+    "InternalError": StoreUnavailable,
+    "RequestTimeout": StoreUnavailable,
+    "500": StoreUnavailable,
+    "502": StoreUnavailable,
+    "503": StoreUnavailable,
+    "504": StoreUnavailable,
+    "EntityTooLarge": FileTooLarge,
+}
+
+
+def translate_error(exc: BaseException, operation: str) -> S3SkillsError:
+    """Map a botocore/aiohttp exception to the project's exception.
+
+    Args:
+        exc: What the S3 client raised.
+        operation: The store operation (`get`, `put`, `list`, ...) for the message.
+
+    Returns:
+        An exception to raise with `raise translate_error(e, op) from e`. The
+        message names the operation and the S3 error code, never the key.
+    """
+    if isinstance(exc, S3SkillsError):
+        return exc
+    # Imported here so that importing the error types stays cheap.
+    from botocore import exceptions as bex
+
+    if isinstance(exc, bex.ClientError):
+        error: dict[str, Any] = exc.response.get("Error", {}) or {}
+        meta: dict[str, Any] = exc.response.get("ResponseMetadata", {}) or {}
+        code = str(error.get("Code") or "")
+        status = str(meta.get("HTTPStatusCode") or "")
+        cls = _CODE_TABLE.get(code) or _CODE_TABLE.get(status) or StoreError
+        label = code or status or "unknown error"
+        return cls(f"{operation}: the store answered {label}")
+    if isinstance(exc, bex.NoCredentialsError | bex.PartialCredentialsError):
+        return CredentialsError(f"{operation}: no AWS credentials were found")
+    if isinstance(
+        exc,
+        bex.EndpointConnectionError
+        | bex.ConnectionClosedError
+        | bex.ReadTimeoutError
+        | bex.ConnectTimeoutError
+        | bex.HTTPClientError,
+    ):
+        return StoreUnavailable(f"{operation}: the store could not be reached ({type(exc).__name__})")
+    if isinstance(exc, TimeoutError | ConnectionError):
+        return StoreUnavailable(f"{operation}: the store could not be reached ({type(exc).__name__})")
+    return StoreError(f"{operation}: {type(exc).__name__}")

@@ -1,0 +1,100 @@
+"""Pure helpers of the file operations: classification, decoding, listing, grep.
+
+No I/O here; `S3Backend` feeds these functions with what the store returned.
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import PurePosixPath
+
+from deepagents.backends.protocol import FileData, FileInfo, GrepMatch
+
+from s3skills.errors import BinaryFile
+
+__all__ = [
+    "binary_file_data",
+    "content_type_for",
+    "decode_text",
+    "file_info",
+    "grep_lines",
+    "is_text_path",
+    "text_file_data",
+]
+
+try:  # deepagents' own classification, so that read_file renders what we return
+    from deepagents.backends.utils import _get_backend_read_file_type as _file_type
+except ImportError:  # pragma: no cover - a later deepagents renamed it
+    from deepagents.backends.utils import _get_file_type as _file_type
+
+
+def is_text_path(path: str) -> bool:
+    """False for paths deepagents reads as multimodal content (images, PDF, audio, video)."""
+    return _file_type(path) == "text"
+
+
+def decode_text(data: bytes, path: str) -> str:
+    """Decode UTF-8 text (a BOM is dropped).
+
+    Raises:
+        BinaryFile: The bytes hold a NUL or are not UTF-8.
+    """
+    if b"\x00" in data[:8192]:
+        raise BinaryFile(f"File '{path}' is a binary file and cannot be read as text")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise BinaryFile(f"File '{path}' is a binary file and cannot be read as text") from None
+
+
+def _iso(ts: datetime | None) -> str:
+    if ts is None:
+        return ""
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=UTC)
+    return ts.isoformat()
+
+
+def text_file_data(content: str, modified: datetime | None) -> FileData:
+    """A `FileData` holding text."""
+    stamp = _iso(modified)
+    data = FileData(content=content, encoding="utf-8")
+    if stamp:
+        data["modified_at"] = stamp
+    return data
+
+
+def binary_file_data(raw: bytes, modified: datetime | None) -> FileData:
+    """A `FileData` holding base64, as deepagents 0.7 expects for images, PDF, audio, video."""
+    stamp = _iso(modified)
+    data = FileData(content=base64.b64encode(raw).decode("ascii"), encoding="base64")
+    if stamp:
+        data["modified_at"] = stamp
+    return data
+
+
+def file_info(path: str, *, is_dir: bool, size: int = 0, modified: datetime | None = None) -> FileInfo:
+    """A listing entry; directories end with `/`."""
+    if is_dir:
+        return FileInfo(path=path if path.endswith("/") else path + "/", is_dir=True, size=0, modified_at="")
+    return FileInfo(path=path, is_dir=False, size=int(size), modified_at=_iso(modified))
+
+
+def grep_lines(path: str, text: str, pattern: str) -> Iterable[GrepMatch]:
+    """Literal (not regex) matches of `pattern` in `text`, one per matching line."""
+    for number, line in enumerate(text.split("\n"), 1):
+        if pattern in line:
+            yield GrepMatch(path=path, line=number, text=line.rstrip("\r"))
+
+
+def content_type_for(path: str) -> str:
+    """A Content-Type for a written file (text defaults to UTF-8 Markdown/plain)."""
+    guessed, _ = mimetypes.guess_type(PurePosixPath(path).name)
+    if guessed is None:
+        return "text/markdown; charset=utf-8" if path.endswith(".md") else "text/plain; charset=utf-8"
+    if guessed.startswith("text/"):
+        return guessed + "; charset=utf-8"
+    return guessed

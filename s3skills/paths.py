@@ -1,0 +1,145 @@
+"""The one virtual-path type, and the allow-list for the identity parts of keys.
+
+A path is parsed once, at the boundary, into a `VPath`; everything behind the
+boundary works on `VPath` and never on raw strings. Parsing rejects, and never
+resolves, `..`, `.`, empty segments, backslashes, NUL and control characters.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from s3skills.errors import InvalidPath
+
+__all__ = ["MAX_KEY_BYTES", "MAX_SEGMENT_BYTES", "VPath", "check_identity", "join_key"]
+
+MAX_SEGMENT_BYTES = 255
+"""Longest path segment accepted, in UTF-8 bytes."""
+
+MAX_KEY_BYTES = 1024
+"""S3's limit on the length of a key, in UTF-8 bytes."""
+
+_IDENTITY_RE = re.compile(r"^[A-Za-z0-9._@+:~-]+$")
+
+
+def _reject(raw: str, why: str) -> InvalidPath:
+    shown = raw if len(raw) <= 80 else raw[:77] + "..."
+    return InvalidPath(f"Invalid path {shown!r}: {why}")
+
+
+def _is_control(ch: str) -> bool:
+    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+
+
+@dataclass(frozen=True, slots=True)
+class VPath:
+    """An absolute, normalised virtual path such as `/workspace/notes/a.md`.
+
+    `parts` holds the segments (`("workspace", "notes", "a.md")`); the root is
+    `VPath(())`. Build one with `VPath.parse`, never from an unchecked tuple.
+    """
+
+    parts: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, raw: object) -> VPath:
+        """Parse user input into a path, or raise `InvalidPath` saying why.
+
+        A trailing `/` is dropped (`/a/` is `/a`); the path must be absolute.
+        """
+        if not isinstance(raw, str):
+            raise InvalidPath(f"Invalid path: expected a string, got {type(raw).__name__}")
+        if raw == "":
+            raise _reject(raw, "the path is empty")
+        if "\\" in raw:
+            raise _reject(raw, "backslashes are not allowed; use '/'")
+        if any(_is_control(ch) for ch in raw):
+            raise _reject(raw, "control characters are not allowed")
+        if not raw.startswith("/"):
+            raise _reject(raw, "the path must be absolute (start with '/')")
+        body = raw[1:]
+        if body.endswith("/"):
+            body = body[:-1]
+        if body == "":
+            return cls(())
+        parts = tuple(body.split("/"))
+        for part in parts:
+            if part == "":
+                raise _reject(raw, "empty path segments ('//') are not allowed")
+            if part in (".", ".."):
+                raise _reject(raw, f"'{part}' segments are not allowed")
+            if len(part.encode("utf-8")) > MAX_SEGMENT_BYTES:
+                raise _reject(raw, f"a segment is longer than {MAX_SEGMENT_BYTES} bytes")
+        if len(raw.encode("utf-8")) > MAX_KEY_BYTES:
+            raise _reject(raw, f"the path is longer than {MAX_KEY_BYTES} bytes")
+        return cls(parts)
+
+    @property
+    def is_root(self) -> bool:
+        """True for `/`."""
+        return not self.parts
+
+    @property
+    def name(self) -> str:
+        """The last segment (`""` for the root)."""
+        return self.parts[-1] if self.parts else ""
+
+    @property
+    def suffix(self) -> str:
+        """The extension of the last segment, with its dot (`.md`), or `""`."""
+        name = self.name
+        dot = name.rfind(".")
+        return name[dot:] if dot > 0 else ""
+
+    def child(self, *segments: str) -> VPath:
+        """Append already-validated segments (each is checked again)."""
+        return VPath.parse(str(self).rstrip("/") + "/" + "/".join(segments))
+
+    def relative_to(self, base: VPath) -> tuple[str, ...] | None:
+        """The segments below `base`, or None when this path is not under it."""
+        n = len(base.parts)
+        if self.parts[:n] != base.parts:
+            return None
+        return self.parts[n:]
+
+    def __str__(self) -> str:
+        return "/" + "/".join(self.parts)
+
+    def as_dir(self) -> str:
+        """The path with a trailing `/`, as listings show directories."""
+        text = str(self)
+        return text if text.endswith("/") else text + "/"
+
+
+def check_identity(value: object, what: str) -> str:
+    """Return `value` when it is a safe identity part (user, thread, ticket id).
+
+    Only `[A-Za-z0-9._@+:~-]+` is admitted, and never `.` or `..`, so an id can
+    not add a level to a key or escape a prefix.
+
+    Raises:
+        InvalidPath: When the value is not a string of the allowed characters.
+    """
+    if not isinstance(value, str) or not _IDENTITY_RE.match(value) or value in (".", ".."):
+        raise InvalidPath(
+            f"Invalid {what} {value!r}: use only letters, digits and . _ @ + : ~ -"
+        )
+    if len(value.encode("utf-8")) > 128:
+        raise InvalidPath(f"Invalid {what}: longer than 128 characters")
+    return value
+
+
+def join_key(prefix: str, rel: tuple[str, ...]) -> str:
+    """Join a tenant prefix (ending in `/`, or empty) and checked segments into a key.
+
+    Raises:
+        InvalidPath: If the key would not start with `prefix` or is too long.
+    """
+    key = prefix + "/".join(rel)
+    if not key.startswith(prefix):  # pragma: no cover - structural guard
+        raise InvalidPath("Invalid path: it escapes its mount")
+    if len(key.encode("utf-8")) > MAX_KEY_BYTES:
+        raise InvalidPath(f"Invalid path: the resulting key is longer than {MAX_KEY_BYTES} bytes")
+    return key

@@ -1,0 +1,499 @@
+"""SKILL.md files: parse, check and write the Agent Skills frontmatter (pure, no I/O).
+
+A SKILL.md is a YAML frontmatter block between two `---` lines followed by a Markdown
+body (agentskills.io/specification). Loading is lenient where that is harmless, as the
+specification advises clients to be:
+
+* Loaded with a warning: a `name` that breaks the naming rules or differs from its
+  folder (kept as written), over-long fields, a value with an unquoted `: ` (re-read
+  with the value quoted), an optional field of the wrong type (ignored), a missing
+  `name` when the folder is known (the folder name is used).
+* Skipped (`InvalidSkill` with the reason): no frontmatter, unclosed frontmatter,
+  YAML that does not parse or is not a mapping, a missing or empty `description`,
+  invalid UTF-8, a file over `MAX_SKILL_MD_BYTES` or a frontmatter over
+  `MAX_FRONTMATTER_BYTES`, and any YAML alias (`*name`), which is how alias bombs work.
+
+The YAML loader is a `SafeLoader` that refuses aliases and keeps numbers and dates as
+the text written (`version: 1.10` is `"1.10"`); booleans and nulls are YAML's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from datetime import date
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from s3skills.errors import S3SkillsError
+
+__all__ = [
+    "COMPATIBILITY_MAX_CHARS",
+    "DESCRIPTION_MAX_CHARS",
+    "MAX_FRONTMATTER_BYTES",
+    "MAX_SKILL_MD_BYTES",
+    "NAME_MAX_CHARS",
+    "InvalidSkill",
+    "ParsedSkill",
+    "Problem",
+    "SkillInfo",
+    "SkillMetadata",
+    "frontmatter_complete",
+    "frontmatter_prefix",
+    "get_skill_doc",
+    "parse_skill_md",
+    "render_skill_md",
+    "validate_skill_md",
+]
+
+MAX_SKILL_MD_BYTES = 10 * 1024 * 1024
+"""Largest SKILL.md accepted, in bytes; larger input is refused without being parsed."""
+MAX_FRONTMATTER_BYTES = 64 * 1024
+"""Largest frontmatter block accepted, in UTF-8 bytes."""
+NAME_MAX_CHARS = 64
+DESCRIPTION_MAX_CHARS = 1024
+COMPATIBILITY_MAX_CHARS = 500
+_BODY_MAX_LINES = 500  # The specification's recommendation for the body.
+
+
+class InvalidSkill(S3SkillsError, ValueError):  # noqa: N818 - the name says what is wrong
+    """The SKILL.md cannot be loaded; `reason` says why, for logs and the `validate` command."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def _as_text(value: object) -> object:
+    """Scalars to `str` (booleans as YAML writes them); anything else unchanged."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    return value
+
+
+def _text_list(value: object, separators: str) -> object:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part for part in re.split(separators, value) if part]
+    if isinstance(value, list | tuple):
+        return [_as_text(item) for item in value]
+    return value
+
+
+def _split_tools(text: str) -> list[str]:
+    """Split `allowed-tools` on spaces and commas, but not inside `Bash(git add:*)`."""
+    tools: list[str] = []
+    current: list[str] = []
+    depth = 0
+    for ch in text:
+        depth += (ch == "(") - (ch == ")" and depth > 0)
+        if depth == 0 and (ch.isspace() or ch == ","):
+            tools.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    tools.append("".join(current))
+    return [tool for tool in tools if tool]
+
+
+class SkillMetadata(BaseModel):
+    """The frontmatter of a SKILL.md.
+
+    The model enforces only what loading needs (text fields, a non-blank `name` and
+    `description`); the specification's limits (name rules, lengths) are reported by
+    `parse_skill_md` as warnings and by `validate_skill_md` as problems. Unknown fields
+    are kept in `model_extra` and written back by `render_skill_md`.
+    """
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str
+    description: str
+    license: str | None = None
+    compatibility: str | None = None
+    metadata: dict[str, str] = Field(default_factory=dict)
+    allowed_tools: list[str] = Field(default_factory=list, alias="allowed-tools")
+    version: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    tools_required: list[str] = Field(default_factory=list)
+    enabled: bool = True
+    category: str | None = None
+    icon: str | None = None
+
+    @field_validator(
+        "name", "description", "license", "compatibility", "version", "category", "icon", mode="before"
+    )
+    @classmethod
+    def _scalar_to_text(cls, value: object) -> object:
+        return _as_text(value)
+
+    @field_validator("name", "description")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value.strip()
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _metadata_text(cls, value: object) -> object:
+        if value is None:
+            return {}
+        if isinstance(value, dict):
+            return {str(key): _as_text(item) for key, item in value.items() if item is not None}
+        return value
+
+    @field_validator("allowed_tools", mode="before")
+    @classmethod
+    def _tools(cls, value: object) -> object:
+        return _split_tools(value) if isinstance(value, str) else _text_list(value, "")
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags(cls, value: object) -> object:
+        items = _text_list(value, r"\s*,\s*")
+        return [item.strip() for item in items if item.strip()] if isinstance(items, list) else items
+
+    @field_validator("tools_required", mode="before")
+    @classmethod
+    def _tools_required(cls, value: object) -> object:
+        return _text_list(value, r"[\s,]+")
+
+
+@dataclass(frozen=True)
+class ParsedSkill:
+    """A loaded SKILL.md: its metadata, its Markdown body, and what was tolerated."""
+
+    metadata: SkillMetadata
+    body: str
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One finding of `validate_skill_md`.
+
+    Attributes:
+        level: `error` breaks the specification (the loader tolerates it with a warning
+            unless `fatal`); `warning` is advice the loader does not record.
+        message: One human-readable line.
+        fatal: True when the loader skips the skill because of it.
+    """
+
+    level: Literal["error", "warning"]
+    message: str
+    fatal: bool = False
+
+
+@dataclass(frozen=True)
+class SkillInfo:
+    """A skill as the catalog knows it.
+
+    Attributes:
+        id: The path below `skills/`: `pdf` or `escrituras/compraventa`.
+        metadata: The parsed frontmatter.
+        source: Where it comes from: `user`, `shared` or `code`.
+        etag: The ETag of the SKILL.md it was read from, if any.
+        warnings: What the loader tolerated (see `parse_skill_md`).
+    """
+
+    id: str
+    metadata: SkillMetadata
+    source: str = "user"
+    etag: str = ""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def leaf(self) -> str:
+        """The last segment of the id (the skill's folder name)."""
+        return self.id.rsplit("/", 1)[-1]
+
+    @property
+    def category(self) -> str | None:
+        """`metadata.category`, else the id's first segment when it has several, else None."""
+        if self.metadata.category:
+            return self.metadata.category
+        return self.id.split("/", 1)[0] if "/" in self.id else None
+
+
+class _FrontmatterLoader(yaml.SafeLoader):
+    """A SafeLoader that refuses aliases, so no document can expand (billion laughs)."""
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("YAML aliases (*name) are not allowed in a SKILL.md frontmatter")
+        return super().compose_node(parent, index)
+
+
+_TEXT_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp"}
+_FrontmatterLoader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag not in _TEXT_TAGS]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+_OPEN_RE = re.compile(r"\A(?:[ \t]*\n)*---[ \t]*\n")
+_CLOSE_RE = re.compile(r"^---[ \t]*$", re.MULTILINE)
+_HEAD_OPEN_RE = re.compile(rb"\A(?:\xef\xbb\xbf)?(?:[ \t]*\r?\n)*---[ \t]*\r?\n")
+_HEAD_CLOSE_RE = re.compile(rb"^---[ \t]*\r?\n", re.MULTILINE)
+_KEY_LINE_RE = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:[ \t]+(\S.*)$")
+_NOT_PLAIN = tuple("\"'|>[{&*!%@`#")
+_SPEC_FIELDS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
+
+
+def _decode(data: str | bytes) -> str:
+    """Text with the BOM removed and `\\n` line ends; refuses oversized or non-UTF-8 input."""
+    size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
+    if len(data) > MAX_SKILL_MD_BYTES or size > MAX_SKILL_MD_BYTES:
+        raise InvalidSkill(f"SKILL.md is {size} bytes; the limit is {MAX_SKILL_MD_BYTES} (10 MiB)")
+    if isinstance(data, bytes):
+        try:
+            data = data.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InvalidSkill(f"SKILL.md is not valid UTF-8 (byte {exc.start})") from exc
+    return data.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _split(text: str) -> tuple[str, str] | None:
+    """(frontmatter, body), None without an opening `---`; raises when it is never closed."""
+    opening = _OPEN_RE.match(text)
+    if opening is None:
+        return None
+    closing = _CLOSE_RE.search(text, opening.end())
+    if closing is None:
+        raise InvalidSkill("the frontmatter is not closed: add a '---' line after the last field")
+    return text[opening.end() : closing.start()], text[closing.end() :].lstrip("\n")
+
+
+def _yaml_reason(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "the frontmatter is nested too deeply"
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" (line {mark.line + 2})" if mark is not None else ""  # +2: 0-based, after '---'
+        return f"the frontmatter is not valid YAML: {exc.problem}{where}"
+    return f"the frontmatter is not valid YAML: {exc}"
+
+
+def _quote_colon_values(frontmatter: str) -> tuple[str, list[str]]:
+    """Quote top-level plain values that contain `: ` (the commonest YAML mistake)."""
+    lines = frontmatter.split("\n")
+    out: list[str] = []
+    fixed: list[str] = []
+    i = 0
+    while i < len(lines):
+        match = _KEY_LINE_RE.match(lines[i])
+        start, i = i, i + 1
+        if match is None or match.group(2).startswith(_NOT_PLAIN):
+            out.append(lines[start])
+            continue
+        while i < len(lines) and lines[i][:1] in (" ", "\t") and lines[i].strip():
+            i += 1  # Plain continuation lines belong to the value.
+        value = " ".join([match.group(2).strip(), *(line.strip() for line in lines[start + 1 : i])])
+        if ": " in value or value.endswith(":"):
+            out.append(f"{match.group(1)}: {json.dumps(value, ensure_ascii=False)}")
+            fixed.append(match.group(1))
+        else:
+            out.extend(lines[start:i])
+    return "\n".join(out), fixed
+
+
+def _load_yaml(frontmatter: str, problems: list[Problem]) -> object:
+    try:
+        return yaml.load(frontmatter, Loader=_FrontmatterLoader)  # noqa: S506 - a SafeLoader subclass
+    except (yaml.YAMLError, RecursionError) as exc:
+        repaired, keys = _quote_colon_values(frontmatter)
+        try:
+            if not keys:
+                raise
+            loaded = yaml.load(repaired, Loader=_FrontmatterLoader)  # noqa: S506
+        except (yaml.YAMLError, RecursionError):
+            raise InvalidSkill(_yaml_reason(exc)) from exc
+        for key in keys:
+            problems.append(Problem("error", f"the value of '{key}' contains ': ' and must be quoted"))
+        return loaded
+
+
+def _check(meta: SkillMetadata, folder: str | None) -> list[Problem]:
+    """The specification's rules the loader tolerates."""
+    found: list[str] = []
+    name = meta.name
+    if len(name) > NAME_MAX_CHARS:
+        found.append(f"name is {len(name)} characters; the limit is {NAME_MAX_CHARS}")
+    if name != name.lower() or not all(ch.isalnum() or ch == "-" for ch in name):
+        found.append(f"name {name!r} must be lowercase letters, digits and hyphens")
+    elif name.startswith("-") or name.endswith("-"):
+        found.append(f"name {name!r} must not start or end with a hyphen")
+    elif "--" in name:
+        found.append(f"name {name!r} must not contain consecutive hyphens")
+    if folder is not None and name != folder:
+        found.append(f"name {name!r} does not match folder {folder!r}")
+    for field, limit in (("description", DESCRIPTION_MAX_CHARS), ("compatibility", COMPATIBILITY_MAX_CHARS)):
+        value = getattr(meta, field)
+        if value is not None and len(value) > limit:
+            found.append(f"{field} is {len(value)} characters; the limit is {limit}")
+    return [Problem("error", message) for message in found]
+
+
+def _build(raw: dict[str, Any], problems: list[Problem]) -> SkillMetadata | None:
+    """Validate the mapping; a bad optional field is dropped, a bad name/description is fatal."""
+    for _ in range(len(raw) + 1):
+        try:
+            return SkillMetadata.model_validate(raw)
+        except ValidationError as exc:
+            for error in exc.errors():
+                field = str(error["loc"][0]) if error["loc"] else "?"
+                if field in ("name", "description"):
+                    problems.append(Problem("error", f"'{field}' {error['msg'].lower()}", fatal=True))
+                elif raw.pop(field, None) is not None or field in raw:
+                    pass
+                else:
+                    problems.append(Problem("error", f"ignored '{field}': {error['msg'].lower()}"))
+            if any(p.fatal for p in problems):
+                return None
+    return None
+
+
+def _analyse(data: str | bytes, folder: str | None) -> tuple[SkillMetadata | None, str, list[Problem]]:
+    problems: list[Problem] = []
+    if folder is not None:
+        folder = folder.rstrip("/").rsplit("/", 1)[-1]
+    try:
+        parts = _split(_decode(data))
+        if parts is None:
+            raise InvalidSkill("no frontmatter: the file must start with a '---' line")
+        frontmatter, body = parts
+        if len(frontmatter.encode("utf-8", "surrogatepass")) > MAX_FRONTMATTER_BYTES:
+            raise InvalidSkill(f"the frontmatter is over {MAX_FRONTMATTER_BYTES} bytes")
+        raw = _load_yaml(frontmatter, problems)
+        if raw is None:
+            raise InvalidSkill("the frontmatter is empty: it needs 'name' and 'description'")
+        if not isinstance(raw, dict):
+            raise InvalidSkill(f"the frontmatter must be a mapping of fields, not a {type(raw).__name__}")
+    except InvalidSkill as exc:
+        return None, "", [*problems, Problem("error", exc.reason, fatal=True)]
+    fields: dict[str, Any] = {str(key): value for key, value in raw.items()}
+    if fields.get("name") in (None, "") and "name" not in _blank_ok(fields):
+        if folder is None:
+            return None, body, [*problems, Problem("error", "missing required field 'name'", fatal=True)]
+        problems.append(Problem("error", f"missing 'name'; using the folder name {folder!r}"))
+        fields["name"] = folder
+    if fields.get("description") is None:
+        return None, body, [*problems, Problem("error", "missing required field 'description'", fatal=True)]
+    if isinstance(fields.get("metadata"), dict):
+        for key, value in list(fields["metadata"].items()):
+            if isinstance(value, dict | list):
+                problems.append(Problem("warning", f"metadata {str(key)!r} is not a string; ignored"))
+                del fields["metadata"][key]
+    meta = _build(fields, problems)
+    if meta is None:
+        return None, body, problems
+    problems.extend(_check(meta, folder))
+    problems.extend(Problem("warning", f"unknown field {key!r} (kept)") for key in meta.model_extra or {})
+    if not body.strip():
+        problems.append(Problem("warning", "the body is empty: write the instructions below the frontmatter"))
+    elif (lines := body.count("\n") + 1) > _BODY_MAX_LINES:
+        problems.append(
+            Problem("warning", f"the body is {lines} lines; keep it under {_BODY_MAX_LINES} (use references/)")
+        )
+    return meta, body, problems
+
+
+def _blank_ok(fields: dict[str, Any]) -> set[str]:
+    """Fields whose blank value is left to the model to report (a non-text `name`)."""
+    return {"name"} if not isinstance(fields.get("name"), str | None) else set()
+
+
+def parse_skill_md(data: str | bytes, *, folder: str | None = None) -> ParsedSkill:
+    """Parse a SKILL.md, leniently (see the module docstring for what is tolerated).
+
+    Args:
+        data: The file's content; bytes are decoded as UTF-8 (a BOM is dropped).
+        folder: The name of the folder holding the SKILL.md (a path: its last segment).
+            Used to check `name` and as the name when the frontmatter has none.
+
+    Returns:
+        The metadata, the body (Markdown after the frontmatter, leading blank lines
+        removed, `\\n` line ends) and the tolerated problems as warning lines.
+
+    Raises:
+        InvalidSkill: The skill must be skipped; `reason` says why.
+    """
+    meta, body, problems = _analyse(data, folder)
+    if meta is None:
+        raise InvalidSkill("; ".join(p.message for p in problems if p.fatal))
+    return ParsedSkill(meta, body, tuple(p.message for p in problems if p.level == "error"))
+
+
+def validate_skill_md(data: str | bytes, *, folder: str | None = None) -> list[Problem]:
+    """Every problem of a SKILL.md, for a `validate` command (empty when it is clean).
+
+    Args:
+        data: The file's content.
+        folder: The name of the folder holding it (checked against `name`).
+
+    Returns:
+        Errors (specification violations; `fatal` ones make the loader skip the skill)
+        and warnings (advice), in the order found.
+    """
+    return _analyse(data, folder)[2]
+
+
+def get_skill_doc(data: str | bytes) -> str:
+    """The Markdown body without its frontmatter (the whole text if there is none).
+
+    Raises:
+        InvalidSkill: The input is over the size limit or is not UTF-8.
+    """
+    text = _decode(data)
+    try:
+        parts = _split(text)
+    except InvalidSkill:
+        return text
+    return text if parts is None else parts[1]
+
+
+def frontmatter_prefix(head: bytes) -> bytes | None:
+    """The bytes of `head` up to and including the closing `---` line, if it is there.
+
+    `head` is the start of a SKILL.md (a ranged GET); parsing the returned prefix gives
+    the same metadata as parsing the whole file. The cut never falls inside a character.
+    """
+    opening = _HEAD_OPEN_RE.match(head)
+    if opening is None:
+        return None
+    closing = _HEAD_CLOSE_RE.search(head, opening.end())
+    return None if closing is None else head[: closing.end()]
+
+
+def frontmatter_complete(head: bytes) -> bool:
+    """True when `head` holds the whole frontmatter (opening and closing `---` lines).
+
+    A closing line counts only once its line end is in `head`, so a cut anywhere,
+    even inside a multi-byte character, is safe. When the ranged read returned the
+    whole (short) file, parse it directly whatever this says.
+    """
+    return frontmatter_prefix(head) is not None
+
+
+def render_skill_md(metadata: SkillMetadata, body: str) -> str:
+    """Write a SKILL.md that `parse_skill_md` reads back to the same metadata and body.
+
+    Defaults and None are omitted, `allowed-tools` is written as the specification's
+    space-separated string when that reads back the same, unknown fields are kept.
+    A `body` starting with blank lines reads back without them.
+    """
+    fields = metadata.model_dump(by_alias=True, exclude_defaults=True, exclude_none=True)
+    fields = {"name": metadata.name, "description": metadata.description, **fields}
+    tools = metadata.allowed_tools
+    if tools and _split_tools(" ".join(tools)) == tools:
+        fields["allowed-tools"] = " ".join(tools)
+    frontmatter = yaml.safe_dump(fields, sort_keys=False, allow_unicode=True, width=100_000)
+    return f"---\n{frontmatter}---\n" + (f"\n{body}" if body else "")

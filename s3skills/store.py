@@ -1,0 +1,425 @@
+"""The object-store layer: the small contract everything else is built on.
+
+`ObjectStore` speaks to one bucket through aioboto3: paginated list (with or
+without a delimiter), get, ranged get, head, conditional put and batch delete.
+Errors leave this module only as the project's exceptions (`s3skills.errors`),
+through one table. Each request can be observed (`add_request_hook`), because
+request counts are a tested property of the library.
+
+The store's coroutines use a client bound to the running event loop (one client
+per loop, created on first use). The backend and the catalog always run them on
+the private I/O loop of `s3skills._sync`, so in practice there is one client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import aioboto3
+from botocore.config import Config
+
+from s3skills._sync import close_at_exit
+from s3skills.errors import FileTooLarge, NotFound, S3SkillsError, translate_error
+
+__all__ = [
+    "ListPage",
+    "ObjectBody",
+    "ObjectInfo",
+    "ObjectStore",
+    "RequestCounter",
+]
+
+RequestHook = Callable[[str], None]
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """One object as a listing or a HEAD describes it."""
+
+    key: str
+    size: int
+    etag: str
+    last_modified: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectBody:
+    """The bytes of an object (or of a range of it) and its metadata.
+
+    `size` is the size of the whole object, also for a ranged read.
+    """
+
+    key: str
+    data: bytes
+    etag: str
+    size: int
+    last_modified: datetime | None = None
+    content_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a listing: objects and, with a delimiter, common prefixes."""
+
+    objects: tuple[ObjectInfo, ...]
+    prefixes: tuple[str, ...]
+
+
+class RequestCounter:
+    """Counts S3 API calls per operation name (`GetObject`, `ListObjectsV2`...).
+
+    Install it with `store.add_request_hook(counter)`. A retried call counts once.
+    Thread-safe.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def __call__(self, operation: str) -> None:
+        with self._lock:
+            self._counts[operation] += 1
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """A snapshot of the counts."""
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def total(self) -> int:
+        """All calls counted so far."""
+        with self._lock:
+            return sum(self._counts.values())
+
+    def __getitem__(self, operation: str) -> int:
+        with self._lock:
+            return self._counts[operation]
+
+    def reset(self) -> None:
+        """Forget the counts."""
+        with self._lock:
+            self._counts.clear()
+
+
+def _etag(value: Any) -> str:
+    return str(value or "").strip('"')
+
+
+class ObjectStore:
+    """An S3 bucket seen through the six operations the library needs.
+
+    Args:
+        bucket: The bucket name.
+        endpoint_url: An S3-compatible endpoint (moto, SeaweedFS, LocalStack);
+            None for AWS. With an endpoint, path-style addressing is used.
+        region_name: The AWS region.
+        session: An `aioboto3.Session` (credentials, profile); a default one otherwise.
+        max_attempts: Total attempts per request in botocore's `standard`
+            retry mode (throttling, 5xx and connection errors are retried).
+        connect_timeout: Seconds to wait for a connection.
+        read_timeout: Seconds to wait for a response.
+        max_pool_connections: Connections kept per client; bounds concurrency.
+        config: A botocore `Config` merged over the defaults above.
+    """
+
+    def __init__(
+        self,
+        bucket: str,
+        *,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        session: aioboto3.Session | None = None,
+        max_attempts: int = 4,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        max_pool_connections: int = 64,
+        config: Config | None = None,
+    ) -> None:
+        if not isinstance(bucket, str) or not bucket:
+            raise ValueError("bucket must be a non-empty string")
+        self.bucket = bucket
+        self.endpoint_url = endpoint_url
+        self.region_name = region_name
+        self._session = session or aioboto3.Session()
+        base = Config(
+            retries={"max_attempts": max_attempts, "mode": "standard"},
+            connect_timeout=connect_timeout,
+            read_timeout=read_timeout,
+            max_pool_connections=max_pool_connections,
+            # Third-party S3 servers vary in their support of the newer default checksums.
+            request_checksum_calculation="when_required",
+            response_checksum_validation="when_required",
+            s3={"addressing_style": "path" if endpoint_url else "auto"},
+        )
+        self._config = base.merge(config) if config is not None else base
+        self._clients: dict[asyncio.AbstractEventLoop, tuple[Any, Any]] = {}
+        self._client_lock = threading.Lock()
+        self._hooks: list[RequestHook] = []
+        self._events: list[tuple[str, Callable[..., Any]]] = []
+        close_at_exit(self)
+
+    def __repr__(self) -> str:
+        return f"ObjectStore(bucket={self.bucket!r}, endpoint_url={self.endpoint_url!r})"
+
+    # -- observation -----------------------------------------------------------------
+
+    def add_request_hook(self, hook: RequestHook) -> None:
+        """Call `hook(operation_name)` once for every S3 API call (not per retry)."""
+        self._hooks.append(hook)
+
+    def remove_request_hook(self, hook: RequestHook) -> None:
+        """Undo `add_request_hook`."""
+        self._hooks.remove(hook)
+
+    def register_event(self, event_name: str, handler: Callable[..., Any]) -> None:
+        """Register a botocore event handler on every client, present and future.
+
+        Tests use `before-send.s3` to inject faults.
+        """
+        self._events.append((event_name, handler))
+        for _, client in list(self._clients.values()):
+            client.meta.events.register(event_name, handler)
+
+    def _on_call(self, model: Any = None, **_: Any) -> None:
+        name = getattr(model, "name", "unknown")
+        for hook in list(self._hooks):
+            hook(name)
+
+    # -- clients ---------------------------------------------------------------------
+
+    async def _client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        entry = self._clients.get(loop)
+        if entry is not None:
+            return entry[1]
+        cm = self._session.client(
+            "s3", endpoint_url=self.endpoint_url, region_name=self.region_name, config=self._config
+        )
+        try:
+            client = await cm.__aenter__()
+        except Exception as exc:
+            raise translate_error(exc, "connect") from exc
+        with self._client_lock:
+            if loop in self._clients:  # another task won the race
+                await cm.__aexit__(None, None, None)
+                return self._clients[loop][1]
+            client.meta.events.register("before-call.s3", self._on_call)
+            for event_name, handler in self._events:
+                client.meta.events.register(event_name, handler)
+            self._clients[loop] = (cm, client)
+        return client
+
+    async def aclose(self) -> None:
+        """Close the client of the running loop (others are closed by `close`)."""
+        entry = self._clients.pop(asyncio.get_running_loop(), None)
+        if entry is not None:
+            await entry[0].__aexit__(None, None, None)
+
+    async def aclose_all(self) -> None:
+        """Close the clients of every loop (call it from the I/O loop at exit)."""
+        entries, self._clients = list(self._clients.items()), {}
+        for loop, (cm, _) in entries:
+            if loop is asyncio.get_running_loop():
+                await cm.__aexit__(None, None, None)
+            elif not loop.is_closed():
+                asyncio.run_coroutine_threadsafe(cm.__aexit__(None, None, None), loop)
+
+    # -- the contract ----------------------------------------------------------------
+
+    async def alist_pages(
+        self, prefix: str, *, delimiter: str | None = None, page_size: int = 1000
+    ) -> AsyncIterator[ListPage]:
+        """Yield listing pages of the keys under `prefix` (1 request per page)."""
+        client = await self._client()
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": page_size}
+        if delimiter:
+            kwargs["Delimiter"] = delimiter
+        while True:
+            try:
+                resp = await client.list_objects_v2(**kwargs)
+            except Exception as exc:
+                raise translate_error(exc, "list") from exc
+            objects = tuple(
+                ObjectInfo(
+                    key=o["Key"],
+                    size=int(o.get("Size", 0)),
+                    etag=_etag(o.get("ETag")),
+                    last_modified=o.get("LastModified"),
+                )
+                for o in resp.get("Contents", []) or []
+            )
+            prefixes = tuple(p["Prefix"] for p in resp.get("CommonPrefixes", []) or [])
+            yield ListPage(objects, prefixes)
+            token = resp.get("NextContinuationToken")
+            if not resp.get("IsTruncated") or not token:
+                return
+            kwargs["ContinuationToken"] = token
+
+    async def alist(
+        self, prefix: str, *, delimiter: str | None = None
+    ) -> tuple[list[ObjectInfo], list[str]]:
+        """All objects and common prefixes under `prefix`, every page read."""
+        objects: list[ObjectInfo] = []
+        prefixes: list[str] = []
+        async for page in self.alist_pages(prefix, delimiter=delimiter):
+            objects.extend(page.objects)
+            prefixes.extend(page.prefixes)
+        return objects, prefixes
+
+    async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
+        """Read a whole object (1 GetObject).
+
+        Raises:
+            NotFound: No such key. AccessDenied is never reported as NotFound.
+            FileTooLarge: The object is larger than `max_bytes` (nothing is read).
+        """
+        client = await self._client()
+        try:
+            resp = await client.get_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            raise translate_error(exc, "get") from exc
+        return await self._body(key, resp, max_bytes=max_bytes, total=None)
+
+    async def aget_range(self, key: str, start: int, length: int) -> ObjectBody:
+        """Read `length` bytes from offset `start` (1 ranged GetObject).
+
+        Reading past the end returns what exists; an empty object returns b"".
+        """
+        client = await self._client()
+        try:
+            resp = await client.get_object(
+                Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}"
+            )
+        except Exception as exc:
+            err = translate_error(exc, "get")
+            if "InvalidRange" in str(err):  # empty object, or start past the end
+                head = await self.ahead(key)
+                return ObjectBody(key, b"", head.etag, head.size, head.last_modified)
+            raise err from exc
+        total = None
+        content_range = str(resp.get("ContentRange") or "")
+        if "/" in content_range and content_range.rsplit("/", 1)[1].isdigit():
+            total = int(content_range.rsplit("/", 1)[1])
+        return await self._body(key, resp, max_bytes=None, total=total)
+
+    async def _body(
+        self, key: str, resp: dict[str, Any], *, max_bytes: int | None, total: int | None
+    ) -> ObjectBody:
+        stream = resp["Body"]
+        length = int(resp.get("ContentLength", 0) or 0)
+        try:
+            if max_bytes is not None and length > max_bytes:
+                raise FileTooLarge(f"get: the object is {length} bytes; the limit is {max_bytes}")
+            async with stream as body:
+                data: bytes = await body.read()
+        except S3SkillsError:
+            stream.close()
+            raise
+        except Exception as exc:
+            stream.close()
+            raise translate_error(exc, "get") from exc
+        return ObjectBody(
+            key=key,
+            data=data,
+            etag=_etag(resp.get("ETag")),
+            size=total if total is not None else length,
+            last_modified=resp.get("LastModified"),
+            content_type=resp.get("ContentType"),
+        )
+
+    async def ahead(self, key: str) -> ObjectInfo:
+        """Describe one object (1 HeadObject). Raises `NotFound` when absent."""
+        client = await self._client()
+        try:
+            resp = await client.head_object(Bucket=self.bucket, Key=key)
+        except Exception as exc:
+            raise translate_error(exc, "head") from exc
+        return ObjectInfo(key, int(resp.get("ContentLength", 0)), _etag(resp.get("ETag")), resp.get("LastModified"))
+
+    async def aput(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        if_match: str | None = None,
+        if_none_match: bool = False,
+        content_type: str | None = None,
+    ) -> str:
+        """Write an object in one PutObject and return its new ETag.
+
+        Args:
+            key: The key.
+            data: The whole body (S3 replaces objects atomically: no partial object).
+            if_match: Only overwrite when the current ETag is this one.
+            if_none_match: Only create: fail when the key exists.
+
+        Raises:
+            Conflict: A condition did not hold.
+        """
+        client = await self._client()
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key, "Body": data}
+        if if_match is not None:
+            kwargs["IfMatch"] = f'"{if_match}"'
+        if if_none_match:
+            kwargs["IfNoneMatch"] = "*"
+        if content_type:
+            kwargs["ContentType"] = content_type
+        try:
+            resp = await client.put_object(**kwargs)
+        except Exception as exc:
+            raise translate_error(exc, "put") from exc
+        return _etag(resp.get("ETag"))
+
+    async def adelete_many(self, keys: Iterable[str]) -> list[str]:
+        """Delete keys in batches of 1,000 (1 DeleteObjects per batch).
+
+        Returns:
+            The keys that could not be deleted (empty when all went).
+        """
+        client = await self._client()
+        pending = list(dict.fromkeys(keys))
+        failed: list[str] = []
+        for start in range(0, len(pending), 1000):
+            batch = pending[start : start + 1000]
+            try:
+                resp = await client.delete_objects(
+                    Bucket=self.bucket,
+                    Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True},
+                )
+            except Exception as exc:
+                raise translate_error(exc, "delete") from exc
+            failed.extend(e["Key"] for e in resp.get("Errors", []) or [])
+        return failed
+
+    async def aexists(self, key: str) -> bool:
+        """True when the key exists. A 403 raises `AccessDenied`; it is not a "no"."""
+        try:
+            await self.ahead(key)
+        except NotFound:
+            return False
+        return True
+
+    async def acreate_bucket(self) -> None:
+        """Create the bucket if it does not exist (demo, tests, CLI)."""
+        client = await self._client()
+        try:
+            await client.head_bucket(Bucket=self.bucket)
+            return
+        except Exception as exc:
+            err = translate_error(exc, "head bucket")
+            if not isinstance(err, NotFound):
+                raise err from exc
+        kwargs: dict[str, Any] = {"Bucket": self.bucket}
+        if self.region_name and self.region_name != "us-east-1":
+            kwargs["CreateBucketConfiguration"] = {"LocationConstraint": self.region_name}
+        try:
+            await client.create_bucket(**kwargs)
+        except Exception as exc:
+            raise translate_error(exc, "create bucket") from exc
