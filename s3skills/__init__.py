@@ -1,6 +1,8 @@
 """s3skills: a multi-tenant skills system for LLM agents, stored in S3."""
 
+from s3skills.agent import SkillsContext, create_skills_agent
 from s3skills.backend import S3Backend
+from s3skills.catalog import SkillCatalog, SkillProblem
 from s3skills.errors import (
     AccessDenied,
     BinaryFile,
@@ -18,6 +20,7 @@ from s3skills.errors import (
 )
 from s3skills.layout import KeyLayout
 from s3skills.paths import VPath
+from s3skills.skillmd import InvalidSkill, SkillInfo, SkillMetadata, get_skill_doc, parse_skill_md
 from s3skills.store import ObjectStore, RequestCounter
 from s3skills.tenancy import Tenant
 
@@ -28,6 +31,7 @@ __all__ = [
     "CredentialsError",
     "FileTooLarge",
     "InvalidPath",
+    "InvalidSkill",
     "KeyLayout",
     "NotFound",
     "ObjectStore",
@@ -35,12 +39,20 @@ __all__ = [
     "RequestCounter",
     "S3Backend",
     "S3SkillsError",
+    "SkillCatalog",
     "SkillError",
+    "SkillInfo",
+    "SkillMetadata",
+    "SkillProblem",
+    "SkillsContext",
     "StoreError",
     "StoreUnavailable",
     "Tenant",
     "TenantError",
     "VPath",
+    "create_skills_agent",
+    "get_skill_doc",
+    "parse_skill_md",
 ]
 
 __version__ = "0.1.0"

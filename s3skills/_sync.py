@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["close_at_exit", "io_loop", "on_io_loop", "run_sync", "sync_method"]
+__all__ = ["close_at_exit", "io_bound", "io_loop", "on_io_loop", "run_sync", "sync_method"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -114,6 +114,16 @@ def sync_method(async_fn: Callable[P, Awaitable[T]]) -> Callable[P, T]:
     wrapper.__doc__ = f"Sync version of `{async_fn.__name__}` (runs on the private I/O loop).\n\n" + (
         async_fn.__doc__ or ""
     )
+    return wrapper
+
+
+def io_bound(async_fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+    """Make an `async def` method always run on the I/O loop (in the caller's context)."""
+
+    @functools.wraps(async_fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        return await on_io_loop(async_fn(*args, **kwargs))
+
     return wrapper
 
 

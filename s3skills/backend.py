@@ -51,7 +51,9 @@ from deepagents.backends.utils import (
 )
 
 from s3skills import fileops
-from s3skills._sync import on_io_loop, run_sync, sync_method
+from s3skills import formats
+from s3skills._sync import io_bound, on_io_loop, run_sync, sync_method
+from s3skills.catalog import SkillCatalog
 from s3skills.errors import (
     AccessDenied,
     BinaryFile,
@@ -77,6 +79,7 @@ from s3skills.layout import (
     validate_skill_id,
 )
 from s3skills.paths import VPath
+from s3skills.skillmd import SkillInfo
 from s3skills.store import ObjectInfo, ObjectStore
 from s3skills.tenancy import Tenant, resolve_tenant
 
@@ -138,6 +141,8 @@ class S3Backend(BackendProtocol):
         store: An `ObjectStore` to use instead of building one.
         retry_attempts: Attempts per request (botocore standard retry mode).
         botocore_config: Extra botocore `Config` merged over the defaults.
+        catalog_ttl: Seconds the skill index is trusted without a LIST (None: list
+            on every query, so edits to a library show at once).
     """
 
     def __init__(
@@ -159,6 +164,7 @@ class S3Backend(BackendProtocol):
         store: ObjectStore | None = None,
         retry_attempts: int = 4,
         botocore_config: Config | None = None,
+        catalog_ttl: float | None = None,
     ) -> None:
         self.store = store or ObjectStore(
             bucket,
@@ -183,6 +189,9 @@ class S3Backend(BackendProtocol):
         self.max_grep_bytes = max_grep_bytes
         self.concurrency = max(1, concurrency)
         self._instance_skills: list[str] = []
+        self.catalog = SkillCatalog(
+            self.store, self.layout, shared_prefix=self.shared_prefix, ttl=catalog_ttl, concurrency=self.concurrency
+        )
 
     @property
     def bucket(self) -> str:
@@ -212,13 +221,14 @@ class S3Backend(BackendProtocol):
 
     async def _skill_home(self, tenant: Tenant, skill_id: str) -> str:
         """The key prefix of a skill's folder: the user's copy, else the shared one."""
-        prefixes = self.skill_prefixes(tenant)
-        if len(prefixes) == 1:
-            return prefixes[0] + skill_id + "/"
-        for prefix in prefixes:
-            if await self.store.aexists(prefix + skill_id + "/SKILL.md"):
-                return prefix + skill_id + "/"
-        raise NotFound(f"skill {skill_id} not found")
+        if self.shared_prefix is None:
+            return self.layout.user_prefix(tenant) + skill_id + "/"
+        if tenant.user_id is None:
+            self.layout.user_prefix(tenant)  # raises the clear "no user id" error
+        try:
+            return await self.catalog.ahome(str(tenant.user_id), skill_id)
+        except SkillError:
+            raise NotFound(skill_id) from None
 
     async def _resolve(self, tenant: Tenant, vpath: VPath) -> Resolved:
         parts = vpath.parts
@@ -569,6 +579,7 @@ class S3Backend(BackendProtocol):
         """Seed alias of `aglob`: the matches, or `[]` on error."""
         return (await self.aglob(pattern, path)).matches or []
 
+    @io_bound
     async def aexists(self, path: str) -> bool:
         """True when `path` is a file or a non-empty folder visible to this caller.
 
@@ -576,21 +587,18 @@ class S3Backend(BackendProtocol):
             S3SkillsError: A store fault (403, unavailable): not a "no".
         """
 
-        async def run() -> bool:
-            try:
-                vpath = VPath.parse(path)
-                target = await self._resolve(self.tenant(), vpath)
-            except (NotFound, InvalidPath, TenantError):
-                return False
-            if not isinstance(target, Location) or not target.rel:
-                return True
-            if await self.store.aexists(target.key):
-                return True
-            async for page in self.store.alist_pages(target.dir_prefix, page_size=1):
-                return bool(page.objects)
+        try:
+            vpath = VPath.parse(path)
+            target = await self._resolve(self.tenant(), vpath)
+        except (NotFound, InvalidPath, TenantError):
             return False
-
-        return await on_io_loop(run())
+        if not isinstance(target, Location) or not target.rel:
+            return True
+        if await self.store.aexists(target.key):
+            return True
+        async for page in self.store.alist_pages(target.dir_prefix, page_size=1):
+            return bool(page.objects)
+        return False
 
     ls_info = sync_method(als_info)
     grep_raw = sync_method(agrep_raw)
@@ -604,6 +612,20 @@ class S3Backend(BackendProtocol):
         """Skills loaded on this instance with `load_skill` (outside a graph)."""
         return list(self._instance_skills)
 
+    def _user(self, tenant: Tenant) -> str:
+        """The user id of the call, or the clear error that there is none."""
+        self.layout.user_prefix(tenant)
+        return str(tenant.user_id)
+
+    def current_user(self) -> str:
+        """The user id of the current call.
+
+        Raises:
+            TenantError: The call has no user id (none given, none in the run's context).
+        """
+        return self._user(self.tenant())
+
+    @io_bound
     async def aload_skill(self, skill_id: str) -> str:
         """Load a skill on this instance (the seeds' usage, outside a graph).
 
@@ -618,23 +640,61 @@ class S3Backend(BackendProtocol):
         """
         skill = validate_skill_id(skill_id)
 
-        async def run() -> str:
-            tenant = self.tenant()
-            check_leaf_clash(skill, tenant.loaded_skills)
-            found = False
-            for prefix in self.skill_prefixes(tenant):
-                if await self.store.aexists(prefix + skill + "/SKILL.md"):
-                    found = True
-                    break
-            if not found:
-                raise SkillError(f"Skill '{skill}' not found in this user's library.")
-            if skill not in self._instance_skills:
-                self._instance_skills.append(skill)
-            return skill
-
-        return await on_io_loop(run())
+        tenant = self.tenant()
+        check_leaf_clash(skill, tenant.loaded_skills)
+        await self.catalog.aget(self._user(tenant), skill)
+        if skill not in self._instance_skills:
+            self._instance_skills.append(skill)
+        return skill
 
     load_skill = sync_method(aload_skill)
+
+    # -- the seeds' catalog API -----------------------------------------------------------------
+
+    @io_bound
+    async def aload_skills(self, category: str | None = "all") -> list[SkillInfo]:
+        """The enabled skills of the caller's library (user over shared), by id."""
+        return await self.catalog.askills(self._user(self.tenant()), category=category)
+
+    @io_bound
+    async def aload_skills_frontmatter(self, category: str | None = None, budget_chars: int = 100_000) -> str:
+        """The index as concatenated YAML frontmatter blocks (seed 002)."""
+        return formats.format_yaml(await self.aload_skills(category), budget_chars)
+
+    @io_bound
+    async def aload_all_skills_formatted(self, category: str | None = None, budget_chars: int = 100_000) -> str:
+        """The index as a human list grouped by category."""
+        return formats.format_grouped(await self.aload_skills(category), budget_chars)
+
+    @io_bound
+    async def aload_skill_content(self, skill_id: str) -> str:
+        """The full text of a skill's SKILL.md.
+
+        Raises:
+            SkillError: Unknown skill (the message suggests the closest ids).
+        """
+        _, text = await self.catalog.askill_md(self._user(self.tenant()), validate_skill_id(skill_id))
+        return text
+
+    @io_bound
+    async def askill_files(self, skill_id: str, *, limit: int = 50) -> list[str]:
+        """Virtual paths of a skill's files as they appear once it is loaded (1 LIST).
+
+        Raises:
+            SkillError: Unknown skill.
+        """
+        skill = validate_skill_id(skill_id)
+        tenant = self.tenant()
+        home = await self.catalog.ahome(self._user(tenant), skill)
+        objects, _ = await self.store.alist(home)
+        base = f"/skills/{skill_leaf(skill)}/"
+        paths = sorted(base + o.key[len(home) :] for o in objects if not o.key.endswith("/"))
+        return paths[:limit] + ([f"... and {len(paths) - limit} more"] if len(paths) > limit else [])
+
+    load_skills = sync_method(aload_skills)
+    load_skills_frontmatter = sync_method(aload_skills_frontmatter)
+    load_all_skills_formatted = sync_method(aload_all_skills_formatted)
+    load_skill_content = sync_method(aload_skill_content)
 
     def unload_skill(self, skill_id: str) -> None:
         """Forget a skill loaded with `load_skill`."""

@@ -1,0 +1,170 @@
+"""`SkillsPromptMiddleware`: progressive disclosure in the system prompt.
+
+On every model call it APPENDS to the caller's system prompt (never replaces
+it): the compact index of the skills not yet loaded, where the loaded ones can
+be read, and the full `SKILL.md` body of the current skill. With an unchanged
+library this costs at most one LIST per model call (none within the catalog's
+TTL): `SKILL.md` bodies are cached by ETag.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Annotated, Any, Literal, NotRequired
+
+from deepagents.middleware._utils import append_to_system_message
+from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+
+from s3skills import formats
+from s3skills._sync import run_sync
+from s3skills.backend import S3Backend
+from s3skills.errors import S3SkillsError
+from s3skills.layout import skill_leaf
+from s3skills.skillmd import SkillInfo, get_skill_doc
+
+__all__ = ["IndexFormat", "SkillsPromptMiddleware", "SkillsState", "merge_loaded_skills"]
+
+logger = logging.getLogger(__name__)
+
+IndexFormat = Literal["xml", "yaml", "grouped"]
+
+
+def merge_loaded_skills(left: list[str] | None, right: list[str] | None) -> list[str]:
+    """Reducer of `loaded_skills`: the union, in load order."""
+    return list(dict.fromkeys([*(left or []), *(right or [])]))
+
+
+class SkillsState(AgentState[Any]):
+    """Agent state with the skills of the thread (checkpointed with it)."""
+
+    current_skill: NotRequired[str | None]
+    loaded_skills: NotRequired[Annotated[list[str], merge_loaded_skills]]
+
+
+_HEADER = """## Skills
+
+You have a library of skills: folders with instructions (SKILL.md) and resources for \
+specific tasks. Below is the index of those you have not loaded. When a request \
+matches one, load it with the `cargar_habilidad` tool (pass its id); its instructions \
+then appear at the end of this prompt and its files become readable under \
+/skills/<name>/. Read a skill's other files only when its instructions point to them."""
+
+_FORMATTERS: dict[str, Callable[[Sequence[SkillInfo], int], str]] = {
+    "xml": formats.format_xml,
+    "yaml": formats.format_yaml,
+    "grouped": formats.format_grouped,
+}
+
+
+class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
+    """Shows the agent its skill index, and the instructions of the skill it loaded.
+
+    Args:
+        backend: The `S3Backend` the agent uses (its catalog and tenancy).
+        category: Only index skills of this category.
+        budget_chars: Most characters the index may take in the prompt.
+        index_format: `xml` (`<available_skills>`), `yaml` (frontmatter blocks)
+            or `grouped` (a human list by category).
+        mode: `on_demand` (index + load) or `preload` (every skill's instructions
+            in the prompt, seed 001's pre-injection; fine for small libraries).
+        instructions_budget_chars: Most characters of a loaded SKILL.md body shown.
+    """
+
+    state_schema = SkillsState
+
+    def __init__(
+        self,
+        backend: S3Backend,
+        *,
+        category: str | None = None,
+        budget_chars: int = 6000,
+        index_format: IndexFormat = "xml",
+        mode: Literal["on_demand", "preload"] = "on_demand",
+        instructions_budget_chars: int = 40_000,
+    ) -> None:
+        super().__init__()
+        if index_format not in _FORMATTERS:
+            raise ValueError(f"index_format must be one of {sorted(_FORMATTERS)}")
+        self.backend = backend
+        self.category = category
+        self.budget_chars = budget_chars
+        self.index_format = index_format
+        self.mode = mode
+        self.instructions_budget_chars = instructions_budget_chars
+
+    async def build_prompt(self, state: Any) -> str:
+        """The text appended to the system prompt for this state."""
+        loaded = [s for s in (state.get("loaded_skills") or []) if isinstance(s, str)]
+        current = state.get("current_skill")
+        try:
+            user = self.backend.current_user()
+            skills = await self.backend.catalog.askills(user, category=self.category)
+        except S3SkillsError as exc:
+            logger.warning("skill index unavailable: %s", exc)
+            return f"{_HEADER}\n\n(The skill index is unavailable right now: {exc}. Try again later.)"
+        parts = [_HEADER]
+        if self.mode == "preload":
+            parts.append(await self._preloaded(user, skills))
+        else:
+            pending = [s for s in skills if s.id not in loaded]
+            if pending:
+                parts.append(_FORMATTERS[self.index_format](pending, self.budget_chars))
+            else:
+                parts.append("(Every skill in the index is loaded.)")
+        if loaded:
+            lines = [f"- {sid}: /skills/{skill_leaf(sid)}/" for sid in loaded]
+            parts.append("### Loaded skills\n" + "\n".join(lines))
+        if current:
+            parts.append(await self._current(user, str(current)))
+        return "\n\n".join(parts)
+
+    async def _current(self, user: str, skill_id: str) -> str:
+        try:
+            _, text = await self.backend.catalog.askill_md(user, skill_id)
+        except S3SkillsError as exc:
+            return f"### Current skill: {skill_id}\n(Its SKILL.md cannot be read right now: {exc})"
+        body = _clip(get_skill_doc(text), self.instructions_budget_chars)
+        return (
+            f"### Current skill: {skill_id}\n"
+            f"Its files are under /skills/{skill_leaf(skill_id)}/. Its SKILL.md:\n\n{body}"
+        )
+
+    async def _preloaded(self, user: str, skills: Sequence[SkillInfo]) -> str:
+        blocks = []
+        for skill in skills:
+            try:
+                _, text = await self.backend.catalog.askill_md(user, skill.id)
+            except S3SkillsError as exc:
+                blocks.append(f"### {skill.id}\n(unavailable: {exc})")
+                continue
+            blocks.append(f"### {skill.id}\n{get_skill_doc(text).strip()}")
+        return _clip("\n\n".join(blocks), self.instructions_budget_chars)
+
+    def _override(self, request: ModelRequest[Any], text: str) -> ModelRequest[Any]:
+        return request.override(system_message=append_to_system_message(request.system_message, text))
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any]:
+        """Append the skills section to the system prompt, then call the model."""
+        text = run_sync(self.build_prompt(request.state))
+        return handler(self._override(request, text))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        """Async version of `wrap_model_call`."""
+        text = await self.build_prompt(request.state)
+        return await handler(self._override(request, text))
+
+
+def _clip(text: str, budget: int) -> str:
+    if len(text) <= budget:
+        return text
+    note = "\n\n[... cut to fit the prompt; read the file for the rest ...]"
+    return text[: max(0, budget - len(note))] + note

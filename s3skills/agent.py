@@ -1,0 +1,74 @@
+"""`create_skills_agent`: a deep agent wired to an `S3Backend` in one call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from deepagents import create_deep_agent
+from langchain_core.language_models import BaseChatModel
+
+from middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware
+from s3skills.backend import S3Backend
+from tools.skill_tools import skill_tools
+
+__all__ = ["DEEPAGENTS_TOOLS", "SkillsContext", "create_skills_agent"]
+
+DEEPAGENTS_TOOLS = ("ls", "read_file", "write_file", "edit_file", "glob", "grep", "write_todos", "task")
+"""The tools `create_deep_agent` gives every agent (checked against `tools_required`)."""
+
+
+@dataclass
+class SkillsContext:
+    """The run context of a skills agent: who the run acts for.
+
+    Pass it as `agent.invoke(..., context=SkillsContext(user_id="alice"))` or as a
+    dict with the same keys; the thread id comes from `config["configurable"]`.
+    """
+
+    user_id: str | None = None
+    ticket_id: str | None = None
+
+
+def create_skills_agent(
+    model: str | BaseChatModel,
+    backend: S3Backend,
+    *,
+    system_prompt: str | None = None,
+    category: str | None = None,
+    tools: Sequence[Any] = (),
+    middleware: Sequence[Any] = (),
+    index_format: IndexFormat = "xml",
+    budget_chars: int = 6000,
+    **kwargs: Any,
+) -> Any:
+    """Build a deep agent whose files and skills live in S3.
+
+    Args:
+        model: A chat model or a `provider:name` string.
+        backend: The `S3Backend`; one instance serves every user.
+        system_prompt: Your instructions; the skills section is appended to them.
+        category: Only offer skills of this category.
+        tools: Your own tools (the skill tools are added).
+        middleware: More middleware, run after the skills middleware.
+        index_format: How the skill index is shown (`xml`, `yaml`, `grouped`).
+        budget_chars: Most characters of the index in the prompt.
+        **kwargs: Passed to `create_deep_agent` (checkpointer, subagents, ...).
+
+    Returns:
+        The compiled graph. Invoke it with `context={"user_id": ...}` and a thread id.
+    """
+    names = [*DEEPAGENTS_TOOLS, *(getattr(t, "name", getattr(t, "__name__", "")) for t in tools)]
+    names += ["cargar_habilidad", "list_skills", "read_skill"]
+    extra = skill_tools(backend, agent_tools=names, category=category)
+    prompt_mw = SkillsPromptMiddleware(backend, category=category, budget_chars=budget_chars, index_format=index_format)
+    kwargs.setdefault("context_schema", SkillsContext)
+    return create_deep_agent(
+        model=model,
+        tools=[*tools, *extra],
+        system_prompt=system_prompt,
+        middleware=[prompt_mw, *middleware],
+        backend=backend,
+        **kwargs,
+    )

@@ -1,0 +1,5 @@
+"""LangChain tools of s3skills: `cargar_habilidad`, `list_skills`, `read_skill`."""
+
+from tools.skill_tools import load_skill_update, skill_tools
+
+__all__ = ["load_skill_update", "skill_tools"]

@@ -1,0 +1,170 @@
+"""The skill tools: `cargar_habilidad`, `list_skills`, `read_skill` (seeds 000/001).
+
+`cargar_habilidad` records the load in the thread's state (`loaded_skills`,
+`current_skill`) with a `Command`, so the load is checkpointed with the thread
+and seen by every process that serves it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import BaseTool, StructuredTool
+from langgraph.types import Command
+
+from s3skills import formats
+from s3skills._sync import run_sync
+from s3skills.backend import S3Backend, check_leaf_clash
+from s3skills.errors import S3SkillsError
+from s3skills.layout import skill_leaf, validate_skill_id
+from s3skills.skillmd import SkillInfo, get_skill_doc
+
+__all__ = ["load_skill_update", "skill_tools"]
+
+_LOAD_DOC = """Load a skill (cargar habilidad) by its id, e.g. 'escrituras/compraventa' or 'pdf'.
+
+After loading, the skill's instructions (its SKILL.md) appear in your system prompt and
+its files become readable under /skills/<name>/ (ls, read_file, grep, glob). Load a skill
+before following it; load only the skills the task needs."""
+
+_LIST_DOC = """List the skills in the library (id and description), optionally of one category."""
+
+_READ_DOC = """Read a skill's instructions (its SKILL.md body) without loading it."""
+
+
+def _tool_names(tools: Iterable[Any] | None) -> set[str] | None:
+    if tools is None:
+        return None
+    names = set()
+    for tool in tools:
+        name = tool if isinstance(tool, str) else getattr(tool, "name", None) or getattr(tool, "__name__", None)
+        if name:
+            names.add(str(name))
+    return names
+
+
+def _allowed_tool_name(entry: str) -> str:
+    return entry.split("(", 1)[0].strip()
+
+
+async def load_skill_update(
+    backend: S3Backend,
+    skill_path: str,
+    loaded: list[str],
+    tool_call_id: str,
+    agent_tools: set[str] | None,
+) -> Command[Any] | str:
+    """Validate a load and build the state update of `cargar_habilidad`.
+
+    Returns:
+        A `Command` that sets `current_skill`, adds to `loaded_skills` and carries
+        the `ToolMessage`; or an error string for the model to act on.
+    """
+    try:
+        skill_id = validate_skill_id(skill_path)
+        user = backend.current_user()
+        check_leaf_clash(skill_id, [*loaded, *backend.loaded_skills])
+        info, _ = await backend.catalog.askill_md(user, skill_id)
+    except S3SkillsError as exc:
+        return f"Error: {exc}"
+    problem = _tools_problem(info, agent_tools)
+    if problem:
+        return problem
+    leaf = skill_leaf(skill_id)
+    try:
+        paths = await backend.askill_files(skill_id)
+    except S3SkillsError:
+        paths = []
+    note = ""
+    unavailable = [
+        t for t in (_allowed_tool_name(e) for e in info.metadata.allowed_tools)
+        if agent_tools is not None and t and t not in agent_tools
+    ]
+    if unavailable:
+        note = f" Note: its allowed-tools name tools this agent lacks: {', '.join(unavailable)}."
+    files = " Files: " + ", ".join(paths) + "." if paths else ""
+    text = (
+        f"Skill '{skill_id}' loaded. Its instructions are now in your system prompt; "
+        f"its files are under /skills/{leaf}/ (start with /skills/{leaf}/SKILL.md if you need "
+        f"the full text).{files}{note}"
+    )
+    return Command(
+        update={
+            "current_skill": skill_id,
+            "loaded_skills": [skill_id],
+            "messages": [ToolMessage(content=text, tool_call_id=tool_call_id, name="cargar_habilidad")],
+        }
+    )
+
+
+def _tools_problem(info: SkillInfo, agent_tools: set[str] | None) -> str | None:
+    if agent_tools is None:
+        return None
+    missing = [t for t in info.metadata.tools_required if t not in agent_tools]
+    if not missing:
+        return None
+    return (
+        f"Error: cannot load '{info.id}': it needs the tool(s) {', '.join(missing)}, "
+        "which this agent does not have. Choose another skill or tell the user."
+    )
+
+
+def skill_tools(
+    backend: S3Backend,
+    *,
+    agent_tools: Iterable[Any] | None = None,
+    category: str | None = None,
+    budget_chars: int = 20_000,
+) -> list[BaseTool]:
+    """The skill tools for an agent using `backend`.
+
+    Args:
+        backend: The agent's `S3Backend`.
+        agent_tools: The tools (or tool names) the agent has, to check a skill's
+            `tools_required` at load time. None skips the check.
+        category: Only list skills of this category.
+        budget_chars: Most characters `list_skills` returns.
+    """
+    names = _tool_names(agent_tools)
+    default_category = category
+
+    async def acargar(skill_path: str, runtime: ToolRuntime[Any, Any]) -> Command[Any] | str:
+        loaded = list(runtime.state.get("loaded_skills") or [])
+        return await load_skill_update(backend, skill_path, loaded, str(runtime.tool_call_id), names)
+
+    def cargar(skill_path: str, runtime: ToolRuntime[Any, Any]) -> Command[Any] | str:
+        return run_sync(acargar(skill_path, runtime))
+
+    async def alist(category: str | None = None) -> str:
+        try:
+            skills = await backend.catalog.askills(backend.current_user(), category=category or default_category)
+        except S3SkillsError as exc:
+            return f"Error: {exc}"
+        if not skills:
+            return "No skills found."
+        return formats.format_grouped(skills, budget_chars)
+
+    def list_(category: str | None = None) -> str:
+        return run_sync(alist(category))
+
+    async def aread(name: str) -> str:
+        try:
+            _, text = await backend.catalog.askill_md(backend.current_user(), validate_skill_id(name))
+        except S3SkillsError as exc:
+            return f"Error: {exc}"
+        return get_skill_doc(text)
+
+    def read(name: str) -> str:
+        return run_sync(aread(name))
+
+    def make(name: str, func: Callable[..., Any], coro: Callable[..., Awaitable[Any]], doc: str) -> BaseTool:
+        return StructuredTool.from_function(func=func, coroutine=coro, name=name, description=doc)
+
+    return [
+        make("cargar_habilidad", cargar, acargar, _LOAD_DOC),
+        make("list_skills", list_, alist, _LIST_DOC),
+        make("read_skill", read, aread, _READ_DOC),
+    ]
