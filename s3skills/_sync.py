@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import contextlib
 import contextvars
 import functools
 import threading
@@ -102,11 +103,14 @@ async def on_io_loop(coro: Coroutine[Any, Any, T]) -> T:
         raise
 
 
-def sync_method(async_fn: Callable[P, Awaitable[T]]) -> Callable[P, T]:
-    """Build the sync twin of an `async def` method: same arguments, same result."""
+def sync_method(async_fn: Callable[..., Awaitable[T]]) -> Callable[..., T]:
+    """Build the sync twin of an `async def` method: same arguments, same result.
+
+    (Typed loosely on purpose: the twin overrides protocol methods of many shapes.)
+    """
 
     @functools.wraps(async_fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+    def wrapper(*args: Any, **kwargs: Any) -> T:
         return run_sync(_as_coroutine(async_fn(*args, **kwargs)))
 
     wrapper.__name__ = async_fn.__name__.removeprefix("a")
@@ -153,10 +157,8 @@ def _shutdown() -> None:
     async def close_all() -> None:
         await asyncio.gather(*(obj.aclose_all() for obj in list(_closers)), return_exceptions=True)
 
-    try:
+    with contextlib.suppress(Exception):  # best effort at exit
         _submit(close_all()).result(timeout=5)
-    except Exception:  # noqa: S110 - best effort at exit
-        pass
     loop.call_soon_threadsafe(loop.stop)
 
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
+from typing import Any, Literal, TypeVar
 
 import aioboto3
 from botocore.config import Config
@@ -51,8 +52,7 @@ from deepagents.backends.utils import (
 )
 
 from s3skills import fileops
-from s3skills import formats
-from s3skills._sync import io_bound, on_io_loop, run_sync, sync_method
+from s3skills._sync import on_io_loop, run_sync, sync_method
 from s3skills.catalog import SkillCatalog
 from s3skills.errors import (
     AccessDenied,
@@ -76,10 +76,9 @@ from s3skills.layout import (
     find_loaded_skill,
     mounts_of,
     skill_leaf,
-    validate_skill_id,
 )
 from s3skills.paths import VPath
-from s3skills.skillmd import SkillInfo
+from s3skills.seedapi import SeedAPI
 from s3skills.store import ObjectInfo, ObjectStore
 from s3skills.tenancy import Tenant, resolve_tenant
 
@@ -119,7 +118,7 @@ def _message(exc: BaseException, path: str, op: str) -> str:
     return f"Could not {op} '{path}': internal error ({type(exc).__name__})."
 
 
-class S3Backend(BackendProtocol):
+class S3Backend(SeedAPI, BackendProtocol):
     """A deepagents backend whose files live in one S3 bucket, for many tenants.
 
     Args:
@@ -143,6 +142,10 @@ class S3Backend(BackendProtocol):
         botocore_config: Extra botocore `Config` merged over the defaults.
         catalog_ttl: Seconds the skill index is trusted without a LIST (None: list
             on every query, so edits to a library show at once).
+        skills_mode: `gated` (default): /skills shows only the loaded skills.
+            `library`: /skills shows the user's whole library read-only, as
+            `/skills/<name>/`, so deepagents' own `SkillsMiddleware(sources=["/skills/"])`
+            can read it (no progressive gating then).
     """
 
     def __init__(
@@ -165,6 +168,7 @@ class S3Backend(BackendProtocol):
         retry_attempts: int = 4,
         botocore_config: Config | None = None,
         catalog_ttl: float | None = None,
+        skills_mode: Literal["gated", "library"] = "gated",
     ) -> None:
         self.store = store or ObjectStore(
             bucket,
@@ -184,6 +188,9 @@ class S3Backend(BackendProtocol):
         if shared_prefix is not None:
             self.layout.shared_prefix(shared_prefix.strip("/"))  # validates
             self.shared_prefix = shared_prefix.strip("/")
+        if skills_mode not in ("gated", "library"):
+            raise ValueError("skills_mode must be 'gated' or 'library'")
+        self.skills_mode = skills_mode
         self.ticket_writable = ticket_writable
         self.max_read_bytes = max_read_bytes
         self.max_grep_bytes = max_grep_bytes
@@ -211,6 +218,16 @@ class S3Backend(BackendProtocol):
             ticket_id=self._ticket_id,
             instance_skills=self._instance_skills,
         )
+
+    async def _visible(self) -> Tenant:
+        """The tenant of this call with the skills it may see under /skills."""
+        tenant = self.tenant()
+        if self.skills_mode == "library" and tenant.user_id is not None:
+            seen: dict[str, str] = {}
+            for skill in await self.catalog.askills(tenant.user_id):
+                seen.setdefault(skill_leaf(skill.id), skill.id)  # ids are sorted: first wins
+            tenant = replace(tenant, loaded_skills=tuple(seen.values()))
+        return tenant
 
     def skill_prefixes(self, tenant: Tenant) -> list[str]:
         """The library prefixes of this user, highest precedence first."""
@@ -251,8 +268,7 @@ class S3Backend(BackendProtocol):
             return Location(VPath(("skills", rest[0])), home, rest[1:], False, "skills")
         if head == "workspace" and tenant.thread_id is None:
             raise TenantError(
-                "There is no /workspace in this run: it has no thread id "
-                "(config={'configurable': {'thread_id': ...}})."
+                "There is no /workspace in this run: it has no thread id (config={'configurable': {'thread_id': ...}})."
             )
         raise NotFound(str(vpath))
 
@@ -281,7 +297,9 @@ class S3Backend(BackendProtocol):
             objects, _ = await self.store.alist(loc.prefix)
             return [o for o in objects if not o.key.endswith("/")]
         objects, _ = await self.store.alist(loc.key)
-        return [o for o in objects if o.key == loc.key or (o.key.startswith(loc.dir_prefix) and not o.key.endswith("/"))]
+        return [
+            o for o in objects if o.key == loc.key or (o.key.startswith(loc.dir_prefix) and not o.key.endswith("/"))
+        ]
 
     async def _gather_limited(self, items: Iterable[Awaitable[T]]) -> list[T]:
         sem = asyncio.Semaphore(self.concurrency)
@@ -315,7 +333,7 @@ class S3Backend(BackendProtocol):
         """List a folder (non-recursive). Folders end with `/` and have `is_dir=True`."""
 
         async def run() -> LsResult:
-            return LsResult(entries=await self._ls(self.tenant(), VPath.parse(path)))
+            return LsResult(entries=await self._ls(await self._visible(), VPath.parse(path)))
 
         return await self._guard(run(), path, "list", lambda m: LsResult(error=m))
 
@@ -331,8 +349,9 @@ class S3Backend(BackendProtocol):
             if vpath.suffix:
                 raise
             # The seeds' convention: `/skills/pdf/forms` means `forms.md`.
-            target = Location(target.vbase, target.prefix, (*target.rel[:-1], target.rel[-1] + ".md"),
-                              target.writable, target.mount)
+            target = Location(
+                target.vbase, target.prefix, (*target.rel[:-1], target.rel[-1] + ".md"), target.writable, target.mount
+            )
             body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
         return target, body.data, body.etag, body.last_modified
 
@@ -341,7 +360,7 @@ class S3Backend(BackendProtocol):
 
         async def run() -> ReadResult:
             vpath = VPath.parse(file_path)
-            _, data, _, modified = await self._get_file(self.tenant(), vpath)
+            _, data, _, modified = await self._get_file(await self._visible(), vpath)
             if not fileops.is_text_path(file_path):
                 return ReadResult(file_data=fileops.binary_file_data(data, modified))
             text = fileops.decode_text(data, file_path)
@@ -372,8 +391,7 @@ class S3Backend(BackendProtocol):
             if not isinstance(pattern, str) or pattern == "":
                 return GrepResult(error="The search pattern is empty.")
             vpath = VPath.parse(path or "/")
-            tenant = self.tenant()
-            files = await self._candidates(tenant, vpath)
+            files = await self._candidates(await self._visible(), vpath)
             if glob:
                 match = compile_grep_include_glob(glob)
                 files = [(p, o) for p, o in files if match(self._relative(vpath, p))]
@@ -402,7 +420,7 @@ class S3Backend(BackendProtocol):
         async def run() -> GlobResult:
             vpath = VPath.parse(path or "/")
             match = compile_grep_include_glob(pattern)
-            files = await self._candidates(self.tenant(), vpath)
+            files = await self._candidates(await self._visible(), vpath)
             infos = [
                 fileops.file_info(p, is_dir=False, size=o.size, modified=o.last_modified)
                 for p, o in files
@@ -421,9 +439,7 @@ class S3Backend(BackendProtocol):
         except NotFound:
             if vpath.parts and vpath.parts[0] in ("skills", "ticket"):
                 raise ReadOnly(str(vpath)) from None
-            raise InvalidPath(
-                f"Cannot write '{vpath}': files can only be written under /workspace."
-            ) from None
+            raise InvalidPath(f"Cannot write '{vpath}': files can only be written under /workspace.") from None
         if not isinstance(target, Location):
             raise ReadOnly(str(vpath))
         if not target.writable:
@@ -439,15 +455,13 @@ class S3Backend(BackendProtocol):
             if not isinstance(content, str):
                 raise InvalidPath("Content must be a string.")
             vpath = VPath.parse(file_path)
-            target = await self._writable(self.tenant(), vpath)
+            target = await self._writable(await self._visible(), vpath)
             await self.store.aput(target.key, content.encode("utf-8"), content_type=fileops.content_type_for(file_path))
             return WriteResult(path=str(vpath))
 
         return await self._guard(run(), file_path, "write", lambda m: WriteResult(error="Error: " + m))
 
-    async def aedit(
-        self, file_path: str, old_string: str, new_string: str, replace_all: bool = False  # noqa: FBT001, FBT002
-    ) -> EditResult:
+    async def aedit(self, file_path: str, old_string: str, new_string: str, replace_all: bool = False) -> EditResult:
         """Replace text in a file: 1 GET (with its ETag), 1 PUT with `IfMatch`.
 
         A concurrent change between the two is reported, never overwritten.
@@ -455,7 +469,7 @@ class S3Backend(BackendProtocol):
 
         async def run() -> EditResult:
             vpath = VPath.parse(file_path)
-            target = await self._writable(self.tenant(), vpath)
+            target = await self._writable(await self._visible(), vpath)
             body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
             if not fileops.is_text_path(file_path):
                 return EditResult(error="Error: Cannot edit binary files with text replacements.")
@@ -468,7 +482,9 @@ class S3Backend(BackendProtocol):
                 return EditResult(error=replaced)
             new_text, occurrences = replaced
             await self.store.aput(
-                target.key, new_text.encode("utf-8"), if_match=body.etag,
+                target.key,
+                new_text.encode("utf-8"),
+                if_match=body.etag,
                 content_type=fileops.content_type_for(file_path),
             )
             return EditResult(path=str(vpath), occurrences=int(occurrences))
@@ -480,13 +496,15 @@ class S3Backend(BackendProtocol):
 
         async def run() -> DeleteResult:
             vpath = VPath.parse(file_path)
-            target = await self._writable(self.tenant(), vpath)
+            target = await self._writable(await self._visible(), vpath)
             keys = [o.key for o in await self._objects_under(target)]
             if not keys:
                 raise NotFound(str(vpath))
             failed = await self.store.adelete_many(keys)
             if failed:
-                return DeleteResult(error=f"Error: {len(failed)} of {len(keys)} objects under '{vpath}' could not be deleted.")
+                return DeleteResult(
+                    error=f"Error: {len(failed)} of {len(keys)} objects under '{vpath}' could not be deleted."
+                )
             return DeleteResult(path=str(vpath))
 
         return await self._guard(run(), file_path, "delete", lambda m: DeleteResult(error="Error: " + m))
@@ -510,7 +528,7 @@ class S3Backend(BackendProtocol):
             try:
                 if not isinstance(data, bytes | bytearray):
                     raise InvalidPath("content must be bytes")
-                target = await self._writable(self.tenant(), VPath.parse(path))
+                target = await self._writable(await self._visible(), VPath.parse(path))
                 await self.store.aput(target.key, bytes(data), content_type=fileops.content_type_for(path))
             except Exception as exc:
                 return FileUploadResponse(path=path, error=self._op_error(exc))
@@ -524,8 +542,7 @@ class S3Backend(BackendProtocol):
         async def one(path: str) -> FileDownloadResponse:
             try:
                 vpath = VPath.parse(path)
-                tenant = self.tenant()
-                target = await self._resolve(tenant, vpath)
+                target = await self._resolve(await self._visible(), vpath)
                 if not isinstance(target, Location) or not target.rel:
                     return FileDownloadResponse(path=path, error="is_directory")
                 body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
@@ -537,9 +554,7 @@ class S3Backend(BackendProtocol):
 
     # -- the boundary ---------------------------------------------------------------------------
 
-    async def _guard(
-        self, coro: Awaitable[T], path: str, op: str, on_error: Callable[[str], T]
-    ) -> T:
+    async def _guard(self, coro: Awaitable[T], path: str, op: str, on_error: Callable[[str], T]) -> T:
         """Run an operation on the I/O loop; turn any exception into `error=`."""
 
         async def body() -> T:
@@ -564,159 +579,6 @@ class S3Backend(BackendProtocol):
     upload_files = sync_method(aupload_files)
     download_files = sync_method(adownload_files)
 
-    # -- the seeds' names -----------------------------------------------------------------------
-
-    async def als_info(self, path: str) -> list[FileInfo]:
-        """Seed alias of `als`: the entries, or `[]` on error."""
-        return (await self.als(path)).entries or []
-
-    async def agrep_raw(self, pattern: str, path: str | None = None, glob: str | None = None) -> list[GrepMatch] | str:
-        """Seed alias of `agrep`: the matches, or the error string."""
-        result = await self.agrep(pattern, path, glob)
-        return result.error if result.error is not None else (result.matches or [])
-
-    async def aglob_info(self, pattern: str, path: str = "/") -> list[FileInfo]:
-        """Seed alias of `aglob`: the matches, or `[]` on error."""
-        return (await self.aglob(pattern, path)).matches or []
-
-    @io_bound
-    async def aexists(self, path: str) -> bool:
-        """True when `path` is a file or a non-empty folder visible to this caller.
-
-        Raises:
-            S3SkillsError: A store fault (403, unavailable): not a "no".
-        """
-
-        try:
-            vpath = VPath.parse(path)
-            target = await self._resolve(self.tenant(), vpath)
-        except (NotFound, InvalidPath, TenantError):
-            return False
-        if not isinstance(target, Location) or not target.rel:
-            return True
-        if await self.store.aexists(target.key):
-            return True
-        async for page in self.store.alist_pages(target.dir_prefix, page_size=1):
-            return bool(page.objects)
-        return False
-
-    ls_info = sync_method(als_info)
-    grep_raw = sync_method(agrep_raw)
-    glob_info = sync_method(aglob_info)
-    exists = sync_method(aexists)
-
-    # -- loaded skills outside a graph ------------------------------------------------------------
-
-    @property
-    def loaded_skills(self) -> list[str]:
-        """Skills loaded on this instance with `load_skill` (outside a graph)."""
-        return list(self._instance_skills)
-
-    def _user(self, tenant: Tenant) -> str:
-        """The user id of the call, or the clear error that there is none."""
-        self.layout.user_prefix(tenant)
-        return str(tenant.user_id)
-
-    def current_user(self) -> str:
-        """The user id of the current call.
-
-        Raises:
-            TenantError: The call has no user id (none given, none in the run's context).
-        """
-        return self._user(self.tenant())
-
-    @io_bound
-    async def aload_skill(self, skill_id: str) -> str:
-        """Load a skill on this instance (the seeds' usage, outside a graph).
-
-        Inside an agent, `cargar_habilidad` records loads in the thread's state instead.
-
-        Returns:
-            The normalised skill id.
-
-        Raises:
-            SkillError: Unknown skill, or another loaded skill has the same leaf name.
-            InvalidPath: A malformed id.
-        """
-        skill = validate_skill_id(skill_id)
-
-        tenant = self.tenant()
-        check_leaf_clash(skill, tenant.loaded_skills)
-        await self.catalog.aget(self._user(tenant), skill)
-        if skill not in self._instance_skills:
-            self._instance_skills.append(skill)
-        return skill
-
-    load_skill = sync_method(aload_skill)
-
-    # -- the seeds' catalog API -----------------------------------------------------------------
-
-    @io_bound
-    async def aload_skills(self, category: str | None = "all") -> list[SkillInfo]:
-        """The enabled skills of the caller's library (user over shared), by id."""
-        return await self.catalog.askills(self._user(self.tenant()), category=category)
-
-    @io_bound
-    async def aload_skills_frontmatter(self, category: str | None = None, budget_chars: int = 100_000) -> str:
-        """The index as concatenated YAML frontmatter blocks (seed 002)."""
-        return formats.format_yaml(await self.aload_skills(category), budget_chars)
-
-    @io_bound
-    async def aload_all_skills_formatted(self, category: str | None = None, budget_chars: int = 100_000) -> str:
-        """The index as a human list grouped by category."""
-        return formats.format_grouped(await self.aload_skills(category), budget_chars)
-
-    @io_bound
-    async def aload_skill_content(self, skill_id: str) -> str:
-        """The full text of a skill's SKILL.md.
-
-        Raises:
-            SkillError: Unknown skill (the message suggests the closest ids).
-        """
-        _, text = await self.catalog.askill_md(self._user(self.tenant()), validate_skill_id(skill_id))
-        return text
-
-    @io_bound
-    async def askill_files(self, skill_id: str, *, limit: int = 50) -> list[str]:
-        """Virtual paths of a skill's files as they appear once it is loaded (1 LIST).
-
-        Raises:
-            SkillError: Unknown skill.
-        """
-        skill = validate_skill_id(skill_id)
-        tenant = self.tenant()
-        home = await self.catalog.ahome(self._user(tenant), skill)
-        objects, _ = await self.store.alist(home)
-        base = f"/skills/{skill_leaf(skill)}/"
-        paths = sorted(base + o.key[len(home) :] for o in objects if not o.key.endswith("/"))
-        return paths[:limit] + ([f"... and {len(paths) - limit} more"] if len(paths) > limit else [])
-
-    load_skills = sync_method(aload_skills)
-    load_skills_frontmatter = sync_method(aload_skills_frontmatter)
-    load_all_skills_formatted = sync_method(aload_all_skills_formatted)
-    load_skill_content = sync_method(aload_skill_content)
-
-    def unload_skill(self, skill_id: str) -> None:
-        """Forget a skill loaded with `load_skill`."""
-        skill = validate_skill_id(skill_id)
-        if skill in self._instance_skills:
-            self._instance_skills.remove(skill)
-
     def close(self) -> None:
         """Close the S3 client."""
         run_sync(self.store.aclose())
-
-
-def check_leaf_clash(skill_id: str, loaded: Sequence[str]) -> None:
-    """Refuse a second loaded skill whose folder name under /skills is taken.
-
-    Raises:
-        SkillError: Another loaded skill has the same leaf name.
-    """
-    leaf = skill_leaf(skill_id)
-    for other in loaded:
-        if other != skill_id and skill_leaf(other) == leaf:
-            raise SkillError(
-                f"Cannot load '{skill_id}': the loaded skill '{other}' already appears as /skills/{leaf}. "
-                "Two loaded skills cannot share a folder name."
-            )

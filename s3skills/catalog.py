@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from s3skills._sync import io_bound, sync_method
@@ -146,7 +146,9 @@ class SkillCatalog:
                 parts = rel.split("/")
                 if parts[-1] == SKILL_FILE and 2 <= len(parts) <= 3:
                     found["/".join(parts[:-1])] = obj
-            changed = [(sid, o) for sid, o in found.items() if (e := layer.entries.get(sid)) is None or e.etag != o.etag]
+            changed = [
+                (sid, o) for sid, o in found.items() if (e := layer.entries.get(sid)) is None or e.etag != o.etag
+            ]
             sem = asyncio.Semaphore(self.concurrency)
 
             async def load(skill_id: str, obj: ObjectInfo) -> tuple[str, _Entry]:
@@ -262,7 +264,7 @@ class SkillCatalog:
         cache_key = (home, skill.etag)
         text = self._bodies.get(cache_key)
         if text is None:
-            body = await (self.store.aget(home + SKILL_FILE, max_bytes=MAX_SKILL_MD_BYTES))
+            body = await self.store.aget(home + SKILL_FILE, max_bytes=MAX_SKILL_MD_BYTES)
             text = body.data.decode("utf-8-sig", errors="replace")
             self._bodies[cache_key] = text
             while len(self._bodies) > self.max_bodies:
@@ -293,7 +295,9 @@ class SkillCatalog:
         for prefix, layer in self._layers.items():
             if wanted is not None and prefix not in wanted:
                 continue
-            source = "shared" if self.shared_prefix and prefix == self.layout.shared_prefix(self.shared_prefix) else "user"
+            source = (
+                "shared" if self.shared_prefix and prefix == self.layout.shared_prefix(self.shared_prefix) else "user"
+            )
             for skill_id, entry in sorted(layer.entries.items()):
                 if entry.problem is not None:
                     out.append(SkillProblem(skill_id, source, "error", entry.problem))
@@ -317,4 +321,3 @@ class SkillCatalog:
     skill_md = sync_method(askill_md)
     instructions = sync_method(ainstructions)
     match = sync_method(amatch)
-

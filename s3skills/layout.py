@@ -107,10 +107,7 @@ class KeyLayout:
 
 
 _MISSING = {
-    "user_id": (
-        "No user id for this call: pass user_id= to S3Backend, or run the agent with "
-        "context={'user_id': ...}"
-    ),
+    "user_id": ("No user id for this call: pass user_id= to S3Backend, or run the agent with context={'user_id': ...}"),
     "thread_id": "No thread id for this call: run the agent with config={'configurable': {'thread_id': ...}}",
     "ticket_id": "No ticket id for this call",
     "shared_prefix": "No shared library is configured",

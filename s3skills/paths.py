@@ -123,9 +123,7 @@ def check_identity(value: object, what: str) -> str:
         InvalidPath: When the value is not a string of the allowed characters.
     """
     if not isinstance(value, str) or not _IDENTITY_RE.match(value) or value in (".", ".."):
-        raise InvalidPath(
-            f"Invalid {what} {value!r}: use only letters, digits and . _ @ + : ~ -"
-        )
+        raise InvalidPath(f"Invalid {what} {value!r}: use only letters, digits and . _ @ + : ~ -")
     if len(value.encode("utf-8")) > 128:
         raise InvalidPath(f"Invalid {what}: longer than 128 characters")
     return value

@@ -262,9 +262,7 @@ class ObjectStore:
                 return
             kwargs["ContinuationToken"] = token
 
-    async def alist(
-        self, prefix: str, *, delimiter: str | None = None
-    ) -> tuple[list[ObjectInfo], list[str]]:
+    async def alist(self, prefix: str, *, delimiter: str | None = None) -> tuple[list[ObjectInfo], list[str]]:
         """All objects and common prefixes under `prefix`, every page read."""
         objects: list[ObjectInfo] = []
         prefixes: list[str] = []
@@ -294,9 +292,7 @@ class ObjectStore:
         """
         client = await self._client()
         try:
-            resp = await client.get_object(
-                Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}"
-            )
+            resp = await client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
         except Exception as exc:
             err = translate_error(exc, "get")
             if "InvalidRange" in str(err):  # empty object, or start past the end
@@ -309,9 +305,7 @@ class ObjectStore:
             total = int(content_range.rsplit("/", 1)[1])
         return await self._body(key, resp, max_bytes=None, total=total)
 
-    async def _body(
-        self, key: str, resp: dict[str, Any], *, max_bytes: int | None, total: int | None
-    ) -> ObjectBody:
+    async def _body(self, key: str, resp: dict[str, Any], *, max_bytes: int | None, total: int | None) -> ObjectBody:
         stream = resp["Body"]
         length = int(resp.get("ContentLength", 0) or 0)
         try:

@@ -17,9 +17,10 @@ from langgraph.types import Command
 
 from s3skills import formats
 from s3skills._sync import run_sync
-from s3skills.backend import S3Backend, check_leaf_clash
+from s3skills.backend import S3Backend
 from s3skills.errors import S3SkillsError
 from s3skills.layout import skill_leaf, validate_skill_id
+from s3skills.seedapi import check_leaf_clash
 from s3skills.skillmd import SkillInfo, get_skill_doc
 
 __all__ = ["load_skill_update", "skill_tools"]
@@ -80,7 +81,8 @@ async def load_skill_update(
         paths = []
     note = ""
     unavailable = [
-        t for t in (_allowed_tool_name(e) for e in info.metadata.allowed_tools)
+        t
+        for t in (_allowed_tool_name(e) for e in info.metadata.allowed_tools)
         if agent_tools is not None and t and t not in agent_tools
     ]
     if unavailable:

@@ -76,7 +76,7 @@ class ScriptedChatModel(BaseChatModel):
             self._position += 1
         if step is None:
             return AIMessage(content=self.final)
-        message = step(list(messages)) if callable(step) else step
+        message: AIMessage = step(list(messages)) if callable(step) else step
         return message.model_copy(update={"id": message.id or f"scripted-{next(_ids)}"})
 
     def _generate(
