@@ -239,6 +239,12 @@ class SkillCatalog:
         disabled = " It is disabled." if any(s.id == wanted for s in skills) else ""
         raise SkillError(f"Skill '{wanted}' not found.{disabled}{hint} Call list_skills to see them all.")
 
+    def _home_of(self, user_id: str, skill: SkillInfo) -> str:
+        for source, prefix in self.prefixes(user_id):
+            if source == skill.source:
+                return prefix + skill.id + "/"
+        raise SkillError(f"Skill '{skill.id}' not found.")  # pragma: no cover - sources are ours
+
     @io_bound
     async def ahome(self, user_id: str, skill_id: str) -> str:
         """The key prefix of a skill's folder in the layer that provides it.
@@ -246,11 +252,7 @@ class SkillCatalog:
         Raises:
             SkillError: The skill does not exist (or is broken) in any layer.
         """
-        skill = await self.aget(user_id, skill_id, include_disabled=True)
-        for source, prefix in self.prefixes(user_id):
-            if source == skill.source:
-                return prefix + skill.id + "/"
-        raise SkillError(f"Skill '{skill_id}' not found.")  # pragma: no cover
+        return self._home_of(user_id, await self.aget(user_id, skill_id, include_disabled=True))
 
     @io_bound
     async def askill_md(self, user_id: str, skill_id: str) -> tuple[SkillInfo, str]:
@@ -260,7 +262,7 @@ class SkillCatalog:
             SkillError: Unknown skill.
         """
         skill = await self.aget(user_id, skill_id, include_disabled=True)
-        home = await self.ahome(user_id, skill.id)
+        home = self._home_of(user_id, skill)
         cache_key = (home, skill.etag)
         text = self._bodies.get(cache_key)
         if text is None:

@@ -14,7 +14,9 @@ the private I/O loop of `s3skills._sync`, so in practice there is one client.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
@@ -108,6 +110,16 @@ class RequestCounter:
             self._counts.clear()
 
 
+def _close_clients(clients: dict[asyncio.AbstractEventLoop, tuple[Any, Any]]) -> None:
+    """Schedule the closing of each client on its own loop (safe from any thread)."""
+    entries = list(clients.items())
+    clients.clear()
+    for loop, (cm, _) in entries:
+        if not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                asyncio.run_coroutine_threadsafe(cm.__aexit__(None, None, None), loop)
+
+
 def _etag(value: Any) -> str:
     return str(value or "").strip('"')
 
@@ -160,6 +172,8 @@ class ObjectStore:
         )
         self._config = base.merge(config) if config is not None else base
         self._clients: dict[asyncio.AbstractEventLoop, tuple[Any, Any]] = {}
+        # Closes the clients when the store is garbage-collected (no unclosed sessions).
+        weakref.finalize(self, _close_clients, self._clients)
         self._client_lock = threading.Lock()
         self._hooks: list[RequestHook] = []
         self._events: list[tuple[str, Callable[..., Any]]] = []
@@ -224,12 +238,11 @@ class ObjectStore:
 
     async def aclose_all(self) -> None:
         """Close the clients of every loop (call it from the I/O loop at exit)."""
-        entries, self._clients = list(self._clients.items()), {}
-        for loop, (cm, _) in entries:
-            if loop is asyncio.get_running_loop():
-                await cm.__aexit__(None, None, None)
-            elif not loop.is_closed():
-                asyncio.run_coroutine_threadsafe(cm.__aexit__(None, None, None), loop)
+        current = asyncio.get_running_loop()
+        entry = self._clients.pop(current, None)
+        _close_clients(self._clients)
+        if entry is not None:
+            await entry[0].__aexit__(None, None, None)
 
     # -- the contract ----------------------------------------------------------------
 
