@@ -99,10 +99,12 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         current = state.get("current_skill")
         try:
             user = self.backend.current_user()
-            skills = await self.backend.catalog.askills(user, category=self.category)
+            everything = await self.backend.catalog.askills(user, include_disabled=True)
         except S3SkillsError as exc:
             logger.warning("skill index unavailable: %s", exc)
             return f"{_HEADER}\n\n(The skill index is unavailable right now: {exc}. Try again later.)"
+        by_id = {s.id: s for s in everything}
+        skills = [s for s in everything if s.metadata.enabled and (not self.category or s.category == self.category)]
         parts = [_HEADER]
         if self.mode == "preload":
             parts.append(await self._preloaded(user, skills))
@@ -116,12 +118,14 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
             lines = [f"- {sid}: /skills/{skill_leaf(sid)}/" for sid in loaded]
             parts.append("### Loaded skills\n" + "\n".join(lines))
         if current:
-            parts.append(await self._current(user, str(current)))
+            parts.append(await self._current(user, str(current), by_id.get(str(current))))
         return "\n\n".join(parts)
 
-    async def _current(self, user: str, skill_id: str) -> str:
+    async def _current(self, user: str, skill_id: str, skill: SkillInfo | None) -> str:
+        if skill is None:
+            return f"### Current skill: {skill_id}\n(It is no longer in the library.)"
         try:
-            _, text = await self.backend.catalog.askill_md(user, skill_id)
+            text = await self.backend.catalog.atext_of(user, skill)
         except S3SkillsError as exc:
             return f"### Current skill: {skill_id}\n(Its SKILL.md cannot be read right now: {exc})"
         body = _clip(get_skill_doc(text), self.instructions_budget_chars)
@@ -134,7 +138,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         blocks = []
         for skill in skills:
             try:
-                _, text = await self.backend.catalog.askill_md(user, skill.id)
+                text = await self.backend.catalog.atext_of(user, skill)
             except S3SkillsError as exc:
                 blocks.append(f"### {skill.id}\n(unavailable: {exc})")
                 continue

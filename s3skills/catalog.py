@@ -262,6 +262,14 @@ class SkillCatalog:
             SkillError: Unknown skill.
         """
         skill = await self.aget(user_id, skill_id, include_disabled=True)
+        return skill, await self.atext_of(user_id, skill)
+
+    @io_bound
+    async def atext_of(self, user_id: str, skill: SkillInfo) -> str:
+        """The full text of the `SKILL.md` of a skill from an index just read.
+
+        Costs no request when the body of that ETag is cached.
+        """
         home = self._home_of(user_id, skill)
         cache_key = (home, skill.etag)
         text = self._bodies.get(cache_key)
@@ -273,7 +281,7 @@ class SkillCatalog:
                 self._bodies.popitem(last=False)
         else:
             self._bodies.move_to_end(cache_key)
-        return skill, text
+        return text
 
     @io_bound
     async def ainstructions(self, user_id: str, skill_id: str) -> str:
@@ -322,4 +330,5 @@ class SkillCatalog:
     home = sync_method(ahome)
     skill_md = sync_method(askill_md)
     instructions = sync_method(ainstructions)
+    text_of = sync_method(atext_of)
     match = sync_method(amatch)
