@@ -15,13 +15,18 @@ from typing import Annotated, Any, Literal, NotRequired
 
 from deepagents.middleware._utils import append_to_system_message
 from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.messages import ToolMessage
+from langgraph.prebuilt.tool_node import ToolCallRequest
+from langgraph.types import Command
 
 from s3skills import formats
 from s3skills._sync import run_sync
 from s3skills.backend import S3Backend
 from s3skills.errors import S3SkillsError
 from s3skills.layout import skill_leaf
+from s3skills.registry import SkillRegistry, merge_index
 from s3skills.skillmd import SkillInfo, get_skill_doc
+from s3skills.tenancy import run_config
 
 __all__ = ["IndexFormat", "SkillsPromptMiddleware", "SkillsState", "merge_loaded_skills"]
 
@@ -69,6 +74,8 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         mode: `on_demand` (index + load) or `preload` (every skill's instructions
             in the prompt, seed 001's pre-injection; fine for small libraries).
         instructions_budget_chars: Most characters of a loaded SKILL.md body shown.
+        registry: Code skills: indexed with the S3 skills; their tools are hidden
+            from the model until their skill is loaded.
     """
 
     state_schema = SkillsState
@@ -82,6 +89,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         index_format: IndexFormat = "xml",
         mode: Literal["on_demand", "preload"] = "on_demand",
         instructions_budget_chars: int = 40_000,
+        registry: SkillRegistry | None = None,
     ) -> None:
         super().__init__()
         if index_format not in _FORMATTERS:
@@ -92,6 +100,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         self.index_format = index_format
         self.mode = mode
         self.instructions_budget_chars = instructions_budget_chars
+        self.registry = registry
 
     async def build_prompt(self, state: Any) -> str:
         """The text appended to the system prompt for this state."""
@@ -103,6 +112,8 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         except S3SkillsError as exc:
             logger.warning("skill index unavailable: %s", exc)
             return f"{_HEADER}\n\n(The skill index is unavailable right now: {exc}. Try again later.)"
+        if self.registry is not None:
+            everything = merge_index(everything, self.registry.list_skills(run_config(self.backend.tenant())))
         by_id = {s.id: s for s in everything}
         skills = [s for s in everything if s.metadata.enabled and (not self.category or s.category == self.category)]
         parts = [_HEADER]
@@ -115,20 +126,34 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
             else:
                 parts.append("(Every skill in the index is loaded.)")
         if loaded:
-            lines = [f"- {sid}: /skills/{skill_leaf(sid)}/" for sid in loaded]
+            lines = [
+                f"- {sid}: "
+                + ("(code skill: its tools are available)" if self._is_code(sid) else f"/skills/{skill_leaf(sid)}/")
+                for sid in loaded
+            ]
             parts.append("### Loaded skills\n" + "\n".join(lines))
         if current:
             parts.append(await self._current(user, str(current), by_id.get(str(current))))
         return "\n\n".join(parts)
 
+    def _is_code(self, skill_id: str) -> bool:
+        return self.registry is not None and self.registry.get(skill_id) is not None
+
+    async def _instructions(self, user: str, skill: SkillInfo) -> str:
+        code = self.registry.get(skill.id) if self.registry is not None else None
+        if code is not None:
+            return code.get_system_instructions()
+        return get_skill_doc(await self.backend.catalog.atext_of(user, skill))
+
     async def _current(self, user: str, skill_id: str, skill: SkillInfo | None) -> str:
         if skill is None:
             return f"### Current skill: {skill_id}\n(It is no longer in the library.)"
         try:
-            text = await self.backend.catalog.atext_of(user, skill)
+            body = _clip(await self._instructions(user, skill), self.instructions_budget_chars)
         except S3SkillsError as exc:
             return f"### Current skill: {skill_id}\n(Its SKILL.md cannot be read right now: {exc})"
-        body = _clip(get_skill_doc(text), self.instructions_budget_chars)
+        if skill.source == "code":
+            return f"### Current skill: {skill_id}\n{body}"
         return (
             f"### Current skill: {skill_id}\n"
             f"Its files are under /skills/{skill_leaf(skill_id)}/. Its SKILL.md:\n\n{body}"
@@ -138,15 +163,55 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         blocks = []
         for skill in skills:
             try:
-                text = await self.backend.catalog.atext_of(user, skill)
+                text = await self._instructions(user, skill)
             except S3SkillsError as exc:
                 blocks.append(f"### {skill.id}\n(unavailable: {exc})")
                 continue
-            blocks.append(f"### {skill.id}\n{get_skill_doc(text).strip()}")
+            blocks.append(f"### {skill.id}\n{text.strip()}")
         return _clip("\n\n".join(blocks), self.instructions_budget_chars)
 
+    def _hidden_tools(self, state: Any) -> set[str]:
+        """Names of code-skill tools whose skill is not loaded (all shown in preload mode)."""
+        if self.registry is None or self.mode == "preload":
+            return set()
+        loaded = set(state.get("loaded_skills") or [])
+        return {name for name, sid in self.registry.all_tool_names().items() if sid not in loaded}
+
     def _override(self, request: ModelRequest[Any], text: str) -> ModelRequest[Any]:
-        return request.override(system_message=append_to_system_message(request.system_message, text))
+        hidden = self._hidden_tools(request.state)
+        tools = [t for t in request.tools if _name(t) not in hidden] if hidden else request.tools
+        return request.override(system_message=append_to_system_message(request.system_message, text), tools=tools)
+
+    def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
+        call = request.tool_call
+        if call["name"] not in self._hidden_tools(request.state or {}):
+            return None
+        owner = self.registry.all_tool_names().get(call["name"]) if self.registry else None
+        return ToolMessage(
+            content=(
+                f"Error: the tool {call['name']} belongs to the skill '{owner}'; "
+                "load it with cargar_habilidad first."
+            ),
+            tool_call_id=call["id"],
+            name=call["name"],
+            status="error",
+        )
+
+    def wrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], ToolMessage | Command[Any]],
+    ) -> ToolMessage | Command[Any]:
+        """Refuse calls to tools of code skills that are not loaded."""
+        return self._refusal(request) or handler(request)
+
+    async def awrap_tool_call(
+        self,
+        request: ToolCallRequest,
+        handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command[Any]]],
+    ) -> ToolMessage | Command[Any]:
+        """Async version of `wrap_tool_call`."""
+        return self._refusal(request) or await handler(request)
 
     def wrap_model_call(
         self,
@@ -165,6 +230,12 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         """Async version of `wrap_model_call`."""
         text = await self.build_prompt(request.state)
         return await handler(self._override(request, text))
+
+
+def _name(tool: Any) -> str:
+    if isinstance(tool, dict):
+        return str(tool.get("name") or tool.get("function", {}).get("name", ""))
+    return str(getattr(tool, "name", ""))
 
 
 def _clip(text: str, budget: int) -> str:

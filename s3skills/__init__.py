@@ -20,9 +20,11 @@ from s3skills.errors import (
 )
 from s3skills.layout import KeyLayout
 from s3skills.paths import VPath
+from s3skills.registry import Skill, SkillRegistry
 from s3skills.skillmd import InvalidSkill, SkillInfo, SkillMetadata, get_skill_doc, parse_skill_md
 from s3skills.store import ObjectStore, RequestCounter
 from s3skills.tenancy import Tenant
+from s3skills.usage import SkillUsage, usage_stats
 
 __all__ = [
     "AccessDenied",
@@ -39,11 +41,14 @@ __all__ = [
     "RequestCounter",
     "S3Backend",
     "S3SkillsError",
+    "Skill",
     "SkillCatalog",
     "SkillError",
     "SkillInfo",
     "SkillMetadata",
     "SkillProblem",
+    "SkillRegistry",
+    "SkillUsage",
     "SkillsContext",
     "StoreError",
     "StoreUnavailable",
@@ -53,6 +58,7 @@ __all__ = [
     "create_skills_agent",
     "get_skill_doc",
     "parse_skill_md",
+    "usage_stats",
 ]
 
 __version__ = "0.1.0"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from deepagents import create_deep_agent
 from langchain_core.language_models import BaseChatModel
 
 from middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware
 from s3skills.backend import S3Backend
+from s3skills.registry import SkillRegistry
 from tools.skill_tools import skill_tools
 
 __all__ = ["DEEPAGENTS_TOOLS", "SkillsContext", "create_skills_agent"]
@@ -41,6 +42,9 @@ def create_skills_agent(
     middleware: Sequence[Any] = (),
     index_format: IndexFormat = "xml",
     budget_chars: int = 6000,
+    registry: SkillRegistry | None = None,
+    scripts: bool = False,
+    mode: Literal["on_demand", "preload"] = "on_demand",
     **kwargs: Any,
 ) -> Any:
     """Build a deep agent whose files and skills live in S3.
@@ -54,19 +58,33 @@ def create_skills_agent(
         middleware: More middleware, run after the skills middleware.
         index_format: How the skill index is shown (`xml`, `yaml`, `grouped`).
         budget_chars: Most characters of the index in the prompt.
+        registry: Code skills (their tools appear once their skill is loaded).
+        scripts: Enable `run_skill_script`, which runs tenant-supplied code
+            (not a sandbox: read docs/THREAT_MODEL.md first).
+        mode: `on_demand` (index + cargar_habilidad) or `preload` (every
+            skill's instructions in the prompt).
         **kwargs: Passed to `create_deep_agent` (checkpointer, subagents, ...).
 
     Returns:
         The compiled graph. Invoke it with `context={"user_id": ...}` and a thread id.
     """
-    names = [*DEEPAGENTS_TOOLS, *(getattr(t, "name", getattr(t, "__name__", "")) for t in tools)]
-    names += ["cargar_habilidad", "list_skills", "read_skill"]
-    extra = skill_tools(backend, agent_tools=names, category=category)
-    prompt_mw = SkillsPromptMiddleware(backend, category=category, budget_chars=budget_chars, index_format=index_format)
+    code_tools = registry.all_tools() if registry is not None else []
+    own = [*tools, *code_tools]
+    names = [*DEEPAGENTS_TOOLS, *(getattr(t, "name", getattr(t, "__name__", "")) for t in own)]
+    names += ["cargar_habilidad", "list_skills", "read_skill"] + (["run_skill_script"] if scripts else [])
+    extra = skill_tools(backend, agent_tools=names, category=category, registry=registry, scripts=scripts)
+    prompt_mw = SkillsPromptMiddleware(
+        backend,
+        category=category,
+        budget_chars=budget_chars,
+        index_format=index_format,
+        mode=mode,
+        registry=registry,
+    )
     kwargs.setdefault("context_schema", SkillsContext)
     return create_deep_agent(
         model=model,
-        tools=[*tools, *extra],
+        tools=[*own, *extra],
         system_prompt=system_prompt,
         middleware=[prompt_mw, *middleware],
         backend=backend,

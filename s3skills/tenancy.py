@@ -16,7 +16,7 @@ from typing import Any
 
 from s3skills.paths import check_identity
 
-__all__ = ["LOADED_SKILLS_KEY", "Tenant", "resolve_tenant", "run_context"]
+__all__ = ["LOADED_SKILLS_KEY", "Tenant", "resolve_tenant", "run_config", "run_context"]
 
 logger = logging.getLogger(__name__)
 
@@ -118,3 +118,17 @@ def resolve_tenant(
         ticket_id=check_identity(ticket, "ticket id") if ticket is not None else None,
         loaded_skills=tuple(loaded),
     )
+
+
+def run_config(tenant: Tenant) -> dict[str, Any]:
+    """What a code skill's `is_available(config)` / `get_tools(config)` receive.
+
+    The run's ids, plus the run context object itself under `context`.
+    """
+    context, _ = run_context()
+    return {
+        "user_id": tenant.user_id,
+        "thread_id": tenant.thread_id,
+        "ticket_id": tenant.ticket_id,
+        "context": context,
+    }

@@ -32,6 +32,12 @@ def tool_call(name: str, args: dict[str, Any] | None = None, *, call_id: str | N
     return {"name": name, "args": args or {}, "id": call_id or f"call_{next(_ids)}", "type": "tool_call"}
 
 
+def _tool_name(tool: Any) -> str:
+    if isinstance(tool, dict):
+        return str(tool.get("name") or tool.get("function", {}).get("name", ""))
+    return str(getattr(tool, "name", getattr(tool, "__name__", "")))
+
+
 class ScriptedChatModel(BaseChatModel):
     """Answers each model call with the next step of its script.
 
@@ -47,6 +53,8 @@ class ScriptedChatModel(BaseChatModel):
     _position: int = PrivateAttr(default=0)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     _requests: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _bound: list[str] = PrivateAttr(default_factory=list)
+    _tools_seen: list[list[str]] = PrivateAttr(default_factory=list)
 
     @property
     def _llm_type(self) -> str:
@@ -65,13 +73,21 @@ class ScriptedChatModel(BaseChatModel):
             out.append(system.text if system is not None else "")
         return out
 
+    @property
+    def tools_seen(self) -> list[list[str]]:
+        """The names of the tools bound for every call, in call order."""
+        return list(self._tools_seen)
+
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
-        """Tools are the script's business: return the model itself."""
+        """Record the tool names offered to the next call; the script decides the calls."""
+        with self._lock:
+            self._bound = [_tool_name(t) for t in tools]
         return self
 
     def _next(self, messages: list[BaseMessage]) -> AIMessage:
         with self._lock:
             self._requests.append(list(messages))
+            self._tools_seen.append(list(self._bound))
             step = self.steps[self._position] if self._position < len(self.steps) else None
             self._position += 1
         if step is None:
