@@ -6,6 +6,7 @@ from s3skills.catalog import SkillCatalog, SkillProblem
 from s3skills.errors import (
     AccessDenied,
     BinaryFile,
+    BucketNotFound,
     Conflict,
     CredentialsError,
     FileTooLarge,
@@ -29,6 +30,7 @@ from s3skills.usage import SkillUsage, usage_stats
 __all__ = [
     "AccessDenied",
     "BinaryFile",
+    "BucketNotFound",
     "Conflict",
     "CredentialsError",
     "FileTooLarge",
@@ -62,3 +64,12 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # The agent glue imports langchain's agent stack: load it only when asked for.
+    if name in ("create_skills_agent", "SkillsContext"):
+        from s3skills import agent
+
+        return getattr(agent, name)
+    raise AttributeError(f"module 's3skills' has no attribute {name!r}")

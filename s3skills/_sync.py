@@ -114,7 +114,8 @@ def sync_method(async_fn: Callable[..., Awaitable[T]]) -> Callable[..., T]:
         return run_sync(_as_coroutine(async_fn(*args, **kwargs)))
 
     wrapper.__name__ = async_fn.__name__.removeprefix("a")
-    wrapper.__qualname__ = wrapper.__qualname__.rsplit(".", 1)[0] + "." + wrapper.__name__
+    owner, dot, _ = async_fn.__qualname__.rpartition(".")
+    wrapper.__qualname__ = owner + dot + wrapper.__name__
     wrapper.__doc__ = f"Sync version of `{async_fn.__name__}` (runs on the private I/O loop).\n\n" + (
         async_fn.__doc__ or ""
     )

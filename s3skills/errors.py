@@ -13,6 +13,7 @@ from typing import Any
 __all__ = [
     "AccessDenied",
     "BinaryFile",
+    "BucketNotFound",
     "Conflict",
     "CredentialsError",
     "FileTooLarge",
@@ -42,6 +43,10 @@ class TenantError(S3SkillsError, LookupError):
 
 class NotFound(S3SkillsError, FileNotFoundError):
     """The object (or bucket) does not exist, or is not visible to the caller."""
+
+
+class BucketNotFound(NotFound):
+    """The bucket does not exist."""
 
 
 class AccessDenied(S3SkillsError, PermissionError):
@@ -83,7 +88,7 @@ class CredentialsError(StoreError):
 # One table: S3 error code (or HTTP status as a string) -> exception class.
 _CODE_TABLE: dict[str, type[S3SkillsError]] = {
     "NoSuchKey": NotFound,
-    "NoSuchBucket": NotFound,
+    "NoSuchBucket": BucketNotFound,
     "NotFound": NotFound,
     "404": NotFound,
     "AccessDenied": AccessDenied,
@@ -136,6 +141,8 @@ def translate_error(exc: BaseException, operation: str) -> S3SkillsError:
         return cls(f"{operation}: the store answered {label}")
     if isinstance(exc, bex.NoCredentialsError | bex.PartialCredentialsError):
         return CredentialsError(f"{operation}: no AWS credentials were found")
+    if isinstance(exc, bex.ProfileNotFound):
+        return CredentialsError(f"{operation}: {exc}")
     if isinstance(
         exc,
         bex.EndpointConnectionError

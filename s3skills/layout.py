@@ -30,8 +30,6 @@ def validate_skill_id(skill_id: object) -> str:
     if not isinstance(skill_id, str):
         raise InvalidPath(f"Invalid skill id {skill_id!r}")
     text = skill_id.strip().strip("/")
-    if text.startswith("skills/"):
-        text = text[len("skills/") :]
     parts = text.split("/")
     if not 1 <= len(parts) <= 2:
         raise InvalidPath(f"Invalid skill id {skill_id!r}: use 'skill' or 'category/skill'")

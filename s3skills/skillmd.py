@@ -14,7 +14,8 @@ specification advises clients to be:
   `MAX_FRONTMATTER_BYTES`, and any YAML alias (`*name`), which is how alias bombs work.
 
 The YAML loader is a `SafeLoader` that refuses aliases and keeps numbers and dates as
-the text written (`version: 1.10` is `"1.10"`); booleans and nulls are YAML's.
+the text written (`version: 1.10` is `"1.10"`); only `true`/`false` are booleans
+(`yes`/`on` stay text, as in YAML 1.2) and `~`/`null`/empty are null.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from datetime import date
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from s3skills.errors import S3SkillsError
 
@@ -59,7 +60,7 @@ COMPATIBILITY_MAX_CHARS = 500
 _BODY_MAX_LINES = 500  # The specification's recommendation for the body.
 
 
-class InvalidSkill(S3SkillsError, ValueError):  # noqa: N818 - the name says what is wrong
+class InvalidSkill(S3SkillsError, ValueError):
     """The SKILL.md cannot be loaded; `reason` says why, for logs and the `validate` command."""
 
     def __init__(self, reason: str) -> None:
@@ -75,16 +76,6 @@ def _as_text(value: object) -> object:
         return str(value)
     if isinstance(value, date):
         return value.isoformat()
-    return value
-
-
-def _text_list(value: object, separators: str) -> object:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [part for part in re.split(separators, value) if part]
-    if isinstance(value, list | tuple):
-        return [_as_text(item) for item in value]
     return value
 
 
@@ -120,7 +111,12 @@ class SkillMetadata(BaseModel):
     license: str | None = None
     compatibility: str | None = None
     metadata: dict[str, str] = Field(default_factory=dict)
-    allowed_tools: list[str] = Field(default_factory=list, alias="allowed-tools")
+    allowed_tools: list[str] = Field(
+        default_factory=list,
+        # Not `alias=`: type checkers would then only accept `allowed-tools` as the keyword.
+        validation_alias=AliasChoices("allowed-tools", "allowed_tools"),
+        serialization_alias="allowed-tools",
+    )
     version: str | None = None
     tags: list[str] = Field(default_factory=list)
     tools_required: list[str] = Field(default_factory=list)
@@ -128,9 +124,7 @@ class SkillMetadata(BaseModel):
     category: str | None = None
     icon: str | None = None
 
-    @field_validator(
-        "name", "description", "license", "compatibility", "version", "category", "icon", mode="before"
-    )
+    @field_validator("name", "description", "license", "compatibility", "version", "category", "icon", mode="before")
     @classmethod
     def _scalar_to_text(cls, value: object) -> object:
         return _as_text(value)
@@ -151,21 +145,19 @@ class SkillMetadata(BaseModel):
             return {str(key): _as_text(item) for key, item in value.items() if item is not None}
         return value
 
-    @field_validator("allowed_tools", mode="before")
+    @field_validator("allowed_tools", "tags", "tools_required", mode="before")
     @classmethod
-    def _tools(cls, value: object) -> object:
-        return _split_tools(value) if isinstance(value, str) else _text_list(value, "")
-
-    @field_validator("tags", mode="before")
-    @classmethod
-    def _tags(cls, value: object) -> object:
-        items = _text_list(value, r"\s*,\s*")
-        return [item.strip() for item in items if item.strip()] if isinstance(items, list) else items
-
-    @field_validator("tools_required", mode="before")
-    @classmethod
-    def _tools_required(cls, value: object) -> object:
-        return _text_list(value, r"[\s,]+")
+    def _text_list(cls, value: object, info: ValidationInfo) -> object:
+        if value is None:
+            return []
+        if isinstance(value, list | tuple):
+            return [_as_text(item) for item in value]
+        if not isinstance(value, str):
+            return value
+        if info.field_name == "allowed_tools":
+            return _split_tools(value)
+        separators = "," if info.field_name == "tags" else r"[\s,]"
+        return [part.strip() for part in re.split(separators, value) if part.strip()]
 
 
 @dataclass(frozen=True)
@@ -224,20 +216,39 @@ class SkillInfo:
         return self.id.split("/", 1)[0] if "/" in self.id else None
 
 
+_MAX_DEPTH = 64  # Deeper YAML is refused: PyYAML's scanner is quadratic in flow nesting.
+
+
+class _Refused(yaml.YAMLError):
+    """YAML that is refused on purpose (aliases, deep nesting); the message is the reason."""
+
+
 class _FrontmatterLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses aliases, so no document can expand (billion laughs)."""
+    """A SafeLoader that refuses aliases (so nothing can expand: no billion laughs) and depth."""
+
+    _depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
-            raise yaml.YAMLError("YAML aliases (*name) are not allowed in a SKILL.md frontmatter")
-        return super().compose_node(parent, index)
+            raise _Refused("YAML aliases (*name) are not allowed in a SKILL.md frontmatter")
+        self._depth += 1
+        if self._depth > _MAX_DEPTH:
+            raise _Refused("the frontmatter is nested too deeply")
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
-_TEXT_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp"}
+# Numbers and dates stay the text written; only YAML 1.2's true/false are booleans ("yes", "on"
+# stay text, as in js-yaml). The lists are fresh, so SafeLoader itself is untouched.
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+_TEXT_TAGS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp", _BOOL_TAG}
 _FrontmatterLoader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag not in _TEXT_TAGS]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+_FrontmatterLoader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
 _OPEN_RE = re.compile(r"\A(?:[ \t]*\n)*---[ \t]*\n")
 _CLOSE_RE = re.compile(r"^---[ \t]*$", re.MULTILINE)
@@ -245,14 +256,14 @@ _HEAD_OPEN_RE = re.compile(rb"\A(?:\xef\xbb\xbf)?(?:[ \t]*\r?\n)*---[ \t]*\r?\n"
 _HEAD_CLOSE_RE = re.compile(rb"^---[ \t]*\r?\n", re.MULTILINE)
 _KEY_LINE_RE = re.compile(r"^([A-Za-z_][\w.-]*)[ \t]*:[ \t]+(\S.*)$")
 _NOT_PLAIN = tuple("\"'|>[{&*!%@`#")
-_SPEC_FIELDS = {"name", "description", "license", "compatibility", "metadata", "allowed-tools"}
 
 
 def _decode(data: str | bytes) -> str:
     """Text with the BOM removed and `\\n` line ends; refuses oversized or non-UTF-8 input."""
-    size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
-    if len(data) > MAX_SKILL_MD_BYTES or size > MAX_SKILL_MD_BYTES:
-        raise InvalidSkill(f"SKILL.md is {size} bytes; the limit is {MAX_SKILL_MD_BYTES} (10 MiB)")
+    if len(data) > MAX_SKILL_MD_BYTES or (
+        isinstance(data, str) and len(data.encode("utf-8", "surrogatepass")) > MAX_SKILL_MD_BYTES
+    ):
+        raise InvalidSkill(f"SKILL.md is over {MAX_SKILL_MD_BYTES} bytes (10 MiB); it was not parsed")
     if isinstance(data, bytes):
         try:
             data = data.decode("utf-8-sig")
@@ -282,6 +293,15 @@ def _yaml_reason(exc: Exception) -> str:
     return f"the frontmatter is not valid YAML: {exc}"
 
 
+def _flow_depth(text: str) -> int:
+    """The deepest `[`/`{` nesting, quotes ignored (an over-estimate, which is safe)."""
+    depth = deepest = 0
+    for match in re.finditer(r"[\[\]{}]", text):
+        depth = depth + 1 if match.group() in "[{" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def _quote_colon_values(frontmatter: str) -> tuple[str, list[str]]:
     """Quote top-level plain values that contain `: ` (the commonest YAML mistake)."""
     lines = frontmatter.split("\n")
@@ -306,14 +326,21 @@ def _quote_colon_values(frontmatter: str) -> tuple[str, list[str]]:
 
 
 def _load_yaml(frontmatter: str, problems: list[Problem]) -> object:
+    def load(text: str) -> object:
+        return yaml.load(text, Loader=_FrontmatterLoader)  # noqa: S506 - a SafeLoader subclass
+
+    if _flow_depth(frontmatter) > _MAX_DEPTH:
+        raise InvalidSkill("the frontmatter is nested too deeply")
     try:
-        return yaml.load(frontmatter, Loader=_FrontmatterLoader)  # noqa: S506 - a SafeLoader subclass
+        return load(frontmatter)
+    except _Refused as exc:
+        raise InvalidSkill(str(exc)) from exc
     except (yaml.YAMLError, RecursionError) as exc:
         repaired, keys = _quote_colon_values(frontmatter)
         try:
             if not keys:
                 raise
-            loaded = yaml.load(repaired, Loader=_FrontmatterLoader)  # noqa: S506
+            loaded = load(repaired)
         except (yaml.YAMLError, RecursionError):
             raise InvalidSkill(_yaml_reason(exc)) from exc
         for key in keys:
@@ -349,15 +376,19 @@ def _build(raw: dict[str, Any], problems: list[Problem]) -> SkillMetadata | None
             return SkillMetadata.model_validate(raw)
         except ValidationError as exc:
             for error in exc.errors():
-                field = str(error["loc"][0]) if error["loc"] else "?"
+                field = str(error["loc"][0]) if error["loc"] else ""
+                message = error["msg"].removeprefix("Value error, ")
                 if field in ("name", "description"):
-                    problems.append(Problem("error", f"'{field}' {error['msg'].lower()}", fatal=True))
-                elif raw.pop(field, None) is not None or field in raw:
-                    pass
-                else:
-                    problems.append(Problem("error", f"ignored '{field}': {error['msg'].lower()}"))
+                    problems.append(Problem("error", f"'{field}': {message}", fatal=True))
+                    continue
+                for key in (field, field.replace("-", "_"), field.replace("_", "-")):
+                    if key in raw:
+                        del raw[key]
+                        problems.append(Problem("error", f"ignored '{key}': {message}"))
+                        break
             if any(p.fatal for p in problems):
                 return None
+    problems.append(Problem("error", "the frontmatter fields could not be read", fatal=True))
     return None
 
 
@@ -380,7 +411,8 @@ def _analyse(data: str | bytes, folder: str | None) -> tuple[SkillMetadata | Non
     except InvalidSkill as exc:
         return None, "", [*problems, Problem("error", exc.reason, fatal=True)]
     fields: dict[str, Any] = {str(key): value for key, value in raw.items()}
-    if fields.get("name") in (None, "") and "name" not in _blank_ok(fields):
+    name = fields.get("name")
+    if name is None or (isinstance(name, str) and not name.strip()):
         if folder is None:
             return None, body, [*problems, Problem("error", "missing required field 'name'", fatal=True)]
         problems.append(Problem("error", f"missing 'name'; using the folder name {folder!r}"))
@@ -390,7 +422,7 @@ def _analyse(data: str | bytes, folder: str | None) -> tuple[SkillMetadata | Non
     if isinstance(fields.get("metadata"), dict):
         for key, value in list(fields["metadata"].items()):
             if isinstance(value, dict | list):
-                problems.append(Problem("warning", f"metadata {str(key)!r} is not a string; ignored"))
+                problems.append(Problem("error", f"metadata {str(key)!r} is not a string; ignored"))
                 del fields["metadata"][key]
     meta = _build(fields, problems)
     if meta is None:
@@ -399,16 +431,9 @@ def _analyse(data: str | bytes, folder: str | None) -> tuple[SkillMetadata | Non
     problems.extend(Problem("warning", f"unknown field {key!r} (kept)") for key in meta.model_extra or {})
     if not body.strip():
         problems.append(Problem("warning", "the body is empty: write the instructions below the frontmatter"))
-    elif (lines := body.count("\n") + 1) > _BODY_MAX_LINES:
-        problems.append(
-            Problem("warning", f"the body is {lines} lines; keep it under {_BODY_MAX_LINES} (use references/)")
-        )
+    elif (lines := len(body.splitlines())) > _BODY_MAX_LINES:
+        problems.append(Problem("warning", f"the body is {lines} lines; the advice is {_BODY_MAX_LINES} at most"))
     return meta, body, problems
-
-
-def _blank_ok(fields: dict[str, Any]) -> set[str]:
-    """Fields whose blank value is left to the model to report (a non-text `name`)."""
-    return {"name"} if not isinstance(fields.get("name"), str | None) else set()
 
 
 def parse_skill_md(data: str | bytes, *, folder: str | None = None) -> ParsedSkill:
@@ -483,17 +508,33 @@ def frontmatter_complete(head: bytes) -> bool:
     return frontmatter_prefix(head) is not None
 
 
+class _Dumper(yaml.SafeDumper):
+    """Writes text with control characters or Unicode line breaks double-quoted (escaped):
+    PyYAML's other styles write them raw, and they do not read back the same."""
+
+
+def _represent_text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = '"' if _AWKWARD_RE.search(value) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_AWKWARD_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ufeff]")
+_Dumper.add_representer(str, _represent_text)
+
+
 def render_skill_md(metadata: SkillMetadata, body: str) -> str:
     """Write a SKILL.md that `parse_skill_md` reads back to the same metadata and body.
 
-    Defaults and None are omitted, `allowed-tools` is written as the specification's
-    space-separated string when that reads back the same, unknown fields are kept.
-    A `body` starting with blank lines reads back without them.
+    Known fields equal to their default or None are omitted; unknown fields are written
+    as they are. `allowed-tools` is written as the specification's space-separated
+    string when that reads back the same. A `body` starting with blank lines reads back
+    without them.
     """
-    fields = metadata.model_dump(by_alias=True, exclude_defaults=True, exclude_none=True)
-    fields = {"name": metadata.name, "description": metadata.description, **fields}
+    extra = metadata.model_extra or {}
+    fields = metadata.model_dump(by_alias=True, exclude_defaults=True, exclude_none=True, exclude=set(extra))
+    fields.update(extra)  # Unknown fields verbatim, even when null.
     tools = metadata.allowed_tools
     if tools and _split_tools(" ".join(tools)) == tools:
         fields["allowed-tools"] = " ".join(tools)
-    frontmatter = yaml.safe_dump(fields, sort_keys=False, allow_unicode=True, width=100_000)
+    frontmatter = yaml.dump(fields, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100_000)
     return f"---\n{frontmatter}---\n" + (f"\n{body}" if body else "")

@@ -1,0 +1,142 @@
+"""The template of `s3skills create`: a spec-valid SKILL.md and, optionally, a script.
+
+The script follows the script runner's contract: its arguments arrive as ONE JSON
+value in `argv[1]`; it prints exactly one JSON value on stdout and exits 0 on success.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from s3skills.errors import S3SkillsError
+from s3skills.skillmd import SkillMetadata, render_skill_md, validate_skill_md
+from s3skills.store import ObjectStore
+
+__all__ = ["SCRIPT_PATH", "scaffold_files", "skill_md", "write_local", "write_remote"]
+
+SCRIPT_PATH = "scripts/main.py"
+
+_SCRIPT = '''#!/usr/bin/env python3
+"""__NAME__: summarise a list of numbers (an example for the s3skills script runner).
+
+Contract: the arguments arrive as ONE JSON value in argv[1]; the script prints exactly
+one JSON value on stdout and exits 0 on success (1, with {"ok": false, ...}, on bad input).
+
+    python3 scripts/main.py '{"numbers": [3, 1, 2]}'
+"""
+
+import json
+import math
+import statistics
+import sys
+
+
+def summarise(args):
+    """The statistics of args["numbers"]; ValueError says what is wrong with the input."""
+    if not isinstance(args, dict):
+        raise ValueError('expected a JSON object such as {"numbers": [1, 2, 3]}')
+    numbers = args.get("numbers")
+    if not isinstance(numbers, list) or not numbers:
+        raise ValueError("'numbers' must be a non-empty list")
+    for n in numbers:
+        if isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n):
+            raise ValueError(f"not a finite number: {n!r}")
+    return {
+        "count": len(numbers),
+        "sum": sum(numbers),
+        "mean": statistics.fmean(numbers),
+        "median": statistics.median(numbers),
+        "min": min(numbers),
+        "max": max(numbers),
+    }
+
+
+def main(argv):
+    try:
+        args = json.loads(argv[1]) if len(argv) > 1 else {}
+        result = summarise(args)
+    except ValueError as exc:  # json.JSONDecodeError is a ValueError too
+        print(json.dumps({"ok": False, "error": str(exc)}))
+        return 1
+    print(json.dumps({"ok": True, "result": result}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
+'''
+
+_BODY = """# __TITLE__
+
+## When to use this skill
+
+- TODO: the requests this skill is for, in the words users write them.
+
+## Instructions
+
+1. TODO: what the agent should do, step by step.
+2. Keep this file short; put long material in `references/` and link to it.
+"""
+
+_CODE_SECTION = """
+## Scripts
+
+`scripts/main.py` summarises a list of numbers. Run it with one JSON argument:
+
+    python3 scripts/main.py '{"numbers": [3, 1, 2]}'
+
+It prints one JSON value: `{"ok": true, "result": {"count": 3, "sum": 6, ...}}`.
+"""
+
+
+def skill_md(name: str, description: str | None, *, code: bool = False) -> str:
+    """The SKILL.md of a new skill; `validate_skill_md` finds no error in it."""
+    desc = description or f"TODO: say what {name} does and when an agent should use it."
+    body = _BODY.replace("__TITLE__", name.replace("-", " ").capitalize()) + (_CODE_SECTION if code else "")
+    text = render_skill_md(SkillMetadata(name=name, description=desc, version="0.1.0"), body)
+    errors = [p.message for p in validate_skill_md(text, folder=name) if p.level == "error"]
+    if errors:
+        raise S3SkillsError(f"cannot create skill '{name}': {'; '.join(errors)}")
+    return text
+
+
+def scaffold_files(name: str, description: str | None, *, code: bool = False) -> dict[str, bytes]:
+    """Relative path -> content of a new skill's files (`SKILL.md` first)."""
+    files = {"SKILL.md": skill_md(name, description, code=code).encode("utf-8")}
+    if code:
+        files[SCRIPT_PATH] = _SCRIPT.replace("__NAME__", name).encode("utf-8")
+    return files
+
+
+def write_local(root: Path, name: str, category: str | None, description: str | None, *, code: bool) -> Path:
+    """Write a new skill below `root` (`root/[category/]name/`); never overwrite a file.
+
+    Raises:
+        FileExistsError: The skill folder already holds one of the files.
+    """
+    folder = root.expanduser() / category / name if category else root.expanduser() / name
+    files = scaffold_files(name, description, code=code)
+    for rel in files:
+        if (folder / rel).exists():
+            raise FileExistsError(f"{folder / rel} already exists")
+    for rel, data in files.items():
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("xb") as handle:  # exclusive: fail rather than overwrite
+            handle.write(data)
+        if rel.endswith(".py"):
+            os.chmod(target, 0o755)  # noqa: S103 - a script meant to be run
+    return folder
+
+
+async def write_remote(store: ObjectStore, folder: str, name: str, description: str | None, *, code: bool) -> None:
+    """Create a new skill under the key prefix `folder`, each object only if absent.
+
+    Raises:
+        Conflict: An object already exists (`SKILL.md` is written first, so a
+            concurrent create of the same skill loses before writing anything).
+    """
+    for rel, data in scaffold_files(name, description, code=code).items():
+        content_type = "text/markdown; charset=utf-8" if rel.endswith(".md") else "text/x-python; charset=utf-8"
+        await store.aput(folder + rel, data, if_none_match=True, content_type=content_type)

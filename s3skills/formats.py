@@ -1,0 +1,232 @@
+"""Skill indexes for a system prompt (YAML, grouped list, XML), each within a character budget.
+
+Every format lists the skills in a stable order and never returns more than
+`budget_chars` characters. When the full index does not fit it degrades, visibly and
+always the same way, in stages:
+
+1. descriptions are shortened to a common length (cut at a word, ending in `…`);
+2. only names/ids are listed;
+3. skills are dropped from the end and a last line says how many were left out and
+   that the `list_skills` tool lists them all.
+
+If not even one skill fits, the result is the single line `N skills available; call
+the list_skills tool to see them.`, cut to the budget. An empty library gives `""`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from xml.sax.saxutils import escape
+
+from s3skills.skillmd import SkillInfo
+
+__all__ = ["format_grouped", "format_xml", "format_yaml"]
+
+ELLIPSIS = "…"
+_MIN_DESCRIPTION_CHARS = 32  # Shorter than this, a description says nothing: list names instead.
+_PLAIN_YAML_RE = re.compile(r"[A-Za-z][\w./-]*")
+_YAML_WORDS = {"y", "n", "yes", "no", "true", "false", "on", "off", "null"}
+_XML_QUOTES = {'"': "&quot;", "'": "&apos;"}
+
+# An entry is a skill and its description as it will be shown; None lists the name only.
+_Entry = tuple[SkillInfo, str | None]
+# Builds the text from the entries and the line about omitted skills (None if there are none).
+_Assemble = Callable[[list[_Entry], str | None], str]
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _clean(text: str) -> str:
+    """One line: whitespace runs become one space, control characters are dropped."""
+    return " ".join(_CONTROL_RE.sub("", text).split())
+
+
+def _shorten(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters at a word boundary, ending in `…`."""
+    if len(text) <= limit:
+        return text
+    cut = text[: max(limit - 1, 0)]
+    space = cut.rfind(" ")
+    if space >= limit // 2:
+        cut = cut[:space]
+    return (cut.rstrip(" ,;:.-") + ELLIPSIS)[: max(limit, 0)]
+
+
+def _note(omitted: int, total: int) -> str:
+    if omitted == total:
+        noun = "skill" if total == 1 else "skills"
+        return f"{total} {noun} available; call the list_skills tool to see them."
+    noun = "skill was" if omitted == 1 else "skills were"
+    return f"{omitted} more {noun} left out; call the list_skills tool to see them all."
+
+
+def _fit(skills: Sequence[SkillInfo], budget: int, assemble: _Assemble) -> str:
+    """The degradation shared by every format. `skills` is already in display order."""
+    if not skills:
+        return ""
+    total = len(skills)
+    descriptions = [_clean(skill.metadata.description) for skill in skills]
+
+    def attempt(entries: list[_Entry], note: str | None = None) -> str | None:
+        text = assemble(entries, note)
+        return text if len(text) <= budget else None
+
+    text = attempt(list(zip(skills, descriptions, strict=True)))
+    if text is not None:
+        return text
+    # Stage 1: the longest common description length that fits (output grows with it).
+    low, high, best = _MIN_DESCRIPTION_CHARS, max(map(len, descriptions)) - 1, None
+    if attempt([(s, _shorten(d, low)) for s, d in zip(skills, descriptions, strict=True)]) is None:
+        high = low - 1  # Not even the shortest descriptions fit.
+    while low <= high:
+        mid = (low + high) // 2
+        shortened: list[_Entry] = [(s, _shorten(d, mid)) for s, d in zip(skills, descriptions, strict=True)]
+        text = attempt(shortened)
+        if text is None:
+            high = mid - 1
+        else:
+            best, low = text, mid + 1
+    if best is not None:
+        return best
+    # Stage 2: names only.
+    names: list[_Entry] = [(skill, None) for skill in skills]
+    text = attempt(names)
+    if text is not None:
+        return text
+    # Stage 3: the most leading skills that fit with the note about the rest.
+    low, high, best = 1, total - 1, None
+    while low <= high:
+        mid = (low + high) // 2
+        text = attempt(names[:mid], _note(total - mid, total))
+        if text is None:
+            high = mid - 1
+        else:
+            best, low = text, mid + 1
+    return best if best is not None else _shorten(_note(total, total), budget)
+
+
+def _by_id(skills: Sequence[SkillInfo]) -> list[SkillInfo]:
+    return sorted(skills, key=lambda skill: skill.id)
+
+
+def _yaml_scalar(value: str) -> str:
+    value = _clean(value)
+    if _PLAIN_YAML_RE.fullmatch(value) and value.lower() not in _YAML_WORDS:
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _json(value: str) -> str:
+    """A JSON string, which is also a YAML double-quoted scalar."""
+    return json.dumps(_clean(value), ensure_ascii=False)
+
+
+def _assemble_yaml(entries: list[_Entry], note: str | None) -> str:
+    blocks = []
+    for skill, description in entries:
+        lines = ["---", f"name: {_yaml_scalar(skill.metadata.name)}", f"id: {_yaml_scalar(skill.id)}"]
+        if description is not None:
+            lines.append(f"description: {_yaml_scalar(description)}")
+            if skill.category:
+                lines.append(f"category: {_yaml_scalar(skill.category)}")
+            if skill.metadata.tags:
+                tags = ", ".join(_json(tag) for tag in skill.metadata.tags)
+                lines.append(f"tags: [{tags}]")
+            if skill.metadata.version:
+                lines.append(f"version: {_json(skill.metadata.version)}")
+        lines.append("---")
+        blocks.append("\n".join(lines))
+    if note is not None:
+        blocks.append(f"# {note}")
+    return "\n\n".join(blocks)
+
+
+def format_yaml(skills: Sequence[SkillInfo], budget_chars: int) -> str:
+    """One YAML frontmatter block per skill (`name`, `id`, `description`, then `category`,
+    `tags` and `version` when present), separated by blank lines, sorted by id.
+
+    Args:
+        skills: The skills to list.
+        budget_chars: The most characters the result may have.
+
+    Returns:
+        The index, degraded as the module docstring describes when it does not fit.
+    """
+    return _fit(_by_id(skills), budget_chars, _assemble_yaml)
+
+
+def _assemble_grouped(entries: list[_Entry], note: str | None) -> str:
+    lines: list[str] = []
+    group: object = object()  # Matches no category, so the first entry opens a group.
+    for skill, description in entries:
+        if skill.category != group:
+            group = skill.category
+            if lines:
+                lines.append("")
+            if group is not None or lines:
+                lines.append(f"{_clean(group or 'other')}:")
+        item = f"- {_clean(skill.id)}"
+        lines.append(item if description is None else f"{item}: {description}")
+    if note is not None:
+        lines.extend(["", note])
+    return "\n".join(lines)
+
+
+def format_grouped(skills: Sequence[SkillInfo], budget_chars: int) -> str:
+    """A list grouped by category, one `- <id>: <description>` line per skill.
+
+    Categories are sorted by name and skills by id within them; uncategorised skills
+    come last, under `other:` (with no heading when no skill has a category).
+
+    Args:
+        skills: The skills to list.
+        budget_chars: The most characters the result may have.
+
+    Returns:
+        The index, degraded as the module docstring describes when it does not fit.
+    """
+    ordered = sorted(skills, key=lambda s: (s.category is None, s.category or "", s.id))
+    return _fit(ordered, budget_chars, _assemble_grouped)
+
+
+def _xml(value: str) -> str:
+    return escape(_clean(value), _XML_QUOTES)
+
+
+def format_xml(
+    skills: Sequence[SkillInfo],
+    budget_chars: int,
+    *,
+    location: Callable[[SkillInfo], str] | None = None,
+) -> str:
+    """The `<available_skills>` block: per skill its name, description and location.
+
+    Every value is XML-escaped (`&`, `<`, `>` and both quotes); skills are sorted by id.
+    A note about omitted skills follows the closing tag.
+
+    Args:
+        skills: The skills to list.
+        budget_chars: The most characters the result may have.
+        location: What to put in `<location>`; the skill id by default.
+
+    Returns:
+        The index, degraded as the module docstring describes when it does not fit.
+    """
+    where = location or (lambda skill: skill.id)
+
+    def assemble(entries: list[_Entry], note: str | None) -> str:
+        lines = ["<available_skills>"]
+        for skill, description in entries:
+            lines += ["  <skill>", f"    <name>{_xml(skill.metadata.name)}</name>"]
+            if description is not None:
+                lines.append(f"    <description>{_xml(description)}</description>")
+            lines += [f"    <location>{_xml(where(skill))}</location>", "  </skill>"]
+        lines.append("</available_skills>")
+        if note is not None:
+            lines.append(note)
+        return "\n".join(lines)
+
+    return _fit(_by_id(skills), budget_chars, assemble)

