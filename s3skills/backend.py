@@ -195,7 +195,7 @@ class S3Backend(SeedAPI, BackendProtocol):
         self.max_read_bytes = max_read_bytes
         self.max_grep_bytes = max_grep_bytes
         self.concurrency = max(1, concurrency)
-        self._instance_skills: list[str] = []
+        self._instance_skills: dict[str | None, list[str]] = {}
         self.catalog = SkillCatalog(
             self.store, self.layout, shared_prefix=self.shared_prefix, ttl=catalog_ttl, concurrency=self.concurrency
         )
@@ -395,7 +395,7 @@ class S3Backend(SeedAPI, BackendProtocol):
             if glob:
                 match = compile_grep_include_glob(glob)
                 files = [(p, o) for p, o in files if match(self._relative(vpath, p))]
-            files = [(p, o) for p, o in files if fileops.is_text_path(p) and o.size <= self.max_grep_bytes]
+            files = [(p, o) for p, o in files if fileops.is_searchable_path(p) and o.size <= self.max_grep_bytes]
 
             async def scan(item: tuple[str, ObjectInfo]) -> list[GrepMatch]:
                 file_path, obj = item

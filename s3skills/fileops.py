@@ -21,6 +21,7 @@ __all__ = [
     "decode_text",
     "file_info",
     "grep_lines",
+    "is_searchable_path",
     "is_text_path",
     "text_file_data",
 ]
@@ -31,9 +32,66 @@ except ImportError:  # pragma: no cover - a later deepagents renamed it
     from deepagents.backends.utils import _get_file_type as _file_type
 
 
+_BINARY_SUFFIXES = frozenset(
+    {
+        ".ttf",
+        ".otf",
+        ".woff",
+        ".woff2",
+        ".eot",
+        ".zip",
+        ".gz",
+        ".tgz",
+        ".bz2",
+        ".xz",
+        ".zst",
+        ".7z",
+        ".rar",
+        ".tar",
+        ".jar",
+        ".whl",
+        ".exe",
+        ".dll",
+        ".so",
+        ".dylib",
+        ".bin",
+        ".dat",
+        ".db",
+        ".sqlite",
+        ".pyc",
+        ".class",
+        ".o",
+        ".a",
+        ".iso",
+        ".dmg",
+        ".ico",
+        ".bmp",
+        ".tif",
+        ".tiff",
+        ".psd",
+        ".doc",
+        ".docx",
+        ".xls",
+        ".xlsx",
+        ".odt",
+        ".ods",
+        ".odp",
+        ".key",
+        ".numbers",
+        ".pages",
+        ".mkv",
+    }
+)
+
+
 def is_text_path(path: str) -> bool:
     """False for paths deepagents reads as multimodal content (images, PDF, audio, video)."""
     return _file_type(path) == "text"
+
+
+def is_searchable_path(path: str) -> bool:
+    """False for files grep should not even fetch: multimodal content and known binary formats."""
+    return is_text_path(path) and PurePosixPath(path).suffix.lower() not in _BINARY_SUFFIXES
 
 
 def decode_text(data: bytes, path: str) -> str:

@@ -59,6 +59,8 @@ class VPath:
             raise _reject(raw, "control characters are not allowed")
         if not raw.startswith("/"):
             raise _reject(raw, "the path must be absolute (start with '/')")
+        if "//" in raw:
+            raise _reject(raw, "empty path segments ('//') are not allowed")
         body = raw[1:]
         if body.endswith("/"):
             body = body[:-1]
@@ -94,7 +96,9 @@ class VPath:
         return name[dot:] if dot > 0 else ""
 
     def child(self, *segments: str) -> VPath:
-        """Append already-validated segments (each is checked again)."""
+        """Append segments (each is checked again; an empty one is refused)."""
+        if not segments or any(seg == "" for seg in segments):
+            raise InvalidPath(f"Invalid path: an empty segment below {self}")
         return VPath.parse(str(self).rstrip("/") + "/" + "/".join(segments))
 
     def relative_to(self, base: VPath) -> tuple[str, ...] | None:

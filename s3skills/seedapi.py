@@ -54,7 +54,7 @@ class SeedAPI:
         catalog: SkillCatalog
         store: ObjectStore
         layout: KeyLayout
-        _instance_skills: list[str]
+        _instance_skills: dict[str | None, list[str]]
 
         def tenant(self) -> Tenant: ...
         async def _visible(self) -> Tenant: ...
@@ -110,8 +110,8 @@ class SeedAPI:
 
     @property
     def loaded_skills(self) -> list[str]:
-        """Skills loaded on this instance with `load_skill` (outside a graph)."""
-        return list(self._instance_skills)
+        """Skills the current user loaded on this instance with `load_skill` (outside a graph)."""
+        return list(self.tenant().loaded_skills)
 
     def _user(self, tenant: Tenant) -> str:
         """The user id of the call, or the clear error that there is none."""
@@ -130,7 +130,9 @@ class SeedAPI:
     async def aload_skill(self, skill_id: str) -> str:
         """Load a skill on this instance (the seeds' usage, outside a graph).
 
-        Inside an agent, `cargar_habilidad` records loads in the thread's state instead.
+        The load is kept per user id, so a shared instance never shows one user's
+        loads to another. Inside an agent, `cargar_habilidad` records loads in the
+        thread's state instead.
 
         Returns:
             The normalised skill id.
@@ -140,12 +142,12 @@ class SeedAPI:
             InvalidPath: A malformed id.
         """
         skill = validate_skill_id(skill_id)
-
         tenant = self.tenant()
         check_leaf_clash(skill, tenant.loaded_skills)
         await self.catalog.aget(self._user(tenant), skill)
-        if skill not in self._instance_skills:
-            self._instance_skills.append(skill)
+        mine = self._instance_skills.setdefault(tenant.user_id, [])
+        if skill not in mine:
+            mine.append(skill)
         return skill
 
     load_skill = sync_method(aload_skill)
@@ -198,7 +200,10 @@ class SeedAPI:
     load_skill_content = sync_method(aload_skill_content)
 
     def unload_skill(self, skill_id: str) -> None:
-        """Forget a skill loaded with `load_skill`."""
+        """Forget a skill loaded with `load_skill`, for the current user (for every user
+        when the call has no user id)."""
         skill = validate_skill_id(skill_id)
-        if skill in self._instance_skills:
-            self._instance_skills.remove(skill)
+        user = self.tenant().user_id
+        for owner, skills in self._instance_skills.items():
+            if (user is None or owner == user) and skill in skills:
+                skills.remove(skill)

@@ -61,6 +61,21 @@ def run_context() -> tuple[Any, Mapping[str, Any]]:
     return context, configurable
 
 
+def _valid_skill_id(value: object) -> bool:
+    """One or two allow-listed segments (state comes from checkpoints: never trust it)."""
+    if not isinstance(value, str):
+        return False
+    parts = value.split("/")
+    if not 1 <= len(parts) <= 2:
+        return False
+    try:
+        for part in parts:
+            check_identity(part, "skill id segment")
+    except ValueError:
+        return False
+    return True
+
+
 def _state_loaded_skills(configurable: Mapping[str, Any]) -> list[str]:
     try:
         from langgraph._internal._constants import CONFIG_KEY_READ
@@ -73,11 +88,11 @@ def _state_loaded_skills(configurable: Mapping[str, Any]) -> list[str]:
         value = read(LOADED_SKILLS_KEY, True)
     except Exception:  # the graph has no such channel (no skills middleware)
         return []
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, Iterable):
-        return [v for v in value if isinstance(v, str)]
-    return []
+    values = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else []
+    good = [v for v in values if _valid_skill_id(v)]
+    if len(good) != len(values):
+        logger.warning("ignored %d malformed skill id(s) in the state's loaded_skills", len(values) - len(good))
+    return good
 
 
 def _pick(explicit: str | None, *candidates: Any) -> str | None:
@@ -94,7 +109,7 @@ def resolve_tenant(
     user_id: str | None,
     thread_id: str | None,
     ticket_id: str | None,
-    instance_skills: Iterable[str] = (),
+    instance_skills: Mapping[str | None, Iterable[str]] | None = None,
 ) -> Tenant:
     """Resolve the ids of this call and check each one.
 
@@ -102,7 +117,7 @@ def resolve_tenant(
         user_id: The constructor's value, which wins when given.
         thread_id: Idem.
         ticket_id: Idem.
-        instance_skills: Skills loaded on the instance (use outside a graph).
+        instance_skills: Skills loaded on the instance (outside a graph), per user id.
 
     Raises:
         InvalidPath: An id has characters outside the allow-list.
@@ -111,7 +126,8 @@ def resolve_tenant(
     user = _pick(user_id, _field(context, "user_id"), configurable.get("user_id"))
     thread = _pick(thread_id, configurable.get("thread_id"), _field(context, "thread_id"))
     ticket = _pick(ticket_id, _field(context, "ticket_id"), configurable.get("ticket_id"))
-    loaded = list(dict.fromkeys([*_state_loaded_skills(configurable), *instance_skills]))
+    own = (instance_skills or {}).get(user, ())
+    loaded = list(dict.fromkeys([*_state_loaded_skills(configurable), *own]))
     return Tenant(
         user_id=check_identity(user, "user id") if user is not None else None,
         thread_id=check_identity(thread, "thread id") if thread is not None else None,
