@@ -1,6 +1,7 @@
 """s3skills: a multi-tenant skills system for LLM agents, stored in S3."""
 
-from s3skills.agent import SkillsContext, create_skills_agent
+from typing import TYPE_CHECKING
+
 from s3skills.backend import S3Backend
 from s3skills.catalog import SkillCatalog, SkillProblem
 from s3skills.errors import (
@@ -22,10 +23,14 @@ from s3skills.errors import (
 from s3skills.layout import KeyLayout
 from s3skills.paths import VPath
 from s3skills.registry import Skill, SkillRegistry
+from s3skills.runner import ScriptObservation, ScriptRunner
 from s3skills.skillmd import InvalidSkill, SkillInfo, SkillMetadata, get_skill_doc, parse_skill_md
 from s3skills.store import ObjectStore, RequestCounter
 from s3skills.tenancy import Tenant
 from s3skills.usage import SkillUsage, usage_stats
+
+if TYPE_CHECKING:  # imported lazily at run time (see __getattr__)
+    from s3skills.agent import SkillsContext, create_skills_agent
 
 __all__ = [
     "AccessDenied",
@@ -43,6 +48,8 @@ __all__ = [
     "RequestCounter",
     "S3Backend",
     "S3SkillsError",
+    "ScriptObservation",
+    "ScriptRunner",
     "Skill",
     "SkillCatalog",
     "SkillError",
