@@ -23,6 +23,7 @@ the result's `error`.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
@@ -302,13 +303,19 @@ class S3Backend(SeedAPI, BackendProtocol):
         ]
 
     async def _gather_limited(self, items: Iterable[Awaitable[T]]) -> list[T]:
+        """Await all, at most `concurrency` at once; the first failure cancels the rest."""
         sem = asyncio.Semaphore(self.concurrency)
 
         async def one(aw: Awaitable[T]) -> T:
             async with sem:
                 return await aw
 
-        return await asyncio.gather(*(one(aw) for aw in items))
+        try:
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(one(aw)) for aw in items]
+        except BaseExceptionGroup as group_error:
+            raise group_error.exceptions[0] from None
+        return [t.result() for t in tasks]
 
     # -- ls -------------------------------------------------------------------------------
 
@@ -481,15 +488,27 @@ class S3Backend(SeedAPI, BackendProtocol):
             if isinstance(replaced, str):
                 return EditResult(error=replaced)
             new_text, occurrences = replaced
-            await self.store.aput(
-                target.key,
-                new_text.encode("utf-8"),
-                if_match=body.etag,
-                content_type=fileops.content_type_for(file_path),
-            )
+            data = new_text.encode("utf-8")
+            try:
+                await self.store.aput(
+                    target.key, data, if_match=body.etag, content_type=fileops.content_type_for(file_path)
+                )
+            except Conflict:
+                # A retried PUT whose first attempt landed gets 412 too: our own write
+                # is what changed the ETag. Single-part ETags are the body's MD5.
+                if not await self._holds(target.key, data):
+                    raise
             return EditResult(path=str(vpath), occurrences=int(occurrences))
 
         return await self._guard(run(), file_path, "edit", lambda m: EditResult(error="Error: " + m))
+
+    async def _holds(self, key: str, data: bytes) -> bool:
+        """Whether the object at `key` is exactly `data` (by its single-part ETag)."""
+        try:
+            info = await self.store.ahead(key)
+        except NotFound:
+            return False
+        return info.etag == hashlib.md5(data, usedforsecurity=False).hexdigest()
 
     async def adelete(self, file_path: str) -> DeleteResult:
         """Delete a file, or a folder and everything under it (LIST + batch DELETE)."""
@@ -512,14 +531,15 @@ class S3Backend(SeedAPI, BackendProtocol):
     # -- upload / download ---------------------------------------------------------------------
 
     @staticmethod
-    def _op_error(exc: BaseException) -> str:
+    def _op_error(exc: BaseException, path: str, op: str) -> str:
+        """deepagents' `FileOperationError` code when one fits, else a message naming the file."""
         if isinstance(exc, NotFound):
             return "file_not_found"
         if isinstance(exc, ReadOnly | AccessDenied):
             return "permission_denied"
         if isinstance(exc, InvalidPath | TenantError):
             return "invalid_path"
-        return _message(exc, "", "transfer")
+        return _message(exc, path, op)
 
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
         """Write several files (1 PUT each, concurrently); one response per input, in order."""
@@ -531,7 +551,7 @@ class S3Backend(SeedAPI, BackendProtocol):
                 target = await self._writable(await self._visible(), VPath.parse(path))
                 await self.store.aput(target.key, bytes(data), content_type=fileops.content_type_for(path))
             except Exception as exc:
-                return FileUploadResponse(path=path, error=self._op_error(exc))
+                return FileUploadResponse(path=path, error=self._op_error(exc, str(path), "upload"))
             return FileUploadResponse(path=path)
 
         return await on_io_loop(self._gather_limited(one(p, d) for p, d in files))
@@ -547,7 +567,7 @@ class S3Backend(SeedAPI, BackendProtocol):
                     return FileDownloadResponse(path=path, error="is_directory")
                 body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
             except Exception as exc:
-                return FileDownloadResponse(path=path, error=self._op_error(exc))
+                return FileDownloadResponse(path=path, error=self._op_error(exc, str(path), "download"))
             return FileDownloadResponse(path=path, content=body.data)
 
         return await on_io_loop(self._gather_limited(one(p) for p in paths))

@@ -152,6 +152,8 @@ def translate_error(exc: BaseException, operation: str) -> S3SkillsError:
         | bex.HTTPClientError,
     ):
         return StoreUnavailable(f"{operation}: the store could not be reached ({type(exc).__name__})")
+    if type(exc).__name__ in ("ClientPayloadError", "ServerDisconnectedError", "IncompleteReadError"):
+        return StoreUnavailable(f"{operation}: the connection broke mid-response ({type(exc).__name__})")
     if isinstance(exc, TimeoutError | ConnectionError):
         return StoreUnavailable(f"{operation}: the store could not be reached ({type(exc).__name__})")
     return StoreError(f"{operation}: {type(exc).__name__}")

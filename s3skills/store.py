@@ -27,7 +27,7 @@ import aioboto3
 from botocore.config import Config
 
 from s3skills._sync import close_at_exit
-from s3skills.errors import FileTooLarge, NotFound, S3SkillsError, translate_error
+from s3skills.errors import FileTooLarge, NotFound, S3SkillsError, StoreUnavailable, translate_error
 
 __all__ = [
     "ListPage",
@@ -159,9 +159,11 @@ class ObjectStore:
         self.bucket = bucket
         self.endpoint_url = endpoint_url
         self.region_name = region_name
+        self.max_attempts = max(1, max_attempts)
         self._session = session or aioboto3.Session()
         base = Config(
-            retries={"max_attempts": max_attempts, "mode": "standard"},
+            # total_max_attempts counts the first attempt too (max_attempts counts retries only).
+            retries={"total_max_attempts": max_attempts, "mode": "standard"},
             connect_timeout=connect_timeout,
             read_timeout=read_timeout,
             max_pool_connections=max_pool_connections,
@@ -285,18 +287,26 @@ class ObjectStore:
         return objects, prefixes
 
     async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
-        """Read a whole object (1 GetObject).
+        """Read a whole object (1 GetObject; again only if the body arrives cut short).
 
         Raises:
             NotFound: No such key. AccessDenied is never reported as NotFound.
             FileTooLarge: The object is larger than `max_bytes` (nothing is read).
         """
         client = await self._client()
-        try:
-            resp = await client.get_object(Bucket=self.bucket, Key=key)
-        except Exception as exc:
-            raise translate_error(exc, "get") from exc
-        return await self._body(key, resp, max_bytes=max_bytes, total=None)
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                resp = await client.get_object(Bucket=self.bucket, Key=key)
+            except Exception as exc:
+                raise translate_error(exc, "get") from exc
+            try:
+                return await self._body(key, resp, max_bytes=max_bytes, total=None)
+            except StoreUnavailable:
+                # botocore retries the request, not the reading of the body: a body cut
+                # short (connection reset mid-stream) is retried here, within the same budget.
+                if attempt == self.max_attempts:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def aget_range(self, key: str, start: int, length: int) -> ObjectBody:
         """Read `length` bytes from offset `start` (1 ranged GetObject).
@@ -326,6 +336,8 @@ class ObjectStore:
                 raise FileTooLarge(f"get: the object is {length} bytes; the limit is {max_bytes}")
             async with stream as body:
                 data: bytes = await body.read()
+            if len(data) != length:
+                raise StoreUnavailable(f"get: the body was cut short ({len(data)} of {length} bytes)")
         except S3SkillsError:
             stream.close()
             raise

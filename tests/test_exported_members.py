@@ -6,7 +6,7 @@ import importlib
 
 import pytest
 
-PACKAGES = ["s3skills", "middleware", "tools"]
+PACKAGES = ["s3skills", "s3skills.testing", "middleware", "tools"]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -1,0 +1,526 @@
+"""Benchmark s3skills against a naive baseline, over moto behind a latency proxy.
+
+Everything runs locally: a moto S3 server on a loopback port, and `FaultProxy` in front of
+it adding a fixed delay to every request, which is what makes S3 slow (a round trip of
+tens of milliseconds) and what moto alone does not imitate. Both contenders talk to the
+proxy, so both pay the same price per request.
+
+The baseline is implemented here (`NaiveS3`): what the seed scripts did, sequential boto3
+calls, one GET per file. Reported for each scenario: median wall time over `--repeat` runs
+(after one untimed warm-up), requests seen by the proxy per HTTP method, and the ratios.
+A table of request counts per `S3Backend` operation follows.
+
+    python bench/run.py --quick                # 50 skills, 50 files: about 30 s
+    python bench/run.py                        # 200 skills, 200 files: about 2 minutes
+    python bench/run.py --server seaweedfs     # a server that handles requests in parallel
+
+Results are printed and written as JSON to bench/results/ (gitignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aioboto3
+import yaml
+from botocore.config import Config
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))  # servers.py: the local moto server, shared with the tests
+
+from servers import LOOPBACK, MotoServer, SeaweedServer, free_port, make_bucket, make_client  # noqa: E402
+
+from s3skills import RequestCounter, S3Backend  # noqa: E402
+from s3skills.testing import FaultProxy  # noqa: E402
+
+USER, THREAD = "bench-user", "bench-thread"
+WS_PREFIX = f"threads/{THREAD}/"
+SKILLS_PREFIX = f"{USER}/skills/"
+NEEDLE = "needle-7f3a"
+CATEGORIES = ("legal", "finance", "writing", "data", "ops", "sales", "support", "hr", "design", "research")
+
+
+# -- the server -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """The S3 server behind the proxy."""
+
+    kind: str
+    url: str
+    access_key: str
+    secret_key: str
+
+
+@contextlib.contextmanager
+def start_upstream(kind: str) -> Iterator[Upstream]:
+    """A local S3 server on a free loopback port.
+
+    `moto` runs in a subprocess (so its request handling does not compete for this
+    process's GIL with the client under test and the proxy), `moto-thread` in this process,
+    `seaweedfs` as `weed mini` (a Go server that serves requests in parallel).
+    """
+    if kind == "moto-thread":
+        with MotoServer() as server:
+            yield Upstream(kind, server.endpoint_url, "bench", "bench")
+        return
+    if kind == "seaweedfs":
+        with SeaweedServer() as weed:
+            yield Upstream(kind, weed.endpoint_url, weed.access_key, weed.secret_key)
+        return
+    port = free_port()
+    url = f"http://{LOOPBACK}:{port}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"moto_server exited with code {process.returncode}")
+            try:
+                with urllib.request.urlopen(f"{url}/moto-api/", timeout=1):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("moto_server did not start within 30 s") from None
+                time.sleep(0.05)
+        yield Upstream(kind, url, "bench", "bench")  # moto accepts any credentials
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def calibrate(up: Upstream, bucket: str, keys: list[str], concurrency: int) -> dict[str, float]:
+    """The server's own service time per GET, without the proxy: sequential, and under load.
+
+    Under load, the time per request bounds any concurrent client: moto spends several ms of
+    Python CPU time per request, so it caps what concurrency can win.
+    """
+    client = make_client(up.url, access_key=up.access_key, secret_key=up.secret_key)
+    client.get_object(Bucket=bucket, Key=keys[0])["Body"].read()
+    started = time.perf_counter()
+    for key in keys:
+        client.get_object(Bucket=bucket, Key=key)["Body"].read()
+    sequential = (time.perf_counter() - started) / len(keys)
+
+    async def concurrent() -> float:
+        session = aioboto3.Session(aws_access_key_id=up.access_key, aws_secret_access_key=up.secret_key)
+        config = Config(max_pool_connections=concurrency)
+        async with session.client("s3", endpoint_url=up.url, region_name="us-east-1", config=config) as aclient:
+            sem = asyncio.Semaphore(concurrency)
+
+            async def one(key: str) -> None:
+                async with sem:
+                    response = await aclient.get_object(Bucket=bucket, Key=key)
+                    await response["Body"].read()
+
+            await one(keys[0])
+            began = time.perf_counter()
+            await asyncio.gather(*(one(k) for k in keys))
+            return (time.perf_counter() - began) / len(keys)
+
+    return {
+        "sequential_ms_per_get": round(sequential * 1000, 2),
+        "concurrent_ms_per_get": round(asyncio.run(concurrent()) * 1000, 2),
+    }
+
+
+# -- the library to benchmark: seeded straight into moto (not through the proxy) ----------
+
+
+def skill_md(category: str, name: str, index: int) -> str:
+    body = "\n".join(f"Step {i}: do the {name} thing carefully, line {i}." for i in range(40))
+    return (
+        "---\n"
+        f"name: {name}\n"
+        f"description: Skill number {index} of the {category} category; use it when the user asks "
+        f"for {name.replace('-', ' ')}.\n"
+        "version: 1.0.0\n"
+        f"tags: [{category}, bench]\n"
+        "---\n\n"
+        f"# {name}\n\n{body}\n"
+    )
+
+
+def workspace_file(index: int, lines: int = 60) -> str:
+    text = [f"file {index} line {i}: lorem ipsum dolor sit amet, consectetur adipiscing elit." for i in range(lines)]
+    if index % 10 == 0:
+        text[lines // 2] = f"file {index}: here is the {NEEDLE} we are looking for"
+    return "\n".join(text) + "\n"
+
+
+def seed(client: Any, bucket: str, skills: int, files: int) -> dict[str, int]:
+    count = 0
+    for i in range(skills):
+        category = CATEGORIES[i % len(CATEGORIES)]
+        name = f"skill-{i:04d}"
+        home = f"{SKILLS_PREFIX}{category}/{name}/"
+        client.put_object(Bucket=bucket, Key=home + "SKILL.md", Body=skill_md(category, name, i).encode())
+        client.put_object(Bucket=bucket, Key=home + "references/guide.md", Body=b"# Guide\n\nMore detail.\n")
+        count += 2
+    for i in range(files):
+        sub = "notes/" if i % 3 == 0 else ""
+        client.put_object(Bucket=bucket, Key=f"{WS_PREFIX}{sub}file-{i:04d}.md", Body=workspace_file(i).encode())
+        count += 1
+    return {"skills": skills, "workspace_files": files, "objects": count}
+
+
+# -- the baseline ----------------------------------------------------------------------------
+
+
+class NaiveS3:
+    """The seeds' approach: sequential boto3 calls, one GET per file, no cache."""
+
+    def __init__(self, endpoint_url: str, bucket: str, up: Upstream) -> None:
+        self.bucket = bucket
+        self.client = make_client(endpoint_url, access_key=up.access_key, secret_key=up.secret_key)
+
+    def keys(self, prefix: str) -> list[str]:
+        out: list[str] = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            out.extend(o["Key"] for o in page.get("Contents", []))
+        return out
+
+    def get_text(self, key: str) -> str:
+        return str(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode("utf-8"))
+
+    def grep(self, prefix: str, pattern: str) -> list[tuple[str, int]]:
+        matches = []
+        for key in self.keys(prefix):
+            for number, line in enumerate(self.get_text(key).splitlines(), 1):
+                if pattern in line:
+                    matches.append((key, number))
+        return matches
+
+    def skills_index(self, prefix: str) -> list[dict[str, Any]]:
+        index = []
+        for key in self.keys(prefix):
+            if key.endswith("/SKILL.md"):
+                text = self.get_text(key)
+                _, front, _ = text.split("---", 2)
+                index.append(yaml.safe_load(front))
+        return index
+
+    def read(self, key: str) -> str:
+        return self.get_text(key)
+
+
+# -- measurement -------------------------------------------------------------------------------
+
+
+@dataclass
+class Scenario:
+    """One comparison: the same work done by S3Backend and by the baseline."""
+
+    name: str
+    backend_seconds: float
+    baseline_seconds: float
+    backend_requests: dict[str, int]
+    baseline_requests: dict[str, int]
+    check: str
+    notes: str = ""
+    speedup: float = field(init=False)
+    request_ratio: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.speedup = round(self.baseline_seconds / self.backend_seconds, 2) if self.backend_seconds else 0.0
+        backend_total = sum(self.backend_requests.values())
+        self.request_ratio = round(sum(self.baseline_requests.values()) / backend_total, 2) if backend_total else 0.0
+
+
+class Meter:
+    """Times a callable and reads the proxy's request counts around it."""
+
+    def __init__(self, proxy: FaultProxy, repeat: int) -> None:
+        self.proxy = proxy
+        self.repeat = repeat
+
+    def requests_of(self, fn: Callable[[], Any]) -> tuple[Any, dict[str, int]]:
+        self.proxy.reset_counts()
+        result = fn()
+        return result, dict(sorted(self.proxy.requests.items()))
+
+    def time(self, fn: Callable[[], Any], *, setup: Callable[[], Any] | None = None) -> float:
+        samples = []
+        for _ in range(self.repeat):
+            if setup is not None:
+                setup()
+            started = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - started)
+        return statistics.median(samples)
+
+
+def total(counts: dict[str, int]) -> int:
+    return sum(counts.values())
+
+
+def run_scenarios(backend: S3Backend, naive: NaiveS3, meter: Meter, bucket: str) -> list[Scenario]:
+    scenarios = []
+
+    # grep over the whole workspace
+    def backend_grep() -> Any:
+        result = backend.grep(NEEDLE, "/workspace")
+        assert result.error is None, result.error
+        return sorted(m["path"] for m in result.matches or [])
+
+    def naive_grep() -> Any:
+        return sorted("/workspace/" + k[len(WS_PREFIX) :] for k, _ in naive.grep(WS_PREFIX, NEEDLE))
+
+    backend_grep(), naive_grep()  # warm-up: clients, connection pools, service models
+    got, backend_counts = meter.requests_of(backend_grep)
+    expected, naive_counts = meter.requests_of(naive_grep)
+    assert got == expected, "backend and baseline disagree on the grep result"
+    scenarios.append(
+        Scenario(
+            "grep /workspace",
+            meter.time(backend_grep),
+            meter.time(naive_grep),
+            backend_counts,
+            naive_counts,
+            f"{len(got)} matching files, same result",
+            "LIST, then concurrent GETs (S3Backend concurrency) vs sequential GETs",
+        )
+    )
+
+    # the skills index: cold (first load) and warm (the cache is keyed by ETag)
+    def backend_index() -> int:
+        return backend.load_skills_frontmatter(budget_chars=10**8).count("name: ")
+
+    def naive_index() -> int:
+        return len(naive.skills_index(SKILLS_PREFIX))
+
+    naive_index()
+    naive_index_seconds = meter.time(naive_index)
+    backend.catalog.invalidate()
+    cold_count, backend_cold = meter.requests_of(backend_index)
+    naive_count, naive_counts = meter.requests_of(naive_index)
+    assert cold_count == naive_count, f"index sizes differ: {cold_count} vs {naive_count}"
+    scenarios.append(
+        Scenario(
+            "skills index, cold",
+            meter.time(backend_index, setup=backend.catalog.invalidate),
+            naive_index_seconds,
+            backend_cold,
+            naive_counts,
+            f"{cold_count} skills indexed by both",
+            "LIST + concurrent ranged GETs of SKILL.md heads vs LIST + sequential GETs",
+        )
+    )
+    warm_count, backend_warm = meter.requests_of(backend_index)
+    assert warm_count == cold_count
+    scenarios.append(
+        Scenario(
+            "skills index, warm",
+            meter.time(backend_index),
+            naive_index_seconds,
+            backend_warm,
+            naive_counts,
+            f"{warm_count} skills; nothing changed since the last load",
+            "one LIST, no GET (ETag-keyed cache) vs the baseline's full reload",
+        )
+    )
+
+    # read one file
+    key = f"{WS_PREFIX}file-0001.md"
+
+    def backend_read() -> str:
+        result = backend.read("/workspace/file-0001.md", limit=10**6)
+        assert result.error is None, result.error
+        return str(result.file_data["content"])
+
+    def naive_read() -> str:
+        return naive.read(key)
+
+    text, backend_counts = meter.requests_of(backend_read)
+    naive_text, naive_counts = meter.requests_of(naive_read)
+    assert text == naive_text
+    scenarios.append(
+        Scenario(
+            "read one file",
+            meter.time(backend_read),
+            meter.time(naive_read),
+            backend_counts,
+            naive_counts,
+            f"read = {total(backend_counts)} request(s)",
+        )
+    )
+    return scenarios
+
+
+def operation_counts(backend: S3Backend, meter: Meter) -> list[dict[str, Any]]:
+    """Requests per S3Backend operation: what the proxy saw, and the S3 API calls behind it."""
+    counter = RequestCounter()
+    backend.store.add_request_hook(counter)
+    skill_id = f"{CATEGORIES[1]}/skill-0001"
+    operations: list[tuple[str, Callable[[], Any]]] = [
+        ("ls /workspace", lambda: backend.ls("/workspace")),
+        ("read file", lambda: backend.read("/workspace/file-0002.md")),
+        ("read missing, no extension (.md retry)", lambda: backend.read("/workspace/missing")),
+        ("write", lambda: backend.write("/workspace/out/new.md", "hello\n")),
+        ("edit", lambda: backend.edit("/workspace/out/new.md", "hello", "bye")),
+        ("glob **/*.md", lambda: backend.glob("**/*.md", "/workspace")),
+        ("grep /workspace", lambda: backend.grep(NEEDLE, "/workspace")),
+        ("upload_files x5", lambda: backend.upload_files([(f"/workspace/up/{i}.txt", b"x") for i in range(5)])),
+        ("download_files x5", lambda: backend.download_files([f"/workspace/file-{i:04d}.md" for i in (1, 2, 4, 5, 7)])),
+        ("delete folder (/workspace/up)", lambda: backend.delete("/workspace/up")),
+        ("exists (a file)", lambda: backend.exists("/workspace/file-0004.md")),
+        ("exists (a folder)", lambda: backend.exists("/workspace/notes")),
+        ("load_skill", lambda: backend.load_skill(skill_id)),
+        ("ls /skills/<loaded>", lambda: backend.ls("/skills/skill-0001")),
+        ("read /skills/<loaded>/SKILL.md", lambda: backend.read("/skills/skill-0001/SKILL.md")),
+        ("load_skill_content", lambda: backend.load_skill_content(skill_id)),
+        ("load_skills_frontmatter (warm)", lambda: backend.load_skills_frontmatter()),
+    ]
+    rows = []
+    for name, fn in operations:
+        counter.reset()
+        result, by_method = meter.requests_of(fn)
+        error = getattr(result, "error", None)
+        if isinstance(result, list):
+            error = next((getattr(r, "error", None) for r in result if getattr(r, "error", None)), None)
+        if name.startswith("read missing"):
+            error = None if error and "not found" in error else f"unexpected: {error!r}"
+        rows.append(
+            {
+                "operation": name,
+                "requests": total(by_method),
+                "by_method": by_method,
+                "s3_calls": dict(sorted(counter.counts.items())),
+                "error": error,
+            }
+        )
+    backend.store.remove_request_hook(counter)
+    return rows
+
+
+# -- output ------------------------------------------------------------------------------------
+
+
+def fmt_counts(counts: dict[str, int]) -> str:
+    return " ".join(f"{k}={v}" for k, v in counts.items()) or "-"
+
+
+def print_report(report: dict[str, Any]) -> None:
+    cfg = report["config"]
+    cal = report["calibration"]
+    moto = str(cfg["server"]).startswith("moto")
+    print(
+        f"\ns3skills bench: {cfg['server']} behind a {cfg['latency_ms']:.0f} ms/request proxy; {cfg['skills']} skills, "
+        f"{cfg['workspace_files']} workspace files; median of {cfg['repeat']} run(s) after a warm-up.\n"
+        f"Server alone (no proxy): {cal['sequential_ms_per_get']} ms per GET in sequence, "
+        f"{cal['concurrent_ms_per_get']} ms per GET under {cfg['concurrency']}-way concurrency"
+        + (" (moto is a Python server: its CPU time per request bounds what concurrency can win)" if moto else "")
+        + ".\n"
+    )
+    header = f"{'scenario':<22} {'s3skills':>10} {'baseline':>10} {'speedup':>8}  requests (s3skills | baseline)"
+    print(header)
+    print("-" * len(header))
+    for s in report["scenarios"]:
+        requests = f"{fmt_counts(s['backend_requests'])} | {fmt_counts(s['baseline_requests'])}"
+        print(
+            f"{s['name']:<22} {s['backend_seconds'] * 1000:>8.0f}ms {s['baseline_seconds'] * 1000:>8.0f}ms "
+            f"{s['speedup']:>7.1f}x  {requests}"
+        )
+    print("\nRequests per S3Backend operation (as the proxy saw them):\n")
+    header = f"{'operation':<40} {'requests':>8}  {'HTTP':<18} S3 API calls"
+    print(header)
+    print("-" * (len(header) + 20))
+    for row in report["operations"]:
+        flag = f"  ERROR: {row['error']}" if row["error"] else ""
+        print(
+            f"{row['operation']:<40} {row['requests']:>8}  {fmt_counts(row['by_method']):<18} "
+            f"{fmt_counts(row['s3_calls'])}{flag}"
+        )
+    print(f"\nTotal time {report['elapsed_seconds']:.1f}s; results in {report['output']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a small run (50 skills, 50 files, 3 repeats)")
+    parser.add_argument("--skills", type=int, help="skills in the user library (default 200; quick 50)")
+    parser.add_argument("--files", type=int, help="files in the workspace (default 200; quick 50)")
+    parser.add_argument("--repeat", type=int, default=3, help="timed runs per scenario, median kept (default 3)")
+    parser.add_argument("--latency-ms", type=float, default=20.0, help="added per request (default 20)")
+    parser.add_argument(
+        "--server",
+        choices=("moto", "moto-thread", "seaweedfs"),
+        default="moto",
+        help="the S3 server behind the proxy (default: moto in a subprocess)",
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results", help="directory for the JSON")
+    args = parser.parse_args(argv)
+    skills = args.skills if args.skills is not None else (50 if args.quick else 200)
+    files = args.files if args.files is not None else (50 if args.quick else 200)
+    started = time.perf_counter()
+
+    with start_upstream(args.server) as up, FaultProxy(up.url, latency=args.latency_ms / 1000) as proxy:
+        bucket = make_bucket(up.url, "s3skills-bench", access_key=up.access_key, secret_key=up.secret_key)
+        direct = make_client(up.url, access_key=up.access_key, secret_key=up.secret_key)
+        seeded = seed(direct, bucket, skills, files)
+        session = aioboto3.Session(aws_access_key_id=up.access_key, aws_secret_access_key=up.secret_key)
+        backend = S3Backend(
+            bucket, user_id=USER, thread_id=THREAD, endpoint_url=proxy.url, region_name="us-east-1", session=session
+        )
+        workspace_keys = [o["Key"] for o in direct.list_objects_v2(Bucket=bucket, Prefix=WS_PREFIX)["Contents"]]
+        calibration = calibrate(up, bucket, workspace_keys, backend.concurrency)
+        naive = NaiveS3(proxy.url, bucket, up)
+        meter = Meter(proxy, args.repeat)
+        try:
+            scenarios = run_scenarios(backend, naive, meter, bucket)
+            operations = operation_counts(backend, meter)
+        finally:
+            backend.close()
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    output = args.out / f"bench-{stamp}-{args.server}{'-quick' if args.quick else ''}.json"
+    report = {
+        "config": {
+            "server": args.server,
+            "latency_ms": args.latency_ms,
+            "repeat": args.repeat,
+            "quick": args.quick,
+            "concurrency": backend.concurrency,
+            **seeded,
+        },
+        "calibration": calibration,
+        "environment": {"python": platform.python_version(), "platform": platform.platform()},
+        "started_at": stamp,
+        "scenarios": [asdict(s) for s in scenarios],
+        "operations": operations,
+        "elapsed_seconds": round(time.perf_counter() - started, 2),
+        "output": str(output.relative_to(ROOT) if output.is_relative_to(ROOT) else output),
+    }
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    print_report(report)
+    failed = [row["operation"] for row in operations if row["error"]]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
