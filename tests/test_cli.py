@@ -15,7 +15,9 @@ import pytest
 from servers import free_port
 
 from s3skills import cli_commands
+from s3skills.backend import S3Backend
 from s3skills.cli import main
+from s3skills.runner import ScriptRunner
 from s3skills.store import ObjectStore
 from s3skills.sync import PushRefused, pull_tree, push_tree, scan_tree
 
@@ -440,6 +442,20 @@ def test_create_code_in_the_bucket_runs_as_downloaded(cli: Cli, tmp_path: Path, 
     result = run_script(script, {"numbers": [1.5]})
     assert result.returncode == 0
     assert json.loads(result.stdout)["result"]["count"] == 1
+
+
+def test_create_code_scaffold_passes_the_script_runner_contract(cli: Cli, moto_endpoint: str, bucket: str) -> None:
+    assert cli("create", "echo-stats", "--code") == 0
+    backend = S3Backend(bucket, user_id=USER, endpoint_url=moto_endpoint)
+    try:
+        observation = ScriptRunner(backend, timeout=20).run(
+            "echo-stats", "main.py", {"numbers": [1, 2, 3]}, loaded=["echo-stats"]
+        )
+    finally:
+        backend.close()
+    assert observation.ok, observation
+    assert observation.exit_code == 0
+    assert observation.result["result"]["count"] == 3
 
 
 def test_create_rejects_an_over_long_description(cli: Cli, s3_client: Any, bucket: str) -> None:
