@@ -22,12 +22,12 @@ import base64
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
 import aioboto3
 import pytest
 from deepagents.backends.protocol import GrepResult, LsResult
-from langgraph.graph import END, START, StateGraph
+from runs import ASYNC_RUN, SYNC_RUN, RunContext, RunState
 from servers import MotoServer, make_bucket, make_client
 
 from s3skills import S3Backend, SkillError, TenantError
@@ -68,33 +68,6 @@ LIBRARY: dict[str, bytes] = {
 
 
 # --- the run harness --------------------------------------------------------------------------
-
-
-class RunState(TypedDict, total=False):
-    loaded_skills: list[str]
-    op: Callable[[], Any]
-    result: Any
-
-
-class RunContext(TypedDict, total=False):
-    user_id: str
-    ticket_id: str
-
-
-def _graph(node: Callable[[RunState], Any]) -> Any:
-    graph = StateGraph(RunState, context_schema=RunContext)
-    graph.add_node("call_backend", node)
-    graph.add_edge(START, "call_backend")
-    graph.add_edge("call_backend", END)
-    return graph.compile()
-
-
-async def _acall(state: RunState) -> RunState:
-    return {"result": await state["op"]()}
-
-
-SYNC_RUN = _graph(lambda state: {"result": state["op"]()})
-ASYNC_RUN = _graph(_acall)
 
 
 async def _await(aw: Awaitable[Any]) -> Any:

@@ -12,11 +12,11 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any
 
 import aioboto3
 import pytest
-from langgraph.graph import END, START, StateGraph
+from runs import ASYNC_RUN, SYNC_RUN
 
 from s3skills import S3Backend
 
@@ -36,33 +36,6 @@ class Tenant:
     @property
     def ticket_id(self) -> str:
         return f"ticket-{self.user}"
-
-
-class RunState(TypedDict, total=False):
-    loaded_skills: list[str]
-    op: Callable[[], Any]
-    result: Any
-
-
-class RunContext(TypedDict, total=False):
-    user_id: str
-    ticket_id: str
-
-
-def _graph(node: Callable[[RunState], Any]) -> Any:
-    graph = StateGraph(RunState, context_schema=RunContext)
-    graph.add_node("call_backend", node)
-    graph.add_edge(START, "call_backend")
-    graph.add_edge("call_backend", END)
-    return graph.compile()
-
-
-async def _acall(state: RunState) -> RunState:
-    return {"result": await state["op"]()}
-
-
-SYNC_RUN = _graph(lambda state: {"result": state["op"]()})
-ASYNC_RUN = _graph(_acall)
 
 
 def _run_args(tenant: Tenant, op: Callable[[], Any], skills: list[str]) -> dict[str, Any]:
