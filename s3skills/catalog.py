@@ -239,7 +239,8 @@ class SkillCatalog:
         disabled = " It is disabled." if any(s.id == wanted for s in skills) else ""
         raise SkillError(f"Skill '{wanted}' not found.{disabled}{hint} Call list_skills to see them all.")
 
-    def _home_of(self, user_id: str, skill: SkillInfo) -> str:
+    def home_of(self, user_id: str, skill: SkillInfo) -> str:
+        """The key prefix of the folder of a skill from an index just read (no request)."""
         for source, prefix in self.prefixes(user_id):
             if source == skill.source:
                 return prefix + skill.id + "/"
@@ -252,7 +253,7 @@ class SkillCatalog:
         Raises:
             SkillError: The skill does not exist (or is broken) in any layer.
         """
-        return self._home_of(user_id, await self.aget(user_id, skill_id, include_disabled=True))
+        return self.home_of(user_id, await self.aget(user_id, skill_id, include_disabled=True))
 
     @io_bound
     async def askill_md(self, user_id: str, skill_id: str) -> tuple[SkillInfo, str]:
@@ -270,7 +271,7 @@ class SkillCatalog:
 
         Costs no request when the body of that ETag is cached.
         """
-        home = self._home_of(user_id, skill)
+        home = self.home_of(user_id, skill)
         cache_key = (home, skill.etag)
         text = self._bodies.get(cache_key)
         if text is None:

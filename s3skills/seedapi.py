@@ -180,15 +180,17 @@ class SeedAPI:
         return text
 
     @io_bound
-    async def askill_files(self, skill_id: str, *, limit: int = 50) -> list[str]:
-        """Virtual paths of a skill's files as they appear once it is loaded (1 LIST).
+    async def askill_files(self, skill_id: str, *, limit: int = 50, home: str | None = None) -> list[str]:
+        """Virtual paths of a skill's files as they appear once it is loaded.
+
+        Costs 1 LIST when `home` (from `catalog.home_of`) is given, else the index too.
 
         Raises:
             SkillError: Unknown skill.
         """
         skill = validate_skill_id(skill_id)
-        tenant = self.tenant()
-        home = await self.catalog.ahome(self._user(tenant), skill)
+        if home is None:
+            home = await self.catalog.ahome(self._user(self.tenant()), skill)
         objects, _ = await self.store.alist(home)
         base = f"/skills/{skill_leaf(skill)}/"
         paths = sorted(base + o.key[len(home) :] for o in objects if not o.key.endswith("/"))

@@ -314,3 +314,22 @@ def test_library_mode_lets_deepagents_skills_middleware_list_the_library(
     assert "arrendamiento" not in prompt  # beto's
     assert "Cláusula primera" in str(results_in_order(out["messages"])[-1])
     assert json.dumps(out["messages"][-1].content)
+
+
+async def test_cargar_habilidad_costs_two_lists_and_one_get(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
+    from langgraph.types import Command
+
+    from tools import load_skill_update
+
+    seed(s3_client, bucket)
+    backend = S3Backend(bucket, user_id="ana", endpoint_url=moto_endpoint)
+    await backend.catalog.askills("ana")  # the index is warm in a running agent
+    counter = RequestCounter()
+    backend.store.add_request_hook(counter)
+    update = await load_skill_update(backend, "escrituras/compraventa", [], "call-1", None)
+    assert isinstance(update, Command)
+    assert update.update is not None
+    (message,) = update.update["messages"]  # type: ignore[index]
+    assert "/skills/compraventa/resources/plantilla.pdf" in message.content
+    # the index (1 LIST), the SKILL.md body (1 GET), the skill's file list (1 LIST)
+    assert counter.counts == {"ListObjectsV2": 2, "GetObject": 1}

@@ -120,7 +120,7 @@ async def _load(
         return problem
     leaf = skill_leaf(skill_id)
     try:
-        paths = await backend.askill_files(skill_id)
+        paths = await backend.askill_files(skill_id, home=backend.catalog.home_of(user, info))
     except S3SkillsError:
         paths = []
     unavailable = [
