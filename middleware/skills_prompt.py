@@ -189,8 +189,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         owner = self.registry.all_tool_names().get(call["name"]) if self.registry else None
         return ToolMessage(
             content=(
-                f"Error: the tool {call['name']} belongs to the skill '{owner}'; "
-                "load it with cargar_habilidad first."
+                f"Error: the tool {call['name']} belongs to the skill '{owner}'; load it with cargar_habilidad first."
             ),
             tool_call_id=call["id"],
             name=call["name"],

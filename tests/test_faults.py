@@ -465,9 +465,7 @@ def test_an_edit_whose_first_response_is_lost_reports_success(
 
 
 @pytest.mark.parametrize("op", [READ, GREP, DOWNLOAD, EDIT], ids=lambda op: op.name)
-def test_a_truncated_object_body_is_retried(
-    backend: S3Backend, proxy: FaultProxy, s3_client: Any, op: Op
-) -> None:
+def test_a_truncated_object_body_is_retried(backend: S3Backend, proxy: FaultProxy, s3_client: Any, op: Op) -> None:
     proxy.inject("truncate", count=1, match=get_of("notes.md"))
 
     op.check(op.call(backend), s3_client, backend.bucket)
@@ -644,9 +642,7 @@ def test_proxy_keeps_client_connections_alive(proxy: FaultProxy, seeded: str) ->
     assert proxy.connections == 1
 
 
-def test_faults_apply_in_injection_order_and_only_to_matching_requests(
-    backend: S3Backend, proxy: FaultProxy
-) -> None:
+def test_faults_apply_in_injection_order_and_only_to_matching_requests(backend: S3Backend, proxy: FaultProxy) -> None:
     put_rule = proxy.inject("slowdown", count=1, match=PUT)
     any_rule = proxy.inject("internal_error", count=1)
 

@@ -116,9 +116,7 @@ def match_request(
     Returns:
         A function for `FaultProxy.inject(..., match=...)`.
     """
-    methods = None if method is None else {method.upper()} if isinstance(method, str) else {
-        m.upper() for m in method
-    }
+    methods = None if method is None else {method.upper()} if isinstance(method, str) else {m.upper() for m in method}
     path_re = re.compile(path) if path is not None else None
     query_re = re.compile(query) if query is not None else None
 
@@ -317,9 +315,7 @@ class FaultProxy:
             raise ValueError("latency must be >= 0")
         self._latency = float(value)
 
-    def inject(
-        self, kind: FaultKind, count: int | None = 1, match: RequestMatcher | None = None
-    ) -> FaultRule:
+    def inject(self, kind: FaultKind, count: int | None = 1, match: RequestMatcher | None = None) -> FaultRule:
         """Apply a fault to the next `count` requests (that `match` accepts).
 
         Rules are tried in the order they were injected; the first one that applies
