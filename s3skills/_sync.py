@@ -17,10 +17,10 @@ import contextvars
 import functools
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["close_at_exit", "io_bound", "io_loop", "on_io_loop", "run_sync", "sync_method"]
+__all__ = ["close_at_exit", "gather_limited", "io_bound", "io_loop", "on_io_loop", "run_sync", "sync_method"]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -120,6 +120,32 @@ def sync_method(async_fn: Callable[..., Awaitable[T]]) -> Callable[..., T]:
         async_fn.__doc__ or ""
     )
     return wrapper
+
+
+async def gather_limited(jobs: Iterable[Callable[[], Awaitable[T]]], limit: int) -> list[T]:
+    """Run `jobs` (coroutine factories) with at most `limit` in flight; results in job order.
+
+    On the first failure the running jobs are cancelled and awaited, no new job
+    starts, and that failure is raised: nothing outlives the call. The one
+    bounded-concurrency helper of the project (grep, catalog refresh, push/pull,
+    script fetch, batch transfers).
+    """
+    todo = list(enumerate(jobs))
+    todo.reverse()
+    results: dict[int, T] = {}
+
+    async def worker() -> None:
+        while todo:
+            index, job = todo.pop()
+            results[index] = await job()
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            for _ in range(max(1, min(limit, len(todo)))):
+                group.create_task(worker())
+    except BaseExceptionGroup as failure:
+        raise failure.exceptions[0] from None
+    return [results[i] for i in sorted(results)]
 
 
 def io_bound(async_fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:

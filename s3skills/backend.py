@@ -25,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
+from functools import partial
 from typing import Any, Literal, TypeVar
 
 import aioboto3
@@ -53,7 +54,7 @@ from deepagents.backends.utils import (
 )
 
 from s3skills import fileops
-from s3skills._sync import on_io_loop, run_sync, sync_method
+from s3skills._sync import gather_limited, on_io_loop, run_sync, sync_method
 from s3skills.catalog import SkillCatalog
 from s3skills.errors import (
     AccessDenied,
@@ -302,21 +303,6 @@ class S3Backend(SeedAPI, BackendProtocol):
             o for o in objects if o.key == loc.key or (o.key.startswith(loc.dir_prefix) and not o.key.endswith("/"))
         ]
 
-    async def _gather_limited(self, items: Iterable[Awaitable[T]]) -> list[T]:
-        """Await all, at most `concurrency` at once; the first failure cancels the rest."""
-        sem = asyncio.Semaphore(self.concurrency)
-
-        async def one(aw: Awaitable[T]) -> T:
-            async with sem:
-                return await aw
-
-        try:
-            async with asyncio.TaskGroup() as group:
-                tasks = [group.create_task(one(aw)) for aw in items]
-        except BaseExceptionGroup as group_error:
-            raise group_error.exceptions[0] from None
-        return [t.result() for t in tasks]
-
     # -- ls -------------------------------------------------------------------------------
 
     async def _ls(self, tenant: Tenant, vpath: VPath) -> list[FileInfo]:
@@ -413,7 +399,8 @@ class S3Backend(SeedAPI, BackendProtocol):
                     return []  # deleted since the listing, or not text
                 return list(fileops.grep_lines(file_path, text, pattern))
 
-            found = await self._gather_limited(scan(item) for item in sorted(files, key=lambda f: f[0]))
+            jobs = [partial(scan, item) for item in sorted(files, key=lambda f: f[0])]
+            found = await gather_limited(jobs, self.concurrency)
             matches = [m for chunk in found for m in chunk]
             if max_count is not None and len(matches) > max_count:
                 return GrepResult(matches=matches[:max_count], truncated=True)
@@ -554,7 +541,7 @@ class S3Backend(SeedAPI, BackendProtocol):
                 return FileUploadResponse(path=path, error=self._op_error(exc, str(path), "upload"))
             return FileUploadResponse(path=path)
 
-        return await on_io_loop(self._gather_limited(one(p, d) for p, d in files))
+        return await on_io_loop(gather_limited([partial(one, p, d) for p, d in files], self.concurrency))
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         """Read several files as bytes (1 GET each, concurrently), in order."""
@@ -570,7 +557,7 @@ class S3Backend(SeedAPI, BackendProtocol):
                 return FileDownloadResponse(path=path, error=self._op_error(exc, str(path), "download"))
             return FileDownloadResponse(path=path, content=body.data)
 
-        return await on_io_loop(self._gather_limited(one(p) for p in paths))
+        return await on_io_loop(gather_limited([partial(one, p) for p in paths], self.concurrency))
 
     # -- the boundary ---------------------------------------------------------------------------
 

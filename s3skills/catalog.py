@@ -18,8 +18,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
-from s3skills._sync import io_bound, sync_method
+from s3skills._sync import gather_limited, io_bound, sync_method
 from s3skills.errors import FileTooLarge, NotFound, SkillError
 from s3skills.layout import KeyLayout, validate_skill_id
 from s3skills.matching import closest_ids, rank
@@ -149,13 +150,11 @@ class SkillCatalog:
             changed = [
                 (sid, o) for sid, o in found.items() if (e := layer.entries.get(sid)) is None or e.etag != o.etag
             ]
-            sem = asyncio.Semaphore(self.concurrency)
 
             async def load(skill_id: str, obj: ObjectInfo) -> tuple[str, _Entry]:
-                async with sem:
-                    return skill_id, await self._parse(source, skill_id, obj)
+                return skill_id, await self._parse(source, skill_id, obj)
 
-            results = await asyncio.gather(*(load(sid, o) for sid, o in changed))
+            results = await gather_limited([partial(load, sid, o) for sid, o in changed], self.concurrency)
             entries = {sid: e for sid, e in layer.entries.items() if sid in found}
             entries.update(results)
             layer.entries = entries

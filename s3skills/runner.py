@@ -33,10 +33,11 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from s3skills._sync import io_bound, sync_method
+from s3skills._sync import gather_limited, io_bound, sync_method
 from s3skills.errors import InvalidPath, S3SkillsError, SkillError, TenantError
 from s3skills.layout import skill_leaf, validate_skill_id
 from s3skills.usage import log_usage
@@ -418,7 +419,6 @@ class ScriptRunner:
             )
         root = (workdir / "scripts").resolve()
         (workdir / "tmp").mkdir()
-        sem = asyncio.Semaphore(max(1, min(self.backend.concurrency, 16)))
 
         async def fetch(key: str) -> None:
             local = key_parts(key[len(base) :])
@@ -426,17 +426,15 @@ class ScriptRunner:
             if path is None or not path.is_relative_to(root):
                 logger.warning("skipping an unsafe key in the scripts of skill %s", skill_id)
                 return
-            async with sem:
-                body = await self.backend.store.aget(key, max_bytes=self.max_script_bytes)
+            body = await self.backend.store.aget(key, max_bytes=self.max_script_bytes)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(body.data)
 
-        # return_exceptions: every fetch ends before we go on, so none writes after the cleanup.
-        failed = [e for e in await asyncio.gather(*(fetch(o.key) for o in files), return_exceptions=True) if e]
-        if failed and not isinstance(failed[0], S3SkillsError | OSError):
-            raise failed[0]
-        if failed:
-            raise _Refused(f"Could not fetch the scripts of '{skill_id}': {failed[0]}", "fetch_error")
+        # gather_limited lets every started fetch end first, so none writes after the cleanup.
+        try:
+            await gather_limited([partial(fetch, o.key) for o in files], min(self.backend.concurrency, 16))
+        except (S3SkillsError, OSError) as exc:
+            raise _Refused(f"Could not fetch the scripts of '{skill_id}': {exc}", "fetch_error") from exc
         return root.joinpath(*parts)
 
     async def _execute(self, argv: list[str], workdir: Path) -> _Run:

@@ -20,7 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from s3skills import fileops
-from s3skills._sync import io_bound, sync_method
+from s3skills._sync import gather_limited, io_bound, sync_method
 from s3skills.errors import InvalidPath, S3SkillsError, SkillError
 from s3skills.layout import validate_skill_id
 from s3skills.localtree import (
@@ -147,24 +147,6 @@ def _covers(protected: str, rel: str) -> bool:
     return rel.startswith(protected) if protected.endswith("/") else rel == protected
 
 
-async def _bounded(jobs: list[Callable[[], Awaitable[None]]], concurrency: int) -> None:
-    """Run `jobs` with at most `concurrency` in flight; stop starting new ones after a failure."""
-    queue = list(reversed(jobs))
-    failures: list[BaseException] = []
-
-    async def worker() -> None:
-        while queue and not failures:
-            job = queue.pop()
-            try:
-                await job()
-            except Exception as exc:
-                failures.append(exc)
-
-    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(jobs))))))
-    if failures:
-        raise failures[0]
-
-
 def _remote_skills(objects: Iterable[ObjectInfo], prefix: str) -> set[str]:
     found = set()
     for obj in objects:
@@ -265,8 +247,8 @@ async def apush_tree(
 
     # Everything else first, then each SKILL.md: a skill appears only once complete.
     is_skill_md = [f.key_rel.endswith("/" + SKILL_FILE) for f in uploads]
-    await _bounded([upload(f) for f, last in zip(uploads, is_skill_md, strict=True) if not last], concurrency)
-    await _bounded([upload(f) for f, last in zip(uploads, is_skill_md, strict=True) if last], concurrency)
+    await gather_limited([upload(f) for f, last in zip(uploads, is_skill_md, strict=True) if not last], concurrency)
+    await gather_limited([upload(f) for f, last in zip(uploads, is_skill_md, strict=True) if last], concurrency)
     # Deleting SKILL.md first makes a removed skill vanish from the index at once.
     for batch in (
         [k for k in deletions if k.endswith("/" + SKILL_FILE)],
@@ -387,7 +369,7 @@ async def apull_tree(
 
         return run
 
-    await _bounded([download(obj, target) for obj, target in wanted], concurrency)
+    await gather_limited([download(obj, target) for obj, target in wanted], concurrency)
     report.downloaded.sort(key=lambda item: item.path)
     return report
 
