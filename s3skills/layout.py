@@ -1,10 +1,11 @@
 """Where things live: the key layout, and the mapping of virtual paths to keys.
 
-`KeyLayout` holds the key templates (the defaults are the seeds'); `Mounts`
-turns a parsed `VPath` plus a `Tenant` into a `Location` (a key prefix and the
-segments below it), or says why the path does not exist for this caller. Every
-key is built from allow-listed identity parts and checked to start with the
-prefix of the mount it belongs to.
+`KeyLayout` holds the key templates (the defaults are the seeds'). A resolved
+virtual path is a `Location` (a key prefix and the segments below it), or one
+of the virtual folders `RootDir` (`/`) and `SkillsDir` (`/skills`);
+`S3Backend._resolve` does the resolution with the helpers here. Every key is
+built from allow-listed identity parts and checked to start with the prefix of
+the mount it belongs to.
 """
 
 from __future__ import annotations
