@@ -26,7 +26,6 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import replace
 from functools import partial
 from typing import Any, Literal, TypeVar
 
@@ -70,15 +69,14 @@ from s3skills.errors import (
     TenantError,
 )
 from s3skills.layout import (
-    ARTIFACT_DIRS,
     KeyLayout,
     Location,
     RootDir,
     SkillsDir,
-    find_loaded_skill,
     mounts_of,
     skill_leaf,
 )
+from s3skills.mounts import Mounts
 from s3skills.paths import VPath
 from s3skills.seedapi import SeedAPI
 from s3skills.store import ObjectInfo, ObjectStore
@@ -183,9 +181,7 @@ class S3Backend(SeedAPI, BackendProtocol):
         )
         self.layout = layout or KeyLayout()
         # Checked now, so a bad value fails at construction rather than per call.
-        probe = Tenant(user_id=user_id, thread_id=thread_id, ticket_id=ticket_id)
-        resolve_tenant(user_id=probe.user_id, thread_id=probe.thread_id, ticket_id=probe.ticket_id)
-        self._user_id, self._thread_id, self._ticket_id = user_id, thread_id, ticket_id
+        resolve_tenant(user_id=user_id, thread_id=thread_id, ticket_id=ticket_id)
         self.shared_prefix = shared_prefix
         if shared_prefix is not None:
             self.layout.shared_prefix(shared_prefix.strip("/"))  # validates
@@ -197,9 +193,19 @@ class S3Backend(SeedAPI, BackendProtocol):
         self.max_read_bytes = max_read_bytes
         self.max_grep_bytes = max_grep_bytes
         self.concurrency = max(1, concurrency)
-        self._instance_skills: dict[str | None, list[str]] = {}
         self.catalog = SkillCatalog(
             self.store, self.layout, shared_prefix=self.shared_prefix, ttl=catalog_ttl, concurrency=self.concurrency
+        )
+        self.mounts = Mounts(
+            self.store,
+            self.layout,
+            self.catalog,
+            user_id=user_id,
+            thread_id=thread_id,
+            ticket_id=ticket_id,
+            shared_prefix=self.shared_prefix,
+            skills_mode=skills_mode,
+            ticket_writable=ticket_writable,
         )
 
     @property
@@ -208,105 +214,18 @@ class S3Backend(SeedAPI, BackendProtocol):
         return self.store.bucket
 
     def __repr__(self) -> str:
-        return f"S3Backend(bucket={self.bucket!r}, user_id={self._user_id!r})"
+        return f"S3Backend(bucket={self.bucket!r}, user_id={self.mounts.user_id!r})"
 
     # -- tenancy and resolution --------------------------------------------------------
 
     def tenant(self) -> Tenant:
         """The identity of the current call (explicit values, else the run's context)."""
-        return resolve_tenant(
-            user_id=self._user_id,
-            thread_id=self._thread_id,
-            ticket_id=self._ticket_id,
-            instance_skills=self._instance_skills,
-        )
-
-    async def _visible(self) -> Tenant:
-        """The tenant of this call with the skills it may see under /skills."""
-        tenant = self.tenant()
-        if self.skills_mode == "library" and tenant.user_id is not None:
-            seen: dict[str, str] = {}
-            for skill in await self.catalog.askills(tenant.user_id):
-                seen.setdefault(skill_leaf(skill.id), skill.id)  # ids are sorted: first wins
-            tenant = replace(tenant, loaded_skills=tuple(seen.values()))
-        return tenant
-
-    def skill_prefixes(self, tenant: Tenant) -> list[str]:
-        """The library prefixes of this user, highest precedence first."""
-        prefixes = [self.layout.user_prefix(tenant)]
-        if self.shared_prefix is not None:
-            prefixes.append(self.layout.shared_prefix(self.shared_prefix))
-        return prefixes
-
-    async def _skill_home(self, tenant: Tenant, skill_id: str) -> str:
-        """The key prefix of a skill's folder: the user's copy, else the shared one."""
-        if self.shared_prefix is None:
-            return self.layout.user_prefix(tenant) + skill_id + "/"
-        if tenant.user_id is None:
-            self.layout.user_prefix(tenant)  # raises the clear "no user id" error
-        try:
-            return await self.catalog.ahome(str(tenant.user_id), skill_id)
-        except SkillError:
-            raise NotFound(skill_id) from None
-
-    async def _resolve(self, tenant: Tenant, vpath: VPath) -> Resolved:
-        parts = vpath.parts
-        if not parts:
-            return RootDir()
-        head, rest = parts[0], parts[1:]
-        if head == "workspace" and tenant.thread_id is not None:
-            return Location(VPath(("workspace",)), self.layout.workspace_prefix(tenant), rest, True, "workspace")
-        if head in ARTIFACT_DIRS and tenant.thread_id is not None:
-            prefix = self.layout.workspace_prefix(tenant) + head + "/"
-            return Location(VPath((head,)), prefix, rest, True, "workspace")
-        if head == "ticket" and tenant.ticket_id is not None:
-            prefix = self.layout.ticket_prefix(tenant)
-            return Location(VPath(("ticket",)), prefix, rest, self.ticket_writable, "ticket")
-        if head == "skills" and tenant.loaded_skills:
-            if not rest:
-                return SkillsDir()
-            skill_id = find_loaded_skill(tenant, rest[0])
-            home = await self._skill_home(tenant, skill_id)
-            return Location(VPath(("skills", rest[0])), home, rest[1:], False, "skills")
-        if head == "workspace" and tenant.thread_id is None:
-            raise TenantError(
-                "There is no /workspace in this run: it has no thread id (config={'configurable': {'thread_id': ...}})."
-            )
-        raise NotFound(str(vpath))
-
-    async def _search_roots(self, tenant: Tenant, vpath: VPath) -> list[Location]:
-        """The storage areas a grep/glob of `vpath` covers: only what the caller may see."""
-        target = await self._resolve(tenant, vpath)
-        if isinstance(target, Location):
-            return [target]
-        roots: list[Location] = []
-        if isinstance(target, RootDir):
-            for name in mounts_of(tenant):
-                if name != "skills":
-                    sub = await self._resolve(tenant, VPath((name,)))
-                    assert isinstance(sub, Location)
-                    roots.append(sub)
-        for skill_id in tenant.loaded_skills:
-            leaf = skill_leaf(skill_id)
-            sub = await self._resolve(tenant, VPath(("skills", leaf)))
-            assert isinstance(sub, Location)
-            roots.append(sub)
-        return roots
-
-    async def _objects_under(self, loc: Location) -> list[ObjectInfo]:
-        """Every object at or below `loc` (1 LIST per 1,000 keys)."""
-        if not loc.rel:
-            objects, _ = await self.store.alist(loc.prefix)
-            return [o for o in objects if not o.key.endswith("/")]
-        objects, _ = await self.store.alist(loc.key)
-        return [
-            o for o in objects if o.key == loc.key or (o.key.startswith(loc.dir_prefix) and not o.key.endswith("/"))
-        ]
+        return self.mounts.tenant()
 
     # -- ls -------------------------------------------------------------------------------
 
     async def _ls(self, tenant: Tenant, vpath: VPath) -> list[FileInfo]:
-        target = await self._resolve(tenant, vpath)
+        target = await self.mounts.resolve(tenant, vpath)
         if isinstance(target, RootDir):
             return [fileops.file_info(f"/{name}/", is_dir=True) for name in mounts_of(tenant)]
         if isinstance(target, SkillsDir):
@@ -326,14 +245,14 @@ class S3Backend(SeedAPI, BackendProtocol):
         """List a folder (non-recursive). Folders end with `/` and have `is_dir=True`."""
 
         async def run() -> LsResult:
-            return LsResult(entries=await self._ls(await self._visible(), VPath.parse(path)))
+            return LsResult(entries=await self._ls(await self.mounts.visible(), VPath.parse(path)))
 
         return await self._guard(run(), path, "list", lambda m: LsResult(error=m))
 
     # -- read -----------------------------------------------------------------------------
 
     async def _get_file(self, tenant: Tenant, vpath: VPath) -> tuple[Location, bytes, str, Any]:
-        target = await self._resolve(tenant, vpath)
+        target = await self.mounts.resolve(tenant, vpath)
         if not isinstance(target, Location) or not target.rel:
             raise NotFound(str(vpath))
         try:
@@ -353,7 +272,7 @@ class S3Backend(SeedAPI, BackendProtocol):
 
         async def run() -> ReadResult:
             vpath = VPath.parse(file_path)
-            _, data, _, modified = await self._get_file(await self._visible(), vpath)
+            _, data, _, modified = await self._get_file(await self.mounts.visible(), vpath)
             if not fileops.is_text_path(file_path):
                 return ReadResult(file_data=fileops.binary_file_data(data, modified))
             text = fileops.decode_text(data, file_path)
@@ -364,8 +283,8 @@ class S3Backend(SeedAPI, BackendProtocol):
     # -- grep / glob ------------------------------------------------------------------------
 
     async def _candidates(self, tenant: Tenant, vpath: VPath) -> list[tuple[str, ObjectInfo]]:
-        roots = await self._search_roots(tenant, vpath)
-        listings = await asyncio.gather(*(self._objects_under(loc) for loc in roots))
+        roots = await self.mounts.search_roots(tenant, vpath)
+        listings = await asyncio.gather(*(self.mounts.objects_under(loc) for loc in roots))
         return [(loc.vpath(o.key), o) for loc, objs in zip(roots, listings, strict=True) for o in objs]
 
     @staticmethod
@@ -384,7 +303,7 @@ class S3Backend(SeedAPI, BackendProtocol):
             if not isinstance(pattern, str) or pattern == "":
                 return GrepResult(error="The search pattern is empty.")
             vpath = VPath.parse(path or "/")
-            files = await self._candidates(await self._visible(), vpath)
+            files = await self._candidates(await self.mounts.visible(), vpath)
             if glob:
                 match = compile_grep_include_glob(glob)
                 files = [(p, o) for p, o in files if match(self._relative(vpath, p))]
@@ -414,7 +333,7 @@ class S3Backend(SeedAPI, BackendProtocol):
         async def run() -> GlobResult:
             vpath = VPath.parse(path or "/")
             match = compile_grep_include_glob(pattern)
-            files = await self._candidates(await self._visible(), vpath)
+            files = await self._candidates(await self.mounts.visible(), vpath)
             infos = [
                 fileops.file_info(p, is_dir=False, size=o.size, modified=o.last_modified)
                 for p, o in files
@@ -429,7 +348,7 @@ class S3Backend(SeedAPI, BackendProtocol):
 
     async def _writable(self, tenant: Tenant, vpath: VPath) -> Location:
         try:
-            target = await self._resolve(tenant, vpath)
+            target = await self.mounts.resolve(tenant, vpath)
         except NotFound:
             if vpath.parts and vpath.parts[0] in ("skills", "ticket"):
                 raise ReadOnly(str(vpath)) from None
@@ -449,7 +368,7 @@ class S3Backend(SeedAPI, BackendProtocol):
             if not isinstance(content, str):
                 raise InvalidPath("Content must be a string.")
             vpath = VPath.parse(file_path)
-            target = await self._writable(await self._visible(), vpath)
+            target = await self._writable(await self.mounts.visible(), vpath)
             await self.store.aput(target.key, content.encode("utf-8"), content_type=fileops.content_type_for(file_path))
             return WriteResult(path=str(vpath))
 
@@ -463,7 +382,7 @@ class S3Backend(SeedAPI, BackendProtocol):
 
         async def run() -> EditResult:
             vpath = VPath.parse(file_path)
-            target = await self._writable(await self._visible(), vpath)
+            target = await self._writable(await self.mounts.visible(), vpath)
             body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
             if not fileops.is_text_path(file_path):
                 return EditResult(error="Error: Cannot edit binary files with text replacements.")
@@ -502,8 +421,8 @@ class S3Backend(SeedAPI, BackendProtocol):
 
         async def run() -> DeleteResult:
             vpath = VPath.parse(file_path)
-            target = await self._writable(await self._visible(), vpath)
-            keys = [o.key for o in await self._objects_under(target)]
+            target = await self._writable(await self.mounts.visible(), vpath)
+            keys = [o.key for o in await self.mounts.objects_under(target)]
             if not keys:
                 raise NotFound(str(vpath))
             failed = await self.store.adelete_many(keys)
@@ -535,7 +454,7 @@ class S3Backend(SeedAPI, BackendProtocol):
             try:
                 if not isinstance(data, bytes | bytearray):
                     raise InvalidPath("content must be bytes")
-                target = await self._writable(await self._visible(), VPath.parse(path))
+                target = await self._writable(await self.mounts.visible(), VPath.parse(path))
                 await self.store.aput(target.key, bytes(data), content_type=fileops.content_type_for(path))
             except Exception as exc:
                 return FileUploadResponse(path=path, error=self._op_error(exc, str(path), "upload"))
@@ -549,7 +468,7 @@ class S3Backend(SeedAPI, BackendProtocol):
         async def one(path: str) -> FileDownloadResponse:
             try:
                 vpath = VPath.parse(path)
-                target = await self._resolve(await self._visible(), vpath)
+                target = await self.mounts.resolve(await self.mounts.visible(), vpath)
                 if not isinstance(target, Location) or not target.rel:
                     return FileDownloadResponse(path=path, error="is_directory")
                 body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)

@@ -3,7 +3,7 @@
 `KeyLayout` holds the key templates (the defaults are the seeds'). A resolved
 virtual path is a `Location` (a key prefix and the segments below it), or one
 of the virtual folders `RootDir` (`/`) and `SkillsDir` (`/skills`);
-`S3Backend._resolve` does the resolution with the helpers here. Every key is
+`s3skills.mounts.Mounts` does the resolution with the helpers here. Every key is
 built from allow-listed identity parts and checked to start with the prefix of
 the mount it belongs to.
 """

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from deepagents.backends.protocol import GlobResult, GrepResult, LsResult
 
     from s3skills.catalog import SkillCatalog
-    from s3skills.layout import KeyLayout, RootDir, SkillsDir
+    from s3skills.layout import KeyLayout
+    from s3skills.mounts import Mounts
     from s3skills.store import ObjectStore
 
 __all__ = ["SeedAPI", "check_leaf_clash"]
@@ -54,11 +55,9 @@ class SeedAPI:
         catalog: SkillCatalog
         store: ObjectStore
         layout: KeyLayout
-        _instance_skills: dict[str | None, list[str]]
+        mounts: Mounts
 
         def tenant(self) -> Tenant: ...
-        async def _visible(self) -> Tenant: ...
-        async def _resolve(self, tenant: Tenant, vpath: VPath) -> Location | RootDir | SkillsDir: ...
         async def als(self, path: str) -> LsResult: ...
         async def agrep(
             self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
@@ -90,7 +89,7 @@ class SeedAPI:
 
         try:
             vpath = VPath.parse(path)
-            target = await self._resolve(await self._visible(), vpath)
+            target = await self.mounts.resolve(await self.mounts.visible(), vpath)
         except (NotFound, InvalidPath, TenantError):
             return False
         if not isinstance(target, Location) or not target.rel:
@@ -145,7 +144,7 @@ class SeedAPI:
         tenant = self.tenant()
         check_leaf_clash(skill, tenant.loaded_skills)
         await self.catalog.aget(self._user(tenant), skill)
-        mine = self._instance_skills.setdefault(tenant.user_id, [])
+        mine = self.mounts.instance_skills.setdefault(tenant.user_id, [])
         if skill not in mine:
             mine.append(skill)
         return skill
@@ -206,6 +205,6 @@ class SeedAPI:
         when the call has no user id)."""
         skill = validate_skill_id(skill_id)
         user = self.tenant().user_id
-        for owner, skills in self._instance_skills.items():
+        for owner, skills in self.mounts.instance_skills.items():
             if (user is None or owner == user) and skill in skills:
                 skills.remove(skill)
