@@ -24,7 +24,7 @@ from s3skills._sync import run_sync
 from s3skills.backend import S3Backend
 from s3skills.errors import S3SkillsError
 from s3skills.layout import skill_leaf
-from s3skills.registry import SkillRegistry, merge_index
+from s3skills.registry import SkillRegistry, merge_index, tool_name
 from s3skills.skillmd import SkillInfo, get_skill_doc
 from s3skills.tenancy import run_config
 
@@ -179,7 +179,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
 
     def _override(self, request: ModelRequest[Any], text: str) -> ModelRequest[Any]:
         hidden = self._hidden_tools(request.state)
-        tools = [t for t in request.tools if _name(t) not in hidden] if hidden else request.tools
+        tools = [t for t in request.tools if tool_name(t) not in hidden] if hidden else request.tools
         return request.override(system_message=append_to_system_message(request.system_message, text), tools=tools)
 
     def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:
@@ -229,12 +229,6 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         """Async version of `wrap_model_call`."""
         text = await self.build_prompt(request.state)
         return await handler(self._override(request, text))
-
-
-def _name(tool: Any) -> str:
-    if isinstance(tool, dict):
-        return str(tool.get("name") or tool.get("function", {}).get("name", ""))
-    return str(getattr(tool, "name", ""))
 
 
 def _clip(text: str, budget: int) -> str:

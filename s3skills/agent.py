@@ -11,7 +11,7 @@ from langchain_core.language_models import BaseChatModel
 
 from middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware
 from s3skills.backend import S3Backend
-from s3skills.registry import SkillRegistry
+from s3skills.registry import SkillRegistry, tool_name
 from tools.skill_tools import skill_tools
 
 __all__ = ["DEEPAGENTS_TOOLS", "SkillsContext", "create_skills_agent"]
@@ -70,7 +70,7 @@ def create_skills_agent(
     """
     code_tools = registry.all_tools() if registry is not None else []
     own = [*tools, *code_tools]
-    names = [*DEEPAGENTS_TOOLS, *(getattr(t, "name", getattr(t, "__name__", "")) for t in own)]
+    names = [*DEEPAGENTS_TOOLS, *(tool_name(t) for t in own)]
     names += ["cargar_habilidad", "list_skills", "read_skill"] + (["run_skill_script"] if scripts else [])
     extra = skill_tools(backend, agent_tools=names, category=category, registry=registry, scripts=scripts)
     prompt_mw = SkillsPromptMiddleware(

@@ -15,7 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from s3skills.skillmd import SkillInfo, SkillMetadata
 
-__all__ = ["PRECEDENCE", "Skill", "SkillRegistry", "SkillSource", "merge_index", "skill_id_of"]
+__all__ = ["PRECEDENCE", "Skill", "SkillRegistry", "SkillSource", "merge_index", "skill_id_of", "tool_name"]
 
 SkillSource = Literal["bundled", "user", "workspace"]
 
@@ -55,7 +55,12 @@ def skill_id_of(skill: Skill) -> str:
     return f"{meta.category}/{meta.name}" if meta.category else meta.name
 
 
-def _tool_name(tool: Any) -> str:
+def tool_name(tool: Any) -> str:
+    """The name of a tool given as a name, a LangChain tool, a tool dict or a function."""
+    if isinstance(tool, str):
+        return tool
+    if isinstance(tool, dict):
+        return str(tool.get("name") or tool.get("function", {}).get("name", ""))
     return str(getattr(tool, "name", None) or getattr(tool, "__name__", ""))
 
 
@@ -135,14 +140,14 @@ class SkillRegistry:
         seen: dict[str, Any] = {}
         for skill in items:
             for tool in skill.get_tools({}):
-                seen.setdefault(_tool_name(tool), tool)
+                seen.setdefault(tool_name(tool), tool)
         return list(seen.values())
 
     def all_tool_names(self) -> dict[str, str]:
         """Every code-skill tool name -> the id of the skill that brings it."""
         with self._lock:
             items = [(sid, s) for sid, (_, s) in self._skills.items()]
-        return {_tool_name(t): sid for sid, s in items for t in s.get_tools({})}
+        return {tool_name(t): sid for sid, s in items for t in s.get_tools({})}
 
     def get_combined_system_instructions(
         self, config: Mapping[str, Any] | None = None, loaded: Iterable[str] | None = None

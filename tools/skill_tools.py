@@ -21,7 +21,7 @@ from s3skills._sync import run_sync
 from s3skills.backend import S3Backend
 from s3skills.errors import S3SkillsError
 from s3skills.layout import skill_leaf, validate_skill_id
-from s3skills.registry import SkillRegistry, merge_index
+from s3skills.registry import SkillRegistry, merge_index, tool_name
 from s3skills.seedapi import check_leaf_clash
 from s3skills.skillmd import SkillInfo, get_skill_doc
 from s3skills.tenancy import run_config
@@ -45,9 +45,9 @@ def _tool_names(tools: Iterable[Any] | None) -> list[str] | None:
         return None
     names: list[str] = []
     for tool in tools:
-        name = tool if isinstance(tool, str) else getattr(tool, "name", None) or getattr(tool, "__name__", None)
-        if name and str(name) not in names:
-            names.append(str(name))
+        name = tool_name(tool)
+        if name and name not in names:
+            names.append(name)
     return names
 
 

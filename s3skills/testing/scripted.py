@@ -20,6 +20,8 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from s3skills.registry import tool_name
+
 __all__ = ["ScriptStep", "ScriptedChatModel", "tool_call"]
 
 ScriptStep = AIMessage | Callable[[list[BaseMessage]], AIMessage]
@@ -30,12 +32,6 @@ _ids = itertools.count(1)
 def tool_call(name: str, args: dict[str, Any] | None = None, *, call_id: str | None = None) -> dict[str, Any]:
     """One tool call for an `AIMessage(tool_calls=[...])`."""
     return {"name": name, "args": args or {}, "id": call_id or f"call_{next(_ids)}", "type": "tool_call"}
-
-
-def _tool_name(tool: Any) -> str:
-    if isinstance(tool, dict):
-        return str(tool.get("name") or tool.get("function", {}).get("name", ""))
-    return str(getattr(tool, "name", getattr(tool, "__name__", "")))
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -81,7 +77,7 @@ class ScriptedChatModel(BaseChatModel):
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
         """Record the tool names offered to the next call; the script decides the calls."""
         with self._lock:
-            self._bound = [_tool_name(t) for t in tools]
+            self._bound = [tool_name(t) for t in tools]
         return self
 
     def _next(self, messages: list[BaseMessage]) -> AIMessage:
