@@ -196,6 +196,7 @@ class SkillCatalog:
         category: str | None = None,
         include_disabled: bool = False,
         refresh: bool = False,
+        cached: bool = False,
     ) -> list[SkillInfo]:
         """The user's skills (user library over shared), sorted by id.
 
@@ -204,10 +205,14 @@ class SkillCatalog:
             category: Only skills of this category (None or "all": every one).
             include_disabled: Also skills whose frontmatter says `enabled: false`.
             refresh: List even within the TTL.
+            cached: Use an index already read, whatever its age (no request when
+                every layer was read before); for lookups on a hot path.
         """
         merged: dict[str, SkillInfo] = {}
         for source, prefix in self.prefixes(user_id):
-            layer = await self._refresh(source, prefix, force=refresh)
+            layer = self._layers.get(prefix) if cached else None
+            if layer is None or layer.refreshed_at is None:
+                layer = await self._refresh(source, prefix, force=refresh)
             for skill_id, entry in layer.entries.items():
                 if entry.info is not None:
                     merged[skill_id] = entry.info
@@ -221,14 +226,16 @@ class SkillCatalog:
         return skills
 
     @io_bound
-    async def aget(self, user_id: str, skill_id: str, *, include_disabled: bool = False) -> SkillInfo:
+    async def aget(
+        self, user_id: str, skill_id: str, *, include_disabled: bool = False, cached: bool = False
+    ) -> SkillInfo:
         """One skill by id.
 
         Raises:
             SkillError: No such (enabled) skill; the message suggests the closest ids.
         """
         wanted = validate_skill_id(skill_id)
-        skills = await self.askills(user_id, include_disabled=True)
+        skills = await self.askills(user_id, include_disabled=True, cached=cached)
         for skill in skills:
             if skill.id == wanted and (include_disabled or skill.metadata.enabled):
                 return skill
@@ -246,13 +253,13 @@ class SkillCatalog:
         raise SkillError(f"Skill '{skill.id}' not found.")  # pragma: no cover - sources are ours
 
     @io_bound
-    async def ahome(self, user_id: str, skill_id: str) -> str:
+    async def ahome(self, user_id: str, skill_id: str, *, cached: bool = False) -> str:
         """The key prefix of a skill's folder in the layer that provides it.
 
         Raises:
             SkillError: The skill does not exist (or is broken) in any layer.
         """
-        return self.home_of(user_id, await self.aget(user_id, skill_id, include_disabled=True))
+        return self.home_of(user_id, await self.aget(user_id, skill_id, include_disabled=True, cached=cached))
 
     @io_bound
     async def askill_md(self, user_id: str, skill_id: str) -> tuple[SkillInfo, str]:

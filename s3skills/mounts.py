@@ -97,8 +97,16 @@ class Mounts:
             return self.layout.user_prefix(tenant) + skill_id + "/"
         if tenant.user_id is None:
             self.layout.user_prefix(tenant)  # raises the clear "no user id" error
+        user = str(tenant.user_id)
         try:
-            return await self.catalog.ahome(str(tenant.user_id), skill_id)
+            # The index the prompt middleware reads on every model call is fresh enough
+            # here: a file operation must not cost a LIST of the whole library. Only a
+            # skill the cached index does not know is looked up again.
+            return await self.catalog.ahome(user, skill_id, cached=True)
+        except SkillError:
+            pass
+        try:
+            return await self.catalog.ahome(user, skill_id)
         except SkillError:
             raise NotFound(skill_id) from None
 

@@ -272,3 +272,20 @@ async def test_catalog_async_api_matches_the_sync_one(s3_client: Any, bucket: st
     ranked = await catalog.amatch("alice", "fill a pdf form")
     assert ranked
     assert ranked[0][0].id == "pdf"
+
+
+def test_with_a_shared_library_a_skill_file_read_costs_one_get_once_the_index_is_warm(
+    s3_client: Any, bucket: str, moto_endpoint: str
+) -> None:
+    put(s3_client, bucket, "org/skills/docx/SKILL.md", skill_md("docx", "shared docx"))
+    put(s3_client, bucket, "org/skills/docx/guide.md", b"shared guide")
+    put(s3_client, bucket, "alice/skills/pdf/SKILL.md", skill_md("pdf", "alice's pdf"))
+    backend = S3Backend(bucket, user_id="alice", endpoint_url=moto_endpoint, shared_prefix="org")
+    backend.load_skill("docx")
+    backend.load_skill("pdf")
+    counter = RequestCounter()
+    backend.store.add_request_hook(counter)
+    assert backend.read("/skills/docx/guide.md").file_data["content"] == "shared guide"  # type: ignore[index]
+    assert "alice's pdf" in backend.read("/skills/pdf/SKILL.md").file_data["content"]  # type: ignore[index]
+    assert counter.counts == {"GetObject": 2}
+    backend.close()
