@@ -1,5 +1,5 @@
 """LangChain agent middleware of s3skills: the skills section of the system prompt."""
 
-from middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware, SkillsState, merge_loaded_skills
+from s3skills.middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware, SkillsState, merge_loaded_skills
 
 __all__ = ["IndexFormat", "SkillsPromptMiddleware", "SkillsState", "merge_loaded_skills"]

@@ -19,14 +19,11 @@ from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
-from s3skills import formats
-from s3skills._sync import run_sync
-from s3skills.backend import S3Backend
+from s3skills.aio import run_sync
 from s3skills.errors import S3SkillsError
-from s3skills.layout import skill_leaf
-from s3skills.registry import SkillRegistry, merge_index, tool_name
-from s3skills.skillmd import SkillInfo, get_skill_doc
-from s3skills.tenancy import run_config
+from s3skills.fs import S3Backend
+from s3skills.ids import SkillId
+from s3skills.skills import SkillInfo, SkillRegistry, render, tool_name
 
 __all__ = ["IndexFormat", "SkillsPromptMiddleware", "SkillsState", "merge_loaded_skills"]
 
@@ -56,9 +53,9 @@ then appear at the end of this prompt and its files become readable under \
 /skills/<name>/. Read a skill's other files only when its instructions point to them."""
 
 _FORMATTERS: dict[str, Callable[[Sequence[SkillInfo], int], str]] = {
-    "xml": formats.format_xml,
-    "yaml": formats.format_yaml,
-    "grouped": formats.format_grouped,
+    "xml": render.format_xml,
+    "yaml": render.format_yaml,
+    "grouped": render.format_grouped,
 }
 
 
@@ -95,6 +92,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         if index_format not in _FORMATTERS:
             raise ValueError(f"index_format must be one of {sorted(_FORMATTERS)}")
         self.backend = backend
+        self.library = backend.skills.with_registry(registry)
         self.category = category
         self.budget_chars = budget_chars
         self.index_format = index_format
@@ -107,18 +105,15 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         loaded = [s for s in (state.get("loaded_skills") or []) if isinstance(s, str)]
         current = state.get("current_skill")
         try:
-            user = self.backend.current_user()
-            everything = await self.backend.catalog.askills(user, include_disabled=True)
+            everything = await self.library.aindex()
         except S3SkillsError as exc:
             logger.warning("skill index unavailable: %s", exc)
             return f"{_HEADER}\n\n(The skill index is unavailable right now: {exc}. Try again later.)"
-        if self.registry is not None:
-            everything = merge_index(everything, self.registry.list_skills(run_config(self.backend.tenant())))
         by_id = {s.id: s for s in everything}
-        skills = [s for s in everything if s.metadata.enabled and (not self.category or s.category == self.category)]
+        skills = [s for s in everything if not self.category or s.category == self.category]
         parts = [_HEADER]
         if self.mode == "preload":
-            parts.append(await self._preloaded(user, skills))
+            parts.append(await self._preloaded(skills))
         else:
             pending = [s for s in skills if s.id not in loaded]
             if pending:
@@ -128,42 +123,36 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         if loaded:
             lines = [
                 f"- {sid}: "
-                + ("(code skill: its tools are available)" if self._is_code(sid) else f"/skills/{skill_leaf(sid)}/")
+                + ("(code skill: its tools are available)" if self._is_code(sid) else f"/skills/{SkillId.parse(sid).leaf}/")
                 for sid in loaded
             ]
             parts.append("### Loaded skills\n" + "\n".join(lines))
         if current:
-            parts.append(await self._current(user, str(current), by_id.get(str(current))))
+            parts.append(await self._current(str(current), by_id.get(str(current))))
         return "\n\n".join(parts)
 
     def _is_code(self, skill_id: str) -> bool:
         return self.registry is not None and self.registry.get(skill_id) is not None
 
-    async def _instructions(self, user: str, skill: SkillInfo) -> str:
-        code = self.registry.get(skill.id) if self.registry is not None else None
-        if code is not None:
-            return code.get_system_instructions()
-        return get_skill_doc(await self.backend.catalog.atext_of(user, skill))
-
-    async def _current(self, user: str, skill_id: str, skill: SkillInfo | None) -> str:
+    async def _current(self, skill_id: str, skill: SkillInfo | None) -> str:
         if skill is None:
-            return f"### Current skill: {skill_id}\n(It is no longer in the library.)"
+            return f"### Current skill: {skill_id}\n(It is no longer in the library, or it was disabled.)"
         try:
-            body = _clip(await self._instructions(user, skill), self.instructions_budget_chars)
+            body = _clip(await self.library.ainstructions_of(skill), self.instructions_budget_chars)
         except S3SkillsError as exc:
             return f"### Current skill: {skill_id}\n(Its SKILL.md cannot be read right now: {exc})"
         if skill.source == "code":
             return f"### Current skill: {skill_id}\n{body}"
         return (
             f"### Current skill: {skill_id}\n"
-            f"Its files are under /skills/{skill_leaf(skill_id)}/. Its SKILL.md:\n\n{body}"
+            f"Its files are under /skills/{SkillId.parse(skill_id).leaf}/. Its SKILL.md:\n\n{body}"
         )
 
-    async def _preloaded(self, user: str, skills: Sequence[SkillInfo]) -> str:
+    async def _preloaded(self, skills: Sequence[SkillInfo]) -> str:
         blocks = []
         for skill in skills:
             try:
-                text = await self._instructions(user, skill)
+                text = await self.library.ainstructions_of(skill)
             except S3SkillsError as exc:
                 blocks.append(f"### {skill.id}\n(unavailable: {exc})")
                 continue

@@ -9,10 +9,10 @@ from typing import Any, Literal
 from deepagents import create_deep_agent
 from langchain_core.language_models import BaseChatModel
 
-from middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware
-from s3skills.backend import S3Backend
-from s3skills.registry import SkillRegistry, tool_name
-from tools.skill_tools import skill_tools
+from s3skills.middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware
+from s3skills.fs import S3Backend
+from s3skills.skills.registry import SkillRegistry, tool_name
+from s3skills.tools.skill_tools import skill_tools
 
 __all__ = ["DEEPAGENTS_TOOLS", "SkillsContext", "create_skills_agent"]
 

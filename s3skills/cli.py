@@ -25,7 +25,7 @@ from typing import Any, NoReturn, TextIO, TypeVar
 from rich.console import Console
 
 from s3skills import __version__
-from s3skills._sync import run_sync
+from s3skills._loop import run_sync
 from s3skills.errors import (
     AccessDenied,
     BucketNotFound,
@@ -36,8 +36,7 @@ from s3skills.errors import (
 )
 from s3skills.layout import KeyLayout
 from s3skills.paths import check_identity
-from s3skills.store import ObjectStore
-from s3skills.tenancy import Tenant
+from s3skills.storage import S3ObjectStore as ObjectStore
 
 __all__ = ["CliError", "Context", "UsageError", "build_parser", "main"]
 
@@ -131,7 +130,7 @@ class Context:
     @property
     def prefix(self) -> str:
         """The user's library prefix (`alice/skills/`)."""
-        return KeyLayout().user_prefix(Tenant(user_id=self.user))
+        return KeyLayout().user_prefix(self.user)
 
     @property
     def endpoint_url(self) -> str | None:

@@ -21,17 +21,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 from rich.table import Table
 from rich.text import Text
 
-from s3skills.catalog import SkillCatalog
+from s3skills.skills.catalog import SkillCatalog
 from s3skills.cli import CliError, Context, UsageError
 from s3skills.cli_scaffold import write_local, write_remote
 from s3skills.errors import Conflict, InvalidPath, SkillError
-from s3skills.layout import validate_skill_id
-from s3skills.localtree import SKILL_FILE, Finding, check_relative_path, scan_tree
+from s3skills.ids import SkillId
+from s3skills.transfer.localtree import SKILL_FILE, Finding, check_relative_path, scan_tree
 from s3skills.paths import check_identity
-from s3skills.skillmd import MAX_SKILL_MD_BYTES, InvalidSkill, parse_skill_md, render_skill_md, validate_skill_md
-from s3skills.store import ObjectInfo
-from s3skills.sync import Progress as ProgressFn
-from s3skills.sync import PushRefused, pull_tree, push_tree
+from s3skills.skills import InvalidSkill, parse_skill_md, render_skill_md, validate_skill_md
+from s3skills.skills.model import MAX_SKILL_MD_BYTES
+from s3skills.storage import ObjectInfo
+from s3skills.transfer import Progress as ProgressFn
+from s3skills.transfer import PushRefused, pull_tree, push_tree
 
 __all__ = [
     "category_name",
@@ -111,7 +112,7 @@ def resolve_skill(ctx: Context, name: str) -> tuple[str, list[ObjectInfo]]:
         CliError: No such skill (with the closest ids), or the folder name is ambiguous.
     """
     try:
-        wanted = validate_skill_id(name)
+        wanted = str(SkillId.parse(name))
     except InvalidPath as exc:
         raise CliError(str(exc)) from exc
     prefix = ctx.prefix

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 
 from s3skills.errors import S3SkillsError
-from s3skills.skillmd import SkillMetadata, render_skill_md, validate_skill_md
-from s3skills.store import ObjectStore
+from s3skills.skills import SkillMetadata, render_skill_md, validate_skill_md
+from s3skills.storage import S3ObjectStore as ObjectStore
 
 __all__ = ["SCRIPT_PATH", "scaffold_files", "skill_md", "write_local", "write_remote"]
 

@@ -34,7 +34,7 @@ import aioboto3
 from langchain.agents.middleware.types import AgentMiddleware, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from s3skills._sync import run_sync
+from s3skills._loop import run_sync
 from s3skills.seed import seed_example_library, session_for
 from s3skills.testing.scripted import ScriptedChatModel, ScriptStep, tool_call
 

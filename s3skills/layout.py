@@ -1,183 +1,219 @@
-"""Where things live: the key layout, and the mapping of virtual paths to keys.
+"""`KeyLayout`: where each namespace lives in the bucket, with no two able to meet.
 
-`KeyLayout` holds the key templates (the defaults are the seeds'). A resolved
-virtual path is a `Location` (a key prefix and the segments below it), or one
-of the virtual folders `RootDir` (`/`) and `SkillsDir` (`/skills`);
-`s3skills.mounts.Mounts` does the resolution with the helpers here. Every key is
-built from allow-listed identity parts and checked to start with the prefix of
-the mount it belongs to.
+The default layout keeps everything a user owns under that user's prefix:
+
+    users/{user_id}/skills/...            the user's library
+    users/{user_id}/threads/{thread_id}/  a thread's /workspace
+    shared/{library}/skills/...           an organisation library
+    tickets/{ticket_id}/                  a ticket's /ticket
+
+`KeyLayout.seeds()` is the seed documents' layout (`{user_id}/skills/`,
+`threads/{thread_id}/`, `tickets/{ticket_id}/`, `{library}/skills/`), for buckets
+already organised that way. There a thread's files are keyed by thread id only,
+so the application must use thread ids that are unguessable and owned by one user.
+
+Every layout is checked when it is built: placeholders are whole segments, and for
+each pair of namespaces the ids that would make one prefix reach into the other
+are worked out. If no ids are needed for that (the layout always overlaps) it is
+refused; otherwise those ids are refused at run time by `check_ids` (with the seeds'
+layout: a user id `threads` or `tickets`, or equal to the shared library's name).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from itertools import combinations
 
-from s3skills.errors import InvalidPath, NotFound, TenantError
-from s3skills.paths import VPath, check_identity, join_key
-from s3skills.tenancy import Tenant
+from s3skills.errors import TenantError
+from s3skills.paths import check_identity
 
-__all__ = ["ARTIFACT_DIRS", "KeyLayout", "Location", "RootDir", "SkillsDir", "skill_leaf", "validate_skill_id"]
+__all__ = ["PLACEHOLDERS", "KeyLayout"]
 
-ARTIFACT_DIRS = ("large_tool_results", "conversation_history")
-"""Root folders that deepagents writes through the backend; they live in the thread."""
+PLACEHOLDERS = ("user_id", "thread_id", "ticket_id", "library")
+"""The identity parts a template may use, each as a whole segment (`{user_id}`)."""
 
+_NAMESPACES = ("user_skills", "shared_skills", "workspace", "ticket")
+_PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
 
-def validate_skill_id(skill_id: object) -> str:
-    """Check a skill id (`category/skill` or `skill`) and return it normalised.
-
-    Raises:
-        InvalidPath: Not one or two allow-listed segments.
-    """
-    if not isinstance(skill_id, str):
-        raise InvalidPath(f"Invalid skill id {skill_id!r}")
-    text = skill_id.strip().strip("/")
-    parts = text.split("/")
-    if not 1 <= len(parts) <= 2:
-        raise InvalidPath(f"Invalid skill id {skill_id!r}: use 'skill' or 'category/skill'")
-    for part in parts:
-        check_identity(part, "skill id segment")
-    return "/".join(parts)
+_MISSING = {
+    "user_id": "No user id for this call: pass user_id= to S3Backend, or run the agent with context={'user_id': ...}",
+    "thread_id": "No thread id for this call: run the agent with config={'configurable': {'thread_id': ...}}",
+    "ticket_id": "No ticket id for this call",
+    "library": "No shared library is configured",
+}
 
 
-def skill_leaf(skill_id: str) -> str:
-    """The last segment of a skill id: the folder name the agent sees under /skills."""
-    return skill_id.rsplit("/", 1)[-1]
+def _segments(template: str, what: str) -> tuple[str, ...]:
+    if template == "":
+        return ()
+    if not template.endswith("/"):
+        raise ValueError(f"KeyLayout.{what} must end with '/'")
+    segments = tuple(template[:-1].split("/"))
+    for seg in segments:
+        names = _PLACEHOLDER_RE.findall(seg)
+        if names:
+            if seg != "{" + names[0] + "}" or len(names) != 1:
+                raise ValueError(f"KeyLayout.{what}: a placeholder must be a whole segment, not {seg!r}")
+            if names[0] not in PLACEHOLDERS:
+                raise ValueError(f"KeyLayout.{what}: unknown placeholder {seg!r}; use one of {PLACEHOLDERS}")
+        else:
+            try:
+                check_identity(seg, f"KeyLayout.{what} segment")
+            except ValueError as exc:
+                raise ValueError(str(exc)) from None
+    return segments
 
 
-def _check_template_prefix(value: str, what: str) -> str:
-    if value == "":
-        return value
-    if not value.endswith("/"):
-        value += "/"
-    for part in value[:-1].split("/"):
-        check_identity(part, what)
-    return value
+def _var(segment: str) -> str | None:
+    return segment[1:-1] if segment.startswith("{") else None
 
 
 @dataclass(frozen=True)
 class KeyLayout:
-    """Key templates. Each yields a prefix ending in `/`.
+    """Key templates, one per namespace; each yields a prefix ending in `/`.
 
     Attributes:
-        root: An optional global key prefix put in front of every key.
-        user_skills: The user's library (`{user_id}`).
-        shared_skills: The organisation library (`{shared_prefix}`).
-        workspace: A thread's files (`{thread_id}`, and `{user_id}` if you want it).
-        ticket: A ticket's context files (`{ticket_id}`).
+        root: A fixed prefix in front of every key (e.g. `prod/`).
+        user_skills: A user's library.
+        shared_skills: An organisation library (`{library}` is its name).
+        workspace: A thread's files.
+        ticket: A ticket's context files.
+
+    Raises:
+        ValueError: A template is malformed, or two namespaces always overlap.
     """
 
     root: str = ""
-    user_skills: str = "{user_id}/skills/"
-    shared_skills: str = "{shared_prefix}/skills/"
-    workspace: str = "threads/{thread_id}/"
+    user_skills: str = "users/{user_id}/skills/"
+    shared_skills: str = "shared/{library}/skills/"
+    workspace: str = "users/{user_id}/threads/{thread_id}/"
     ticket: str = "tickets/{ticket_id}/"
+    reserved: Mapping[str, frozenset[str]] = field(init=False, repr=False, compare=False)
+    distinct: frozenset[tuple[str, str]] = field(init=False, repr=False, compare=False)
+
+    @classmethod
+    def seeds(cls, root: str = "") -> KeyLayout:
+        """The seed documents' layout (threads keyed by thread id only)."""
+        return cls(
+            root=root,
+            user_skills="{user_id}/skills/",
+            shared_skills="{library}/skills/",
+            workspace="threads/{thread_id}/",
+            ticket="tickets/{ticket_id}/",
+        )
+
+    @classmethod
+    def named(cls, name: str) -> KeyLayout:
+        """`users` (the default) or `seeds`, as the CLI's `--layout` and `S3SKILLS_LAYOUT` say."""
+        if name == "users":
+            return cls()
+        if name == "seeds":
+            return cls.seeds()
+        raise ValueError(f"Unknown key layout {name!r}: use 'users' or 'seeds'")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "root", _check_template_prefix(self.root, "key prefix segment"))
-        for name in ("user_skills", "shared_skills", "workspace", "ticket"):
-            if not getattr(self, name).endswith("/"):
-                raise ValueError(f"KeyLayout.{name} must end with '/'")
+        root = self.root if self.root == "" or self.root.endswith("/") else self.root + "/"
+        object.__setattr__(self, "root", root)
+        if any(_var(s) for s in _segments(root, "root")):
+            raise ValueError("KeyLayout.root cannot hold placeholders")
+        # Old spelling of the library placeholder.
+        object.__setattr__(self, "shared_skills", self.shared_skills.replace("{shared_prefix}", "{library}"))
+        templates = {name: _segments(getattr(self, name), name) for name in _NAMESPACES}
+        reserved: dict[str, set[str]] = {}
+        distinct: set[tuple[str, str]] = set()
+        for (a, ta), (b, tb) in combinations(templates.items(), 2):
+            condition = _meeting_condition(ta, tb)
+            if condition is None:
+                continue
+            # Ids of different calls can meet, so only a literal or the (fixed) library name
+            # can be kept apart per call; two per-call ids at one position cannot.
+            enforceable = [c for c in condition if c[0] == "eq" or "library" in c[1:]]
+            if not enforceable:
+                raise ValueError(f"KeyLayout: {a} ({getattr(self, a)!r}) and {b} ({getattr(self, b)!r}) can overlap")
+            kind, x, y = enforceable[0]
+            if kind == "eq":
+                reserved.setdefault(x, set()).add(y)
+            else:
+                distinct.add((min(x, y), max(x, y)))
+        object.__setattr__(self, "reserved", {k: frozenset(v) for k, v in reserved.items()})
+        object.__setattr__(self, "distinct", frozenset(distinct))
+
+    # -- ids ------------------------------------------------------------------------------
+
+    def check_ids(self, **ids: str | None) -> None:
+        """Refuse ids that would make two namespaces meet in this layout.
+
+        Args:
+            **ids: Any of `user_id`, `thread_id`, `ticket_id`, `library` (None: unknown).
+
+        Raises:
+            TenantError: An id is reserved by the layout, or equals another that must differ.
+        """
+        for name, value in ids.items():
+            if value is not None and value in self.reserved.get(name, ()):
+                raise TenantError(
+                    f"The {name.replace('_', ' ')} {value!r} is reserved by the key layout "
+                    "(it would reach into another namespace)"
+                )
+        for x, y in self.distinct:
+            if ids.get(x) is not None and ids.get(x) == ids.get(y):
+                raise TenantError(
+                    f"The {x.replace('_', ' ')} and the {y.replace('_', ' ')} cannot be equal in this key layout"
+                )
+
+    # -- prefixes -----------------------------------------------------------------------
 
     def _format(self, template: str, **ids: str | None) -> str:
-        needed = {name for name in ("user_id", "thread_id", "ticket_id", "shared_prefix") if f"{{{name}}}" in template}
         values: dict[str, str] = {}
-        for name in needed:
+        for name in _PLACEHOLDER_RE.findall(template):
             value = ids.get(name)
             if value is None:
                 raise TenantError(_MISSING[name])
-            values[name] = value
+            values[name] = check_identity(value, name.replace("_", " "))
+        self.check_ids(**values)
         return self.root + template.format(**values)
 
-    def user_prefix(self, tenant: Tenant) -> str:
-        """The user's skill library prefix."""
-        return self._format(self.user_skills, user_id=tenant.user_id)
+    def user_prefix(self, user_id: str | None) -> str:
+        """The prefix of a user's library."""
+        return self._format(self.user_skills, user_id=user_id)
 
-    def shared_prefix(self, shared: str) -> str:
-        """The organisation library prefix."""
-        return self._format(self.shared_skills, shared_prefix=shared)
+    def shared_prefix(self, library: str | None) -> str:
+        """The prefix of an organisation library."""
+        return self._format(self.shared_skills, library=library)
 
-    def workspace_prefix(self, tenant: Tenant) -> str:
-        """The thread's workspace prefix."""
-        return self._format(self.workspace, thread_id=tenant.thread_id, user_id=tenant.user_id)
+    def workspace_prefix(self, user_id: str | None, thread_id: str | None) -> str:
+        """The prefix of a thread's files."""
+        return self._format(self.workspace, user_id=user_id, thread_id=thread_id)
 
-    def ticket_prefix(self, tenant: Tenant) -> str:
-        """The ticket's prefix."""
-        return self._format(self.ticket, ticket_id=tenant.ticket_id, user_id=tenant.user_id)
-
-
-_MISSING = {
-    "user_id": ("No user id for this call: pass user_id= to S3Backend, or run the agent with context={'user_id': ...}"),
-    "thread_id": "No thread id for this call: run the agent with config={'configurable': {'thread_id': ...}}",
-    "ticket_id": "No ticket id for this call",
-    "shared_prefix": "No shared library is configured",
-}
+    def ticket_prefix(self, ticket_id: str | None, user_id: str | None = None) -> str:
+        """The prefix of a ticket's files."""
+        return self._format(self.ticket, ticket_id=ticket_id, user_id=user_id)
 
 
-@dataclass(frozen=True, slots=True)
-class Location:
-    """A virtual path resolved to storage.
+Condition = list[tuple[str, str, str]]
 
-    Attributes:
-        vbase: The virtual folder that `prefix` stands for (`/workspace`, `/skills/pdf`).
-        prefix: The key prefix of that folder (ends with `/`).
-        rel: The segments below `vbase` (empty for the folder itself).
-        writable: Whether the mount admits writes.
-        mount: `workspace`, `ticket` or `skills`.
+
+def _meeting_condition(a: tuple[str, ...], b: tuple[str, ...]) -> Condition | None:
+    """When can a prefix of template `a` and one of `b` be equal or nested?
+
+    Returns None when never (two different literals at one position); else the
+    conjunction of what must hold, each `("eq", var, literal)` or `("same", x, y)`;
+    an empty list means always.
     """
-
-    vbase: VPath
-    prefix: str
-    rel: tuple[str, ...]
-    writable: bool
-    mount: str
-
-    @property
-    def key(self) -> str:
-        """The object key of this path (the prefix itself for the folder)."""
-        return join_key(self.prefix, self.rel)
-
-    @property
-    def dir_prefix(self) -> str:
-        """The prefix to list when this path is a folder."""
-        return self.prefix if not self.rel else self.key + "/"
-
-    def vpath(self, key: str) -> str:
-        """The virtual path of `key`, which must lie under `prefix`."""
-        if not key.startswith(self.prefix):
-            raise InvalidPath("Invalid path: a key outside its mount")
-        tail = key[len(self.prefix) :]
-        return str(self.vbase).rstrip("/") + "/" + tail
-
-
-@dataclass(frozen=True, slots=True)
-class RootDir:
-    """The virtual root `/`: lists the mounts that exist for this call."""
-
-
-@dataclass(frozen=True, slots=True)
-class SkillsDir:
-    """The virtual folder `/skills`: lists the loaded skills by leaf name."""
-
-
-def find_loaded_skill(tenant: Tenant, leaf: str) -> str:
-    """The id of the loaded skill whose last segment is exactly `leaf`.
-
-    Raises:
-        NotFound: No loaded skill has that leaf (unloaded skills do not exist).
-    """
-    for skill_id in tenant.loaded_skills:
-        if skill_leaf(skill_id) == leaf:
-            return skill_id
-    raise NotFound(f"/skills/{leaf} is not a loaded skill")
-
-
-def mounts_of(tenant: Tenant) -> list[str]:
-    """The root folders visible to this call, in listing order."""
-    names = []
-    if tenant.thread_id is not None:
-        names.append("workspace")
-    if tenant.ticket_id is not None:
-        names.append("ticket")
-    if tenant.loaded_skills:
-        names.append("skills")
-    return names
+    condition: Condition = []
+    for sa, sb in zip(a, b, strict=False):
+        va, vb = _var(sa), _var(sb)
+        if va is None and vb is None:
+            if sa != sb:
+                return None
+        elif va is not None and vb is not None:
+            if va != vb:
+                condition.append(("same", va, vb))
+        elif va is not None:
+            condition.append(("eq", va, sb))
+        else:
+            assert vb is not None
+            condition.append(("eq", vb, sa))
+    return condition

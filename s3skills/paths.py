@@ -2,7 +2,9 @@
 
 A path is parsed once, at the boundary, into a `VPath`; everything behind the
 boundary works on `VPath` and never on raw strings. Parsing rejects, and never
-resolves, `..`, `.`, empty segments, backslashes, NUL and control characters.
+resolves, `..`, `.`, empty segments, backslashes, NUL, control characters and lone
+surrogates. Identity parts of keys (user, thread, ticket ids, skill id segments) must
+match an allow-list in full (`check_identity`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ MAX_SEGMENT_BYTES = 255
 MAX_KEY_BYTES = 1024
 """S3's limit on the length of a key, in UTF-8 bytes."""
 
-_IDENTITY_RE = re.compile(r"^[A-Za-z0-9._@+:~-]+$")
+_IDENTITY_RE = re.compile(r"[A-Za-z0-9._@+:~-]+")
 
 
 def _reject(raw: str, why: str) -> InvalidPath:
@@ -30,7 +32,8 @@ def _reject(raw: str, why: str) -> InvalidPath:
 
 
 def _is_control(ch: str) -> bool:
-    return unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")
+    # Cs: lone surrogates, which cannot be encoded into a key.
+    return unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +59,7 @@ class VPath:
         if "\\" in raw:
             raise _reject(raw, "backslashes are not allowed; use '/'")
         if any(_is_control(ch) for ch in raw):
-            raise _reject(raw, "control characters are not allowed")
+            raise _reject(raw, "control characters and lone surrogates are not allowed")
         if not raw.startswith("/"):
             raise _reject(raw, "the path must be absolute (start with '/')")
         if "//" in raw:
@@ -126,7 +129,7 @@ def check_identity(value: object, what: str) -> str:
     Raises:
         InvalidPath: When the value is not a string of the allowed characters.
     """
-    if not isinstance(value, str) or not _IDENTITY_RE.match(value) or value in (".", ".."):
+    if not isinstance(value, str) or not _IDENTITY_RE.fullmatch(value) or value in (".", ".."):
         raise InvalidPath(f"Invalid {what} {value!r}: use only letters, digits and . _ @ + : ~ -")
     if len(value.encode("utf-8")) > 128:
         raise InvalidPath(f"Invalid {what}: longer than 128 characters")

@@ -37,13 +37,13 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from s3skills._sync import gather_limited, io_bound, sync_method
+from s3skills._loop import gather_limited, io_bound, sync_method
 from s3skills.errors import InvalidPath, S3SkillsError, SkillError, TenantError
-from s3skills.layout import skill_leaf, validate_skill_id
-from s3skills.usage import log_usage
+from s3skills.ids import SkillId
+from s3skills.skills.usage import log_usage
 
 if TYPE_CHECKING:
-    from s3skills.backend import S3Backend
+    from s3skills.skills import SkillLibrary
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -262,7 +262,7 @@ class ScriptRunner:
     """Runs scripts of loaded skills in a scratch directory, with limits.
 
     Args:
-        backend: The `S3Backend` whose libraries hold the skills.
+        backend: Where the skills are: a `SkillLibrary`, or an `S3Backend` (its `skills`).
         timeout: Wall-clock seconds before the whole process group is killed.
             None: `SKILL_TIMEOUT` from the environment, else 30.
         max_output_bytes: stdout cap; past it the run is stopped (`truncated`).
@@ -285,7 +285,7 @@ class ScriptRunner:
 
     def __init__(
         self,
-        backend: S3Backend,
+        backend: SkillLibrary | Any,
         *,
         timeout: float | None = None,
         max_output_bytes: int = _MIB,
@@ -307,7 +307,7 @@ class ScriptRunner:
                 raise ValueError(f"SKILL_TIMEOUT must be a number of seconds, not {raw!r}") from None
         if not timeout > 0 or math.isinf(timeout):
             raise ValueError(f"The script timeout must be a positive number of seconds, not {timeout!r}")
-        self.backend = backend
+        self.library: SkillLibrary = getattr(backend, "skills", backend)
         self.timeout = float(timeout)
         self.max_output_bytes = max_output_bytes
         self.max_stderr_bytes = max_stderr_bytes
@@ -356,10 +356,10 @@ class ScriptRunner:
     @staticmethod
     def _loaded_skill(skill_id: object, loaded: Sequence[str]) -> str:
         try:
-            wanted = validate_skill_id(skill_id)
+            wanted = str(SkillId.parse(skill_id))
         except S3SkillsError as exc:
             raise _Refused(str(exc)) from None
-        by_leaf = [s for s in loaded if "/" not in wanted and skill_leaf(s) == wanted]
+        by_leaf = [s for s in loaded if "/" not in wanted and SkillId.is_valid(s) and SkillId.parse(s).leaf == wanted]
         if wanted in loaded or len(by_leaf) == 1:
             return wanted if wanted in loaded else by_leaf[0]
         raise _Refused(
@@ -397,22 +397,23 @@ class ScriptRunner:
 
     async def _stage(self, skill_id: str, parts: tuple[str, ...], workdir: Path) -> Path:
         """Download the skill's `scripts/` folder into `workdir/scripts/`; return the script's path."""
+        library = self.library
         try:
-            home = await self.backend.catalog.ahome(self.backend.current_user(), skill_id)
-            base = home + "scripts/"
-            files = [o for o in (await self.backend.store.alist(base))[0] if not o.key.endswith("/")]
+            listed = await library.afiles(skill_id)
         except (SkillError, TenantError) as exc:
             raise _Refused(str(exc)) from None
         except S3SkillsError as exc:
             raise _Refused(f"Could not list the scripts of '{skill_id}': {exc}", "fetch_error") from None
+        base = "scripts/"
+        files = [f for f in listed if f.path.startswith(base)]
         rel = "/".join(parts)
-        if not any(o.key == base + rel for o in files):
-            runnable = sorted(o.key[len(base) :] for o in files if o.key.endswith(_SUFFIXES))
+        if not any(f.path == base + rel for f in files):
+            runnable = sorted(f.path[len(base) :] for f in files if f.path.endswith(_SUFFIXES))
             raise _Refused(
                 f"Script '{rel}' not found in the scripts/ folder of '{skill_id}' (only scripts/ can be run). "
                 f"Available: {', '.join(runnable[:20]) or 'none'}."
             )
-        if len(files) > self.max_script_files or sum(o.size for o in files) > self.max_script_bytes:
+        if len(files) > self.max_script_files or sum(f.size for f in files) > self.max_script_bytes:
             raise _Refused(
                 f"The scripts/ folder of '{skill_id}' is too large to run ({len(files)} files; the limits are "
                 f"{self.max_script_files} files and {_human(self.max_script_bytes)})."
@@ -420,19 +421,20 @@ class ScriptRunner:
         root = (workdir / "scripts").resolve()
         (workdir / "tmp").mkdir()
 
-        async def fetch(key: str) -> None:
-            local = key_parts(key[len(base) :])
+        async def fetch(rel_path: str) -> None:
+            local = key_parts(rel_path[len(base) :])
             path = root.joinpath(*local).resolve() if local else None
             if path is None or not path.is_relative_to(root):
                 logger.warning("skipping an unsafe key in the scripts of skill %s", skill_id)
                 return
-            body = await self.backend.store.aget(key, max_bytes=self.max_script_bytes)
+            body = await library.aopen(skill_id, rel_path, max_bytes=self.max_script_bytes)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(body.data)
 
         # gather_limited lets every started fetch end first, so none writes after the cleanup.
         try:
-            await gather_limited([partial(fetch, o.key) for o in files], min(self.backend.concurrency, 16))
+            jobs = [partial(fetch, f.path) for f in files]
+            await gather_limited(jobs, min(self.library.config.limits.concurrency, 16))
         except (S3SkillsError, OSError) as exc:
             raise _Refused(f"Could not fetch the scripts of '{skill_id}': {exc}", "fetch_error") from exc
         return root.joinpath(*parts)
@@ -505,7 +507,7 @@ class ScriptRunner:
 
     def _log(self, skill: str, script: object, outcome: str, started: float) -> None:
         try:
-            tenant = self.backend.tenant()
+            tenant = self.library.tenant()
             user, thread = tenant.user_id, tenant.thread_id
         except S3SkillsError:
             user = thread = None

@@ -18,13 +18,12 @@ from urllib.parse import urlsplit
 
 import aioboto3
 
-from s3skills._sync import io_bound, sync_method
+from s3skills._loop import io_bound, sync_method
 from s3skills.examples import LIBRARY
 from s3skills.layout import KeyLayout
 from s3skills.paths import check_identity
-from s3skills.store import ObjectStore
-from s3skills.sync import PushReport, apush_tree
-from s3skills.tenancy import Tenant
+from s3skills.storage import S3ObjectStore as ObjectStore
+from s3skills.transfer import PushReport, apush_tree
 
 __all__ = [
     "LOCAL_ACCESS_KEY",
@@ -53,9 +52,8 @@ def library_prefix(user_id: str, *, shared: bool = False, layout: KeyLayout | No
     """
     layout = layout or KeyLayout()
     if shared:
-        name = "/".join(check_identity(part, "shared library name") for part in user_id.strip("/").split("/"))
-        return layout.shared_prefix(name)
-    return layout.user_prefix(Tenant(user_id=check_identity(user_id, "user id")))
+        return layout.shared_prefix(check_identity(user_id.strip("/"), "shared library name"))
+    return layout.user_prefix(check_identity(user_id, "user id"))
 
 
 @io_bound

@@ -1,22 +1,42 @@
-"""Who a call acts for: explicit values first, else the LangGraph run's context.
+"""Who a call acts for: explicit values first, else a `TenantResolver` over the LangGraph run.
 
 One `S3Backend` instance serves every tenant, so nothing tenant-specific is kept
 on it: the user, thread and ticket ids and the loaded skills are resolved on
-every call. Inside a graph they come from `get_runtime().context` (user_id,
-ticket_id), `get_config()["configurable"]` (thread_id) and the agent state key
-`loaded_skills` (read the way deepagents' `StateBackend` reads `files`).
+every call. A `TenantResolver` turns the run (`get_runtime().context` and
+`get_config()`) into an `Identity`:
+
+- `context_identity` (the default): `user_id` and `ticket_id` from the run
+  context (`context=`), `thread_id` from `config["configurable"]`. Never a
+  user or ticket from `configurable`, which a LangGraph Server client controls.
+- `LangGraphAuthIdentity`: the user the deployment's auth handler authenticated
+  (`configurable["langgraph_auth_user"]`); whatever the client sends is ignored.
+- any callable `(context, config) -> Identity` the application provides.
+
+The skills loaded in the thread come from the agent state key `loaded_skills`
+(read the way deepagents' `StateBackend` reads `files`).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
+from s3skills.ids import SkillId
 from s3skills.paths import check_identity
 
-__all__ = ["LOADED_SKILLS_KEY", "Tenant", "resolve_tenant", "run_config", "run_context"]
+__all__ = [
+    "LOADED_SKILLS_KEY",
+    "Identity",
+    "LangGraphAuthIdentity",
+    "Tenant",
+    "TenantResolver",
+    "context_identity",
+    "resolve_tenant",
+    "run_config",
+    "run_context",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +54,21 @@ class Tenant:
     loaded_skills: tuple[str, ...] = field(default=())
 
 
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """What a resolver found for a run (not yet checked: `resolve_tenant` checks it)."""
+
+    user_id: str | None = None
+    thread_id: str | None = None
+    ticket_id: str | None = None
+
+
+class TenantResolver(Protocol):
+    """Decides who a run acts for, from its context object and its config."""
+
+    def __call__(self, context: Any, config: Mapping[str, Any]) -> Identity: ...
+
+
 def _field(obj: Any, name: str) -> Any:
     if obj is None:
         return None
@@ -42,15 +77,18 @@ def _field(obj: Any, name: str) -> Any:
     return getattr(obj, name, None)
 
 
+def _text(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
 def run_context() -> tuple[Any, Mapping[str, Any]]:
-    """The current run's `(context, configurable)`, or `(None, {})` outside a graph."""
+    """The current run's `(context, config)`, or `(None, {})` outside a graph."""
     try:
         from langgraph.config import get_config
 
-        config = get_config()
+        config: Mapping[str, Any] = get_config()
     except (RuntimeError, KeyError, ImportError):
         return None, {}
-    configurable: Mapping[str, Any] = config.get("configurable") or {}
     context = None
     try:
         from langgraph.runtime import get_runtime
@@ -58,22 +96,44 @@ def run_context() -> tuple[Any, Mapping[str, Any]]:
         context = get_runtime().context
     except (RuntimeError, KeyError, ImportError, AttributeError):
         context = None
-    return context, configurable
+    return context, config
 
 
-def _valid_skill_id(value: object) -> bool:
-    """One or two allow-listed segments (state comes from checkpoints: never trust it)."""
-    if not isinstance(value, str):
-        return False
-    parts = value.split("/")
-    if not 1 <= len(parts) <= 2:
-        return False
-    try:
-        for part in parts:
-            check_identity(part, "skill id segment")
-    except ValueError:
-        return False
-    return True
+def context_identity(context: Any, config: Mapping[str, Any]) -> Identity:
+    """The default resolver: user and ticket from the run context, thread from the config."""
+    configurable: Mapping[str, Any] = config.get("configurable") or {}
+    return Identity(
+        user_id=_text(_field(context, "user_id")),
+        thread_id=_text(configurable.get("thread_id")) or _text(_field(context, "thread_id")),
+        ticket_id=_text(_field(context, "ticket_id")),
+    )
+
+
+class LangGraphAuthIdentity:
+    """The resolver for LangGraph Server: the user its auth handler authenticated.
+
+    LangGraph Server puts the authenticated user in `config["configurable"]
+    ["langgraph_auth_user"]` (an object or mapping with an `identity`) and its id in
+    `["langgraph_auth_user_id"]`; a client cannot set them. The client's `context`
+    (also copied into `configurable`) is ignored. A run without an authenticated
+    user has no user id, so it sees no library and no workspace.
+
+    Args:
+        ticket_of: Optional: the ticket id of a run, from the authenticated user
+            object (e.g. a claim your auth handler put there). Default: no ticket.
+    """
+
+    def __init__(self, ticket_of: Callable[[Any], str | None] | None = None) -> None:
+        self.ticket_of = ticket_of
+
+    def __call__(self, context: Any, config: Mapping[str, Any]) -> Identity:
+        configurable: Mapping[str, Any] = config.get("configurable") or {}
+        user = configurable.get("langgraph_auth_user")
+        user_id = _text(_field(user, "identity")) or _text(configurable.get("langgraph_auth_user_id"))
+        if user_id is None:
+            return Identity(thread_id=_text(configurable.get("thread_id")))
+        ticket = _text(self.ticket_of(user)) if self.ticket_of is not None else None
+        return Identity(user_id=user_id, thread_id=_text(configurable.get("thread_id")), ticket_id=ticket)
 
 
 def _state_loaded_skills(configurable: Mapping[str, Any]) -> list[str]:
@@ -89,44 +149,36 @@ def _state_loaded_skills(configurable: Mapping[str, Any]) -> list[str]:
     except Exception:  # the graph has no such channel (no skills middleware)
         return []
     values = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else []
-    good = [v for v in values if _valid_skill_id(v)]
+    # State comes from checkpoints: never trust it.
+    good = [v for v in values if SkillId.is_valid(v)]
     if len(good) != len(values):
         logger.warning("ignored %d malformed skill id(s) in the state's loaded_skills", len(values) - len(good))
     return good
 
 
-def _pick(explicit: str | None, *candidates: Any) -> str | None:
-    if explicit is not None:
-        return explicit
-    for value in candidates:
-        if value is not None and value != "":
-            return str(value)
-    return None
-
-
 def resolve_tenant(
+    explicit: Identity = Identity(),
     *,
-    user_id: str | None,
-    thread_id: str | None,
-    ticket_id: str | None,
+    resolver: TenantResolver = context_identity,
     instance_skills: Mapping[str | None, Iterable[str]] | None = None,
 ) -> Tenant:
     """Resolve the ids of this call and check each one.
 
     Args:
-        user_id: The constructor's value, which wins when given.
-        thread_id: Idem.
-        ticket_id: Idem.
+        explicit: Values fixed by the application (constructor arguments); each wins.
+        resolver: Where the other values come from.
         instance_skills: Skills loaded on the instance (outside a graph), per user id.
 
     Raises:
         InvalidPath: An id has characters outside the allow-list.
     """
-    context, configurable = run_context()
-    user = _pick(user_id, _field(context, "user_id"), configurable.get("user_id"))
-    thread = _pick(thread_id, configurable.get("thread_id"), _field(context, "thread_id"))
-    ticket = _pick(ticket_id, _field(context, "ticket_id"), configurable.get("ticket_id"))
+    context, config = run_context()
+    found = resolver(context, config) if config or context is not None else Identity()
+    user = explicit.user_id if explicit.user_id is not None else found.user_id
+    thread = explicit.thread_id if explicit.thread_id is not None else found.thread_id
+    ticket = explicit.ticket_id if explicit.ticket_id is not None else found.ticket_id
     own = (instance_skills or {}).get(user, ())
+    configurable: Mapping[str, Any] = config.get("configurable") or {}
     loaded = list(dict.fromkeys([*_state_loaded_skills(configurable), *own]))
     return Tenant(
         user_id=check_identity(user, "user id") if user is not None else None,

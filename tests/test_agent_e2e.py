@@ -12,8 +12,11 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from s3skills import S3Backend, create_skills_agent
-from s3skills.store import RequestCounter
+from s3skills.storage import RequestCounter
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
 SYSTEM = "Eres el asistente de una notaría. Responde siempre en español."
 
@@ -70,7 +73,7 @@ def results_in_order(messages: list[BaseMessage]) -> list[Any]:
 @pytest.fixture
 def backend(moto_endpoint: str, bucket: str, s3_client: Any) -> S3Backend:
     seed(s3_client, bucket)
-    return S3Backend(bucket, endpoint_url=moto_endpoint)
+    return S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
 
 
 def run(agent: Any, user: str, thread: str, text: str = "Necesito una escritura de compraventa") -> dict[str, Any]:
@@ -168,7 +171,7 @@ def test_loaded_skills_survive_the_next_invocation_and_a_fresh_backend(
     run(agent, "ana", "t-persist")
 
     # Another process in production: a new backend instance, the same checkpointer.
-    fresh = S3Backend(bucket, endpoint_url=moto_endpoint)
+    fresh = S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
     second = ScriptedChatModel(steps=[call("read_file", file_path="/skills/compraventa/resources/ejemplo.md")])
     agent2 = create_skills_agent(second, fresh, system_prompt=SYSTEM, checkpointer=saver)
     out = run(agent2, "ana", "t-persist", "Sigue")
@@ -208,7 +211,7 @@ def test_each_model_call_costs_at_most_one_list_with_an_unchanged_library(backen
 
 def test_within_the_catalog_ttl_a_model_call_costs_no_request(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
     seed(s3_client, bucket)
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, catalog_ttl=3600)
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, catalog_ttl=3600, layout=SEEDS)
     counter = RequestCounter()
     backend.store.add_request_hook(counter)
     model = ScriptedChatModel(steps=[AIMessage(content="uno")])
@@ -282,7 +285,7 @@ async def test_the_flow_runs_async_too(backend: S3Backend) -> None:
     assert "borrador.md" in results[2]
     assert "# Escritura de compraventa" in model.system_prompts()[1]
     assert (await backend.aread("/workspace/borrador.md")).error is not None  # no thread outside a run
-    check = S3Backend(backend.bucket, endpoint_url=backend.store.endpoint_url, thread_id="t-async")
+    check = S3Backend(backend.bucket, endpoint_url=backend.store.endpoint_url, thread_id="t-async", layout=SEEDS)
     assert (await check.aread("/workspace/borrador.md")).file_data == {
         "content": "Borrador",
         "encoding": "utf-8",
@@ -294,7 +297,7 @@ def test_library_mode_lets_deepagents_skills_middleware_list_the_library(
     moto_endpoint: str, bucket: str, s3_client: Any
 ) -> None:
     seed(s3_client, bucket)
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, skills_mode="library")
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, skills_mode="library", layout=SEEDS)
     model = ScriptedChatModel(steps=[call("read_file", file_path="/skills/compraventa/disclosure_clausulas.md")])
     from deepagents.middleware.filesystem import FilesystemMiddleware
 
@@ -319,14 +322,14 @@ def test_library_mode_lets_deepagents_skills_middleware_list_the_library(
 async def test_cargar_habilidad_costs_two_lists_and_one_get(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
     from langgraph.types import Command
 
-    from tools import load_skill_update
+    from s3skills.tools import load_skill_update
 
     seed(s3_client, bucket)
-    backend = S3Backend(bucket, user_id="ana", endpoint_url=moto_endpoint)
-    await backend.catalog.askills("ana")  # the index is warm in a running agent
+    backend = S3Backend(bucket, user_id="ana", endpoint_url=moto_endpoint, layout=SEEDS)
+    await backend.skills.aindex()  # the index is warm in a running agent
     counter = RequestCounter()
     backend.store.add_request_hook(counter)
-    update = await load_skill_update(backend, "escrituras/compraventa", [], "call-1", None)
+    update = await load_skill_update(backend.skills, "escrituras/compraventa", [], "call-1", None)
     assert isinstance(update, Command)
     assert update.update is not None
     (message,) = update.update["messages"]  # type: ignore[index]

@@ -31,6 +31,9 @@ from runs import ASYNC_RUN, SYNC_RUN, RunContext, RunState
 from servers import MotoServer, make_bucket, make_client
 
 from s3skills import S3Backend, SkillError, TenantError
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
 SESSION = aioboto3.Session()  # one botocore session for the module: cheap clients
 
@@ -180,8 +183,10 @@ def shared_backends(library: Library) -> Iterator[dict[str, S3Backend]]:
     """
     common = {"endpoint_url": library.endpoint_url, "session": SESSION}
     backends = {
-        "explicit": S3Backend(library.bucket, user_id="alice", thread_id="t-explicit", ticket_id="k1", **common),
-        "runtime": S3Backend(library.bucket, **common),
+        "explicit": S3Backend(
+            library.bucket, user_id="alice", thread_id="t-explicit", ticket_id="k1", **common, layout=SEEDS
+        ),
+        "runtime": S3Backend(library.bucket, **common, layout=SEEDS),
     }
     yield backends
     for backend in backends.values():
@@ -213,7 +218,9 @@ def make_harness(
         else:
             thread_id = _fresh_thread_id() if thread else None
             ids = {"user_id": user_id, "thread_id": thread_id, "ticket_id": ticket_id} if mode == "explicit" else {}
-            backend = S3Backend(library.bucket, endpoint_url=library.endpoint_url, session=SESSION, **ids, **kwargs)
+            backend = S3Backend(
+                library.bucket, endpoint_url=library.endpoint_url, session=SESSION, **ids, **kwargs, layout=SEEDS
+            )
             owned.append(backend)
         harness = Harness(backend, mode, flavour, library.s3, library.bucket, user_id, thread_id, ticket_id)
         made.append(harness)
@@ -848,7 +855,7 @@ def test_missing_user_id_is_reported_not_raised(make_harness: HarnessFactory) ->
 
 def test_missing_user_id_with_skills_in_the_run_state_is_a_clear_error(library: Library) -> None:
     # Inside an agent the loaded skills come from the state; the user id may still be missing.
-    backend = S3Backend(library.bucket, endpoint_url=library.endpoint_url, session=SESSION)
+    backend = S3Backend(library.bucket, endpoint_url=library.endpoint_url, session=SESSION, layout=SEEDS)
     try:
         h = Harness(backend, "runtime", "sync", library.s3, library.bucket, None, "t-no-user", "k1", ["pdf"])
         for result in [

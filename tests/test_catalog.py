@@ -1,4 +1,4 @@
-"""SkillCatalog: discovery, layers, problems, and the request counts of a refresh."""
+"""The skill index (SkillLibrary over SkillCatalog): discovery, layers, problems, request counts."""
 
 from __future__ import annotations
 
@@ -8,9 +8,33 @@ from typing import Any
 
 import pytest
 
-from s3skills import S3Backend, SkillCatalog, SkillError
-from s3skills._sync import run_sync
-from s3skills.store import ObjectStore, RequestCounter
+from s3skills import S3Backend, SkillError
+from s3skills.config import Config, Limits
+from s3skills.skills import SkillCatalog, SkillLibrary
+from s3skills.tenancy import Tenant
+from s3skills._loop import run_sync
+from s3skills.storage import S3ObjectStore as ObjectStore, RequestCounter
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
+ALICE = Tenant(user_id="alice")
+BOB = Tenant(user_id="bob")
+
+
+def library(
+    store: ObjectStore,
+    *,
+    shared: str | None = None,
+    ttl: float | None = None,
+    concurrency: int = 32,
+    head_bytes: int = 8192,
+    clock: Any = None,
+) -> SkillLibrary:
+    """A library in the seeds' layout, with an explicit catalog when the test tunes it."""
+    config = Config(layout=SEEDS, shared_library=shared, catalog_ttl=ttl, limits=Limits(concurrency=concurrency))
+    extra = {"clock": clock} if clock is not None else {}
+    catalog = SkillCatalog(store, limits=config.limits, ttl=ttl, head_bytes=head_bytes, **extra)
+    return SkillLibrary(store, config, catalog=catalog)
 
 
 def skill_md(name: str, description: str, **extra: str) -> bytes:
@@ -48,8 +72,8 @@ def test_discovers_skills_one_and_two_levels_below_skills(s3_client: Any, bucket
     put(s3_client, bucket, "alice/skills/escrituras/compraventa/resources/SKILL.md", skill_md("x", "too deep"))
     put(s3_client, bucket, "alice/skills/a/b/c/SKILL.md", skill_md("c", "three levels: not a skill"))
     put(s3_client, bucket, "alice/skills/notes.md", b"not a skill")
-    catalog = SkillCatalog(store)
-    skills = catalog.skills("alice")
+    catalog = library(store)
+    skills = catalog.index(tenant=ALICE)
     assert [s.id for s in skills] == ["escrituras/compraventa", "pdf"]
     assert skills[0].category == "escrituras"
     assert skills[1].category is None
@@ -59,33 +83,35 @@ def test_user_skill_overrides_shared_skill_with_the_same_id(s3_client: Any, buck
     put(s3_client, bucket, "org/skills/pdf/SKILL.md", skill_md("pdf", "shared pdf"))
     put(s3_client, bucket, "org/skills/docx/SKILL.md", skill_md("docx", "shared docx"))
     put(s3_client, bucket, "alice/skills/pdf/SKILL.md", skill_md("pdf", "alice's pdf"))
-    catalog = SkillCatalog(store, shared_prefix="org")
-    by_id = {s.id: s for s in catalog.skills("alice")}
+    catalog = library(store, shared="org")
+    by_id = {s.id: s for s in catalog.index(tenant=ALICE)}
     assert by_id["pdf"].metadata.description == "alice's pdf"
     assert by_id["pdf"].source == "user"
     assert by_id["docx"].source == "shared"
-    assert catalog.home("alice", "docx") == "org/skills/docx/"
-    assert catalog.home("alice", "pdf") == "alice/skills/pdf/"
+    assert catalog.home("docx", tenant=ALICE).prefix == "org/skills/docx/"
+    assert catalog.home("pdf", tenant=ALICE).prefix == "alice/skills/pdf/"
     # bob has no library of his own: he sees the shared one
-    assert {s.id for s in catalog.skills("bob")} == {"docx", "pdf"}
+    assert {s.id for s in catalog.index(tenant=BOB)} == {"docx", "pdf"}
 
 
 def test_disabled_skills_are_hidden_unless_asked_for(s3_client: Any, bucket: str, store: ObjectStore) -> None:
     put(s3_client, bucket, "alice/skills/pdf/SKILL.md", skill_md("pdf", "PDF", enabled="false"))
     put(s3_client, bucket, "alice/skills/docx/SKILL.md", skill_md("docx", "DOCX"))
-    catalog = SkillCatalog(store)
-    assert [s.id for s in catalog.skills("alice")] == ["docx"]
-    assert [s.id for s in catalog.skills("alice", include_disabled=True)] == ["docx", "pdf"]
-    with pytest.raises(SkillError, match="disabled"):
-        catalog.get("alice", "pdf")
+    catalog = library(store)
+    assert [s.id for s in catalog.index(tenant=ALICE)] == ["docx"]
+    assert [s.id for s in catalog.index(tenant=ALICE, include_disabled=True)] == ["docx", "pdf"]
+    # Disabled means absent for agents: not found, and never suggested.
+    with pytest.raises(SkillError, match="'pdf' not found") as caught:
+        catalog.get("pdf", tenant=ALICE)
+    assert "Did you mean" not in str(caught.value)
 
 
 def test_category_filter(s3_client: Any, bucket: str, store: ObjectStore) -> None:
     put(s3_client, bucket, "alice/skills/escrituras/compraventa/SKILL.md", skill_md("compraventa", "Sale"))
     put(s3_client, bucket, "alice/skills/contratos/arrendamiento/SKILL.md", skill_md("arrendamiento", "Lease"))
-    catalog = SkillCatalog(store)
-    assert [s.id for s in catalog.skills("alice", category="contratos")] == ["contratos/arrendamiento"]
-    assert len(catalog.skills("alice", category="all")) == 2
+    catalog = library(store)
+    assert [s.id for s in catalog.index(tenant=ALICE, category="contratos")] == ["contratos/arrendamiento"]
+    assert len(catalog.index(tenant=ALICE, category="all")) == 2
 
 
 def test_invalid_skills_are_skipped_and_reported_with_a_reason(s3_client: Any, bucket: str, store: ObjectStore) -> None:
@@ -93,31 +119,31 @@ def test_invalid_skills_are_skipped_and_reported_with_a_reason(s3_client: Any, b
     put(s3_client, bucket, "alice/skills/nodesc/SKILL.md", b"---\nname: nodesc\n---\nbody")
     put(s3_client, bucket, "alice/skills/broken/SKILL.md", b"---\nname: [unclosed\ndescription: x\n---\n")
     put(s3_client, bucket, "alice/skills/Mixed/SKILL.md", skill_md("Mixed", "Uppercase name"))
-    catalog = SkillCatalog(store)
-    assert [s.id for s in catalog.skills("alice")] == ["Mixed", "good"]
-    problems = {(p.skill_id, p.level) for p in catalog.problems("alice")}
+    catalog = library(store)
+    assert [s.id for s in catalog.index(tenant=ALICE)] == ["Mixed", "good"]
+    problems = {(p.skill_id, p.level) for p in catalog.problems(ALICE)}
     assert ("nodesc", "error") in problems
     assert ("broken", "error") in problems
     assert ("Mixed", "warning") in problems
-    assert all(p.reason for p in catalog.problems("alice"))
+    assert all(p.reason for p in catalog.problems(ALICE))
 
 
 def test_unknown_skill_suggests_the_closest_ids(s3_client: Any, bucket: str, store: ObjectStore) -> None:
     put(s3_client, bucket, "alice/skills/escrituras/compraventa/SKILL.md", skill_md("compraventa", "Sale deeds"))
     put(s3_client, bucket, "alice/skills/escrituras/hipoteca/SKILL.md", skill_md("hipoteca", "Mortgage deeds"))
-    catalog = SkillCatalog(store)
+    catalog = library(store)
     with pytest.raises(SkillError, match="escrituras/compraventa"):
-        catalog.get("alice", "escrituras/compraventas")
+        catalog.get("escrituras/compraventas", tenant=ALICE)
 
 
 def test_an_edited_skill_md_is_picked_up_on_the_next_refresh(s3_client: Any, bucket: str, store: ObjectStore) -> None:
     put(s3_client, bucket, "alice/skills/pdf/SKILL.md", skill_md("pdf", "old description"))
-    catalog = SkillCatalog(store)
-    assert catalog.get("alice", "pdf").metadata.description == "old description"
+    catalog = library(store)
+    assert catalog.get("pdf", tenant=ALICE).metadata.description == "old description"
     put(s3_client, bucket, "alice/skills/pdf/SKILL.md", skill_md("pdf", "new description"))
-    assert catalog.get("alice", "pdf").metadata.description == "new description"
+    assert catalog.get("pdf", tenant=ALICE).metadata.description == "new description"
     s3_client.delete_object(Bucket=bucket, Key="alice/skills/pdf/SKILL.md")
-    assert catalog.skills("alice") == []
+    assert catalog.index(tenant=ALICE) == []
 
 
 def _seed(store: ObjectStore, n: int, extra_files: int = 0) -> int:
@@ -146,8 +172,8 @@ def test_cold_index_costs_list_pages_plus_one_ranged_get_per_skill(
 ) -> None:
     keys = _seed(store, 40, extra_files=25)  # 1,040 keys: 2 LIST pages
     counter.reset()
-    catalog = SkillCatalog(store)
-    assert len(catalog.skills("alice")) == 40
+    catalog = library(store)
+    assert len(catalog.index(tenant=ALICE)) == 40
     assert counter.counts == {"ListObjectsV2": math.ceil(keys / 1000), "GetObject": 40}
 
 
@@ -168,8 +194,8 @@ def test_cold_index_gets_are_issued_concurrently(s3_client: Any, bucket: str, st
             in_flight -= 1
 
     store.aget_range = tracking  # type: ignore[method-assign]
-    catalog = SkillCatalog(store, concurrency=32)
-    assert len(catalog.skills("alice")) == 64
+    catalog = library(store, concurrency=32)
+    assert len(catalog.index(tenant=ALICE)) == 64
     assert peak >= 32
 
 
@@ -177,10 +203,10 @@ def test_warm_unchanged_index_costs_only_the_list(
     s3_client: Any, bucket: str, store: ObjectStore, counter: RequestCounter
 ) -> None:
     _seed(store, 30)
-    catalog = SkillCatalog(store)
-    catalog.skills("alice")
+    catalog = library(store)
+    catalog.index(tenant=ALICE)
     counter.reset()
-    catalog.skills("alice")
+    catalog.index(tenant=ALICE)
     assert counter.counts == {"ListObjectsV2": 1}
 
 
@@ -189,14 +215,14 @@ def test_warm_index_within_the_ttl_costs_nothing(
 ) -> None:
     _seed(store, 30)
     clock = Clock()
-    catalog = SkillCatalog(store, ttl=60, clock=clock)
-    catalog.skills("alice")
+    catalog = library(store, ttl=60, clock=clock)
+    catalog.index(tenant=ALICE)
     counter.reset()
     clock.now += 59
-    catalog.skills("alice")
+    catalog.index(tenant=ALICE)
     assert counter.total == 0
     clock.now += 2
-    catalog.skills("alice")
+    catalog.index(tenant=ALICE)
     assert counter.counts == {"ListObjectsV2": 1}
 
 
@@ -204,11 +230,11 @@ def test_one_edited_skill_costs_the_list_and_one_get(
     s3_client: Any, bucket: str, store: ObjectStore, counter: RequestCounter
 ) -> None:
     _seed(store, 30)
-    catalog = SkillCatalog(store)
-    catalog.skills("alice")
+    catalog = library(store)
+    catalog.index(tenant=ALICE)
     put(s3_client, bucket, "alice/skills/cat0/skill-0000/SKILL.md", skill_md("skill-0000", "edited"))
     counter.reset()
-    skills = {s.id: s for s in catalog.skills("alice")}
+    skills = {s.id: s for s in catalog.index(tenant=ALICE)}
     assert skills["cat0/skill-0000"].metadata.description == "edited"
     assert counter.counts == {"ListObjectsV2": 1, "GetObject": 1}
 
@@ -218,8 +244,8 @@ def test_a_frontmatter_longer_than_the_head_is_read_whole(
 ) -> None:
     long_description = "x " * 500
     put(s3_client, bucket, "alice/skills/big/SKILL.md", skill_md("big", long_description.strip()))
-    catalog = SkillCatalog(store, head_bytes=256)
-    (skill,) = catalog.skills("alice")
+    catalog = library(store, head_bytes=256)
+    (skill,) = catalog.index(tenant=ALICE)
     assert skill.metadata.description == long_description.strip()
     assert counter.counts == {"ListObjectsV2": 1, "GetObject": 2}  # the head, then the whole file
 
@@ -228,10 +254,10 @@ def test_skill_md_bodies_are_cached_by_etag(
     s3_client: Any, bucket: str, store: ObjectStore, counter: RequestCounter
 ) -> None:
     put(s3_client, bucket, "alice/skills/pdf/SKILL.md", skill_md("pdf", "PDF"))
-    catalog = SkillCatalog(store)
-    catalog.skill_md("alice", "pdf")
+    catalog = library(store)
+    catalog.skill_md("pdf", tenant=ALICE)
     counter.reset()
-    _, text = catalog.skill_md("alice", "pdf")
+    text = catalog.skill_md("pdf", tenant=ALICE)
     assert "# pdf" in text
     assert counter.counts == {"ListObjectsV2": 1}
 
@@ -240,9 +266,9 @@ def test_oversized_skill_md_is_reported_without_being_read(
     s3_client: Any, bucket: str, store: ObjectStore, counter: RequestCounter
 ) -> None:
     put(s3_client, bucket, "alice/skills/huge/SKILL.md", skill_md("huge", "big") + b"x" * (11 * 1024 * 1024))
-    catalog = SkillCatalog(store)
-    assert catalog.skills("alice") == []
-    (problem,) = catalog.problems("alice")
+    catalog = library(store)
+    assert catalog.index(tenant=ALICE) == []
+    (problem,) = catalog.problems(ALICE)
     assert "limit" in problem.reason
     assert counter.counts == {"ListObjectsV2": 1}
 
@@ -250,9 +276,9 @@ def test_oversized_skill_md_is_reported_without_being_read(
 def test_backend_seed_catalog_api(s3_client: Any, bucket: str, moto_endpoint: str) -> None:
     put(s3_client, bucket, "alice/skills/escrituras/compraventa/SKILL.md", skill_md("compraventa", "Sale deeds"))
     put(s3_client, bucket, "alice/skills/pdf/SKILL.md", skill_md("pdf", "PDF <tools> & more"))
-    backend = S3Backend(bucket, user_id="alice", endpoint_url=moto_endpoint)
-    assert [s.id for s in backend.load_skills()] == ["escrituras/compraventa", "pdf"]
-    assert [s.id for s in backend.load_skills("escrituras")] == ["escrituras/compraventa"]
+    backend = S3Backend(bucket, user_id="alice", endpoint_url=moto_endpoint, layout=SEEDS)
+    assert backend.load_skills() == ["escrituras/compraventa", "pdf"]
+    assert backend.load_skills("escrituras") == ["escrituras/compraventa"]
     frontmatter = backend.load_skills_frontmatter()
     assert "name: compraventa" in frontmatter
     assert "Sale deeds" in frontmatter
@@ -260,18 +286,17 @@ def test_backend_seed_catalog_api(s3_client: Any, bucket: str, moto_endpoint: st
     assert "escrituras" in grouped
     assert "compraventa" in grouped
     assert backend.load_skill_content("pdf").startswith("---\nname: pdf")
-    with pytest.raises(SkillError):
-        backend.load_skill_content("nope")
+    assert backend.load_skill_content("nope") is None
 
 
 async def test_catalog_async_api_matches_the_sync_one(s3_client: Any, bucket: str, store: ObjectStore) -> None:
     put(s3_client, bucket, "alice/skills/pdf/SKILL.md", skill_md("pdf", "Work with PDF files"))
-    catalog = SkillCatalog(store)
-    skills = await catalog.askills("alice")
-    assert [s.id for s in skills] == [s.id for s in catalog.skills("alice")]
-    ranked = await catalog.amatch("alice", "fill a pdf form")
-    assert ranked
-    assert ranked[0][0].id == "pdf"
+    catalog = library(store)
+    skills = await catalog.aindex(tenant=ALICE)
+    assert [s.id for s in skills] == [s.id for s in catalog.index(tenant=ALICE)]
+    page = await catalog.asearch("fill a pdf form", tenant=ALICE)
+    assert page.skills
+    assert page.skills[0].id == "pdf"
 
 
 def test_with_a_shared_library_a_skill_file_read_costs_one_get_once_the_index_is_warm(
@@ -280,7 +305,7 @@ def test_with_a_shared_library_a_skill_file_read_costs_one_get_once_the_index_is
     put(s3_client, bucket, "org/skills/docx/SKILL.md", skill_md("docx", "shared docx"))
     put(s3_client, bucket, "org/skills/docx/guide.md", b"shared guide")
     put(s3_client, bucket, "alice/skills/pdf/SKILL.md", skill_md("pdf", "alice's pdf"))
-    backend = S3Backend(bucket, user_id="alice", endpoint_url=moto_endpoint, shared_prefix="org")
+    backend = S3Backend(bucket, user_id="alice", endpoint_url=moto_endpoint, shared_prefix="org", layout=SEEDS)
     backend.load_skill("docx")
     backend.load_skill("pdf")
     counter = RequestCounter()

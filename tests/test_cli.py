@@ -15,11 +15,11 @@ import pytest
 from servers import free_port
 
 from s3skills import cli_commands
-from s3skills.backend import S3Backend
+from s3skills.fs import S3Backend
 from s3skills.cli import main
 from s3skills.runner import ScriptRunner
-from s3skills.store import ObjectStore
-from s3skills.sync import PushRefused, pull_tree, push_tree, scan_tree
+from s3skills.storage import S3ObjectStore as ObjectStore
+from s3skills.transfer import PushRefused, pull_tree, push_tree, scan_tree
 
 USER = "alice"
 PREFIX = f"{USER}/skills/"

@@ -11,7 +11,10 @@ from langchain_core.tools import BaseTool, tool
 
 from s3skills import S3Backend, SkillMetadata, SkillRegistry, create_skills_agent, usage_stats
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
-from s3skills.usage import reset_usage
+from s3skills.skills.usage import reset_usage
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
 SYSTEM = "Base prompt of the host application."
 
@@ -60,7 +63,7 @@ def backend(moto_endpoint: str, bucket: str, s3_client: Any) -> S3Backend:
         Key="ana/skills/pdf/SKILL.md",
         Body=b"---\nname: pdf\ndescription: Trabaja con PDF.\n---\n# PDF\nInstrucciones PDF.",
     )
-    return S3Backend(bucket, endpoint_url=moto_endpoint)
+    return S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
 
 
 def invoke(agent: Any, user: str = "ana", thread: str = "t") -> dict[str, Any]:

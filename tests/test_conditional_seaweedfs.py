@@ -26,6 +26,9 @@ from botocore.exceptions import ClientError
 from servers import SeaweedBucket, make_client
 
 from s3skills import S3Backend
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
 pytestmark = pytest.mark.seaweedfs
 
@@ -67,6 +70,7 @@ def editors(seaweed_bucket: SeaweedBucket, request: pytest.FixtureRequest) -> It
             endpoint_url=seaweed_bucket.endpoint_url,
             region_name="us-east-1",
             session=session,
+            layout=SEEDS,
         )
         for _ in range(count)
     ]

@@ -14,6 +14,9 @@ from langchain_core.tools import tool
 
 from s3skills import S3Backend
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
 
 def call(tool_name: str, **args: Any) -> AIMessage:
@@ -32,7 +35,7 @@ def test_file_tools_end_to_end_with_the_user_from_the_run_context(
         Key="ana/skills/pdf/SKILL.md",
         Body=b"---\nname: pdf\ndescription: PDF.\n---\nbody",
     )
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint)
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
     model = ScriptedChatModel(
         steps=[
             call("write_file", file_path="/workspace/notas.md", content="uno\ndos\ntres\n"),
@@ -72,7 +75,7 @@ def test_a_large_tool_result_is_evicted_into_the_thread_and_read_back(
         """Return the full report (very long)."""
         return lines
 
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint)
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
 
     def read_evicted(messages: list[BaseMessage]) -> AIMessage:
         evicted = [m for m in messages if isinstance(m, ToolMessage) and "/large_tool_results/" in str(m.content)]
@@ -98,7 +101,7 @@ def test_a_large_tool_result_is_evicted_into_the_thread_and_read_back(
 
 
 def test_one_backend_serves_two_users_in_turn(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint)
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
     for user, thread in (("ana", "t-ana"), ("beto", "t-beto")):
         model = ScriptedChatModel(
             steps=[call("write_file", file_path="/workspace/yo.md", content=user), call("ls", path="/workspace")]

@@ -15,7 +15,10 @@ from pathlib import Path
 import pytest
 
 from s3skills.examples import LIBRARY, skill_ids
-from s3skills.skillmd import parse_skill_md, validate_skill_md
+from s3skills.skills.parse import parse_skill_md, validate_skill_md
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
 EXPECTED_SKILLS = [
     "calculos/impuestos-transmision",
@@ -242,8 +245,10 @@ def test_itp_runs_through_the_script_runner(moto_endpoint: str, bucket: str) -> 
     from s3skills.seed import seed_example_library
 
     session = aioboto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
-    backend = S3Backend(bucket, user_id="ana", endpoint_url=moto_endpoint, session=session, region_name="us-east-1")
-    seed_example_library(backend.store, "ana")
+    backend = S3Backend(
+        bucket, user_id="ana", endpoint_url=moto_endpoint, session=session, region_name="us-east-1", layout=SEEDS
+    )
+    seed_example_library(backend.store, "ana", layout=SEEDS)
     runner = runner_module.ScriptRunner(backend, timeout=30)
     skill = "calculos/impuestos-transmision"
     good = runner.run(skill, "calcular_itp.py", {"precio": 250000, "comunidad": "madrid"}, loaded=[skill])

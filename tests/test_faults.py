@@ -28,6 +28,9 @@ from servers import make_client
 
 from s3skills import AccessDenied, S3Backend
 from s3skills.testing import FaultKind, FaultProxy, ProxyRequest, RequestMatcher, RequestRecord, match_request
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
 USER, THREAD = "alice", "t1"
 WS = f"threads/{THREAD}/"
@@ -72,6 +75,7 @@ def make_backend(bucket: str, endpoint_url: str, *, retry_attempts: int = 4) -> 
         region_name="us-east-1",
         session=_SESSION,
         retry_attempts=retry_attempts,
+        layout=SEEDS,
     )
 
 

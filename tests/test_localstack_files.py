@@ -192,7 +192,7 @@ def test_hook_seeds_seaweedfs(seaweed_bucket: Any, tmp_path: Path) -> None:
 def _store(endpoint: str, bucket: str) -> Any:
     import aioboto3
 
-    from s3skills.store import ObjectStore
+    from s3skills.storage import S3ObjectStore as ObjectStore
 
     session = aioboto3.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-east-1")
     return ObjectStore(bucket, endpoint_url=endpoint, region_name="us-east-1", session=session)

@@ -17,7 +17,10 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
 
 from s3skills import S3Backend
-from s3skills.store import RequestCounter
+from s3skills.storage import RequestCounter
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
 SESSION = aioboto3.Session()
 
@@ -70,6 +73,7 @@ def counted(bucket: str, moto_endpoint: str) -> Iterator[Counted]:
         endpoint_url=moto_endpoint,
         session=SESSION,
         max_grep_bytes=1_000,
+        layout=SEEDS,
     )
     yield Counted(backend, bucket)
     backend.close()
@@ -256,7 +260,9 @@ def test_grep_issues_its_gets_concurrently(counted: Counted) -> None:
 
 def test_grep_concurrency_is_bounded_by_the_backend_setting(bucket: str, moto_endpoint: str) -> None:
     bulk_put(bucket, {f"threads/t1/f{i:02d}.md": b"needle\n" for i in range(24)})
-    backend = S3Backend(bucket, thread_id="t1", endpoint_url=moto_endpoint, session=SESSION, concurrency=4)
+    backend = S3Backend(
+        bucket, thread_id="t1", endpoint_url=moto_endpoint, session=SESSION, concurrency=4, layout=SEEDS
+    )
     try:
         in_flight = InFlight()
         backend.store.register_event("before-send.s3.GetObject", in_flight.sending)

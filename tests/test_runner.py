@@ -23,12 +23,16 @@ from botocore.exceptions import ClientError
 from langchain_core.messages import AIMessage, ToolMessage
 from servers import MotoServer, make_client, unique_bucket_name
 
-from s3skills import ObjectStore, S3Backend, create_skills_agent
-from s3skills._sync import run_sync
+from s3skills import S3Backend, create_skills_agent
+from s3skills.storage import S3ObjectStore as ObjectStore
+from s3skills._loop import run_sync
 from s3skills.runner import ScriptObservation, ScriptRunner, key_parts, script_parts
-from s3skills.store import RequestCounter
+from s3skills.storage import RequestCounter
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
-from tools.script_tool import script_tool
+from s3skills.tools.script_tool import script_tool
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
 SKILL = "calculos/calc"
 OTHER = "calculos/otra"
@@ -200,7 +204,7 @@ def backend(library: tuple[ObjectStore, Any]) -> S3Backend:
         client.head_bucket(Bucket=store.bucket)
     except ClientError:  # first use, or a test of another module reset the server
         seed(client, store.bucket)
-    return S3Backend(store.bucket, store=store, user_id="ana")
+    return S3Backend(store.bucket, store=store, user_id="ana", layout=SEEDS)
 
 
 @pytest.fixture
@@ -530,7 +534,7 @@ async def test_the_tool_in_an_agent_runs_only_loaded_skills(
     library: tuple[ObjectStore, Any], backend: S3Backend, mode: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     store, _ = library
-    agent_backend = S3Backend(store.bucket, store=store)  # the user comes from the run's context
+    agent_backend = S3Backend(store.bucket, store=store, layout=SEEDS)  # the user comes from the run's context
 
     def call(name: str, **args: Any) -> AIMessage:
         return AIMessage(content="", tool_calls=[tool_call(name, args)])

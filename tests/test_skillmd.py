@@ -7,11 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from s3skills.errors import S3SkillsError
-from s3skills.skillmd import (
-    MAX_SKILL_MD_BYTES,
-    InvalidSkill,
-    SkillInfo,
-    SkillMetadata,
+from s3skills.skills.model import MAX_SKILL_MD_BYTES, InvalidSkill, SkillInfo, SkillMetadata
+from s3skills.skills.parse import (
     frontmatter_complete,
     frontmatter_prefix,
     get_skill_doc,

@@ -8,7 +8,7 @@ from functools import partial
 
 import pytest
 
-from s3skills._sync import gather_limited, io_bound, on_io_loop, run_sync, sync_method
+from s3skills._loop import gather_limited, io_bound, on_io_loop, run_sync, sync_method
 
 VAR: contextvars.ContextVar[str] = contextvars.ContextVar("VAR", default="unset")
 

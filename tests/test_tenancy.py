@@ -19,6 +19,9 @@ import pytest
 from runs import ASYNC_RUN, SYNC_RUN
 
 from s3skills import S3Backend
+from s3skills.layout import KeyLayout
+
+SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
 SESSION = aioboto3.Session()
 TENANTS = ["alice", "bob", "carol", "dave"]
@@ -66,7 +69,7 @@ def shared(bucket: str, moto_endpoint: str, s3_client: Any) -> Iterator[S3Backen
         s3_client.put_object(
             Bucket=bucket, Key=f"tickets/{tenant.ticket_id}/ticket.md", Body=f"TOKEN ticket of {user}\n".encode()
         )
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, session=SESSION)
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, session=SESSION, layout=SEEDS)
     yield backend
     backend.close()
 
@@ -239,8 +242,9 @@ def test_explicit_ids_win_over_the_run_context(bucket: str, moto_endpoint: str, 
         ticket_id="ticket-alice",
         endpoint_url=moto_endpoint,
         session=SESSION,
+        layout=SEEDS,
     )
-    only_user = S3Backend(bucket, user_id="alice", endpoint_url=moto_endpoint, session=SESSION)
+    only_user = S3Backend(bucket, user_id="alice", endpoint_url=moto_endpoint, session=SESSION, layout=SEEDS)
     try:
         bob = Tenant("bob")
         seen = run_as(

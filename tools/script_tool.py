@@ -14,8 +14,8 @@ from langchain.tools import ToolRuntime
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
-from s3skills._sync import run_sync
-from s3skills.backend import S3Backend
+from s3skills.aio import run_sync
+from s3skills.fs import S3Backend
 from s3skills.runner import ScriptRunner
 
 __all__ = ["RunSkillScriptInput", "script_tool"]

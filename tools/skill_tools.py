@@ -1,8 +1,10 @@
-"""The skill tools: `cargar_habilidad`, `list_skills`, `read_skill` (seeds 000/001).
+"""The skill tools: `cargar_habilidad` ("load skill"), `list_skills`, `read_skill` (seeds 000/001).
 
 `cargar_habilidad` records the load in the thread's state (`loaded_skills`,
 `current_skill`) with a `Command`, so the load is checkpointed with the thread
-and seen by every process that serves it.
+and seen by every process that serves it. Every tool names a skill by its id or
+by its folder name when that is unique, and talks to the skills only through the
+backend's `SkillLibrary`.
 """
 
 from __future__ import annotations
@@ -16,28 +18,29 @@ from langchain_core.messages import ToolMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 
-from s3skills import formats
-from s3skills._sync import run_sync
-from s3skills.backend import S3Backend
+from s3skills.aio import run_sync
 from s3skills.errors import S3SkillsError
-from s3skills.layout import skill_leaf, validate_skill_id
-from s3skills.registry import SkillRegistry, merge_index, tool_name
-from s3skills.seedapi import check_leaf_clash
-from s3skills.skillmd import SkillInfo, get_skill_doc
-from s3skills.tenancy import run_config
-from s3skills.usage import log_usage
+from s3skills.fs import S3Backend
+from s3skills.ids import SkillId
+from s3skills.skills import SkillInfo, SkillLibrary, SkillRegistry, log_usage, render, tool_name
 
 __all__ = ["load_skill_update", "skill_tools"]
 
-_LOAD_DOC = """Load a skill (cargar habilidad) by its id, e.g. 'escrituras/compraventa' or 'pdf'.
+_LOAD_DOC = """Load a skill (cargar habilidad = "load skill") by its id, e.g. 'escrituras/compraventa', or by its
+folder name when unique, e.g. 'compraventa'.
 
 After loading, the skill's instructions (its SKILL.md) appear in your system prompt and
 its files become readable under /skills/<name>/ (ls, read_file, grep, glob). Load a skill
 before following it; load only the skills the task needs."""
 
-_LIST_DOC = """List the skills in the library (id and description), optionally of one category."""
+_LIST_DOC = """List or search the skills in the library (id and description), a page at a time.
+
+query: words describing the task (best matches first); omit to list by id.
+category: only skills of this category. cursor: the cursor a previous page gave, for the next page."""
 
 _READ_DOC = """Read a skill's instructions (its SKILL.md body) without loading it."""
+
+LOAD_TOOL = "cargar_habilidad"
 
 
 def _tool_names(tools: Iterable[Any] | None) -> list[str] | None:
@@ -55,17 +58,39 @@ def _allowed_tool_name(entry: str) -> str:
     return entry.split("(", 1)[0].strip()
 
 
+def _earlier_loads(state: Any, tool_call_id: str) -> list[str]:
+    """Skill names of the `cargar_habilidad` calls that precede this one in the same model
+    message: parallel calls all see the old state, so the leaf rule must count them."""
+    messages = state.get("messages") if isinstance(state, dict) else None
+    for message in reversed(messages or []):
+        calls = getattr(message, "tool_calls", None) or []
+        ids = [c.get("id") for c in calls]
+        if tool_call_id in ids:
+            earlier = calls[: ids.index(tool_call_id)]
+            return [str((c.get("args") or {}).get("skill_path")) for c in earlier if c.get("name") == LOAD_TOOL]
+    return []
+
+
 async def load_skill_update(
-    backend: S3Backend,
+    library: SkillLibrary,
     skill_path: str,
     loaded: list[str],
     tool_call_id: str,
     agent_tools: set[str] | None,
-    registry: SkillRegistry | None = None,
+    *,
+    pending: Iterable[str] = (),
 ) -> Command[Any] | str:
     """Validate a load and build the state update of `cargar_habilidad`.
 
     Every attempt is recorded in the usage log (`s3skills.usage`).
+
+    Args:
+        library: The skills.
+        skill_path: The skill's id or unique folder name.
+        loaded: Skills already loaded in the thread.
+        tool_call_id: The id of the tool call (for the `ToolMessage`).
+        agent_tools: Tool names of the agent (to check `tools_required`); None skips.
+        pending: Names loaded by earlier calls of the same model message.
 
     Returns:
         A `Command` that sets `current_skill`, adds to `loaded_skills` and carries
@@ -74,17 +99,30 @@ async def load_skill_update(
     started = time.perf_counter()
     tenant = None
     outcome = "error"
+    skill = str(skill_path)
     try:
-        tenant = backend.tenant()
-        result = await _load(backend, skill_path, loaded, tool_call_id, agent_tools, registry)
-        outcome = "ok" if isinstance(result, Command) else "refused"
-        return result
+        tenant = library.tenant()
+        others = list(loaded)
+        for name in pending:
+            try:
+                others.append(await library.aresolve(name, tenant=tenant))
+            except S3SkillsError:
+                continue  # that call fails on its own
+        result = await library.aload(skill_path, others, tenant=tenant)
+        skill = result.skill.id
+        problem = _tools_problem(result.skill, agent_tools)
+        if problem:
+            outcome = "refused"
+            return problem
+        outcome = "ok"
+        text = _loaded_text(result.skill, result.files, agent_tools, result.is_code, library)
+        return _command(result.skill.id, text, tool_call_id)
     except S3SkillsError as exc:
         return f"Error: {exc}"
     finally:
         log_usage(
             "skill_load",
-            skill=str(skill_path),
+            skill=skill,
             user=tenant.user_id if tenant else None,
             thread=tenant.thread_id if tenant else None,
             duration_ms=(time.perf_counter() - started) * 1000,
@@ -92,50 +130,30 @@ async def load_skill_update(
         )
 
 
-async def _load(
-    backend: S3Backend,
-    skill_path: str,
-    loaded: list[str],
-    tool_call_id: str,
-    agent_tools: set[str] | None,
-    registry: SkillRegistry | None,
-) -> Command[Any] | str:
-    skill_id = validate_skill_id(skill_path)
-    code = registry.get(skill_id) if registry is not None else None
-    if code is not None:
-        if not code.is_available(run_config(backend.tenant())):
-            return f"Error: the skill '{skill_id}' is not available in this context."
-        info = SkillInfo(id=skill_id, metadata=code.metadata, source="code")
-        problem = _tools_problem(info, agent_tools)
-        if problem:
-            return problem
-        names = ", ".join(_tool_names(code.get_tools(run_config(backend.tenant()))) or ["(none)"])
-        text = f"Skill '{skill_id}' loaded. Its instructions are now in your system prompt; its tools: {names}."
-        return _command(skill_id, text, tool_call_id)
-    user = backend.current_user()
-    check_leaf_clash(skill_id, [*loaded, *backend.loaded_skills])
-    info, _ = await backend.catalog.askill_md(user, skill_id)
-    problem = _tools_problem(info, agent_tools)
-    if problem:
-        return problem
-    leaf = skill_leaf(skill_id)
-    try:
-        paths = await backend.askill_files(skill_id, home=backend.catalog.home_of(user, info))
-    except S3SkillsError:
-        paths = []
+def _loaded_text(
+    skill: SkillInfo, files: list[str], agent_tools: set[str] | None, is_code: bool, library: SkillLibrary
+) -> str:
+    if is_code:
+        code = library.registry.get(skill.id) if library.registry is not None else None
+        tools = _tool_names(code.get_tools({}) if code is not None else []) or ["(none)"]
+        return (
+            f"Skill '{skill.id}' loaded. Its instructions are now in your system prompt; "
+            f"its tools: {', '.join(tools)}."
+        )
+    leaf = SkillId.parse(skill.id).leaf
     unavailable = [
         t
-        for t in (_allowed_tool_name(e) for e in info.metadata.allowed_tools)
+        for t in (_allowed_tool_name(e) for e in skill.metadata.allowed_tools)
         if agent_tools is not None and t and t not in agent_tools
     ]
     note = f" Note: its allowed-tools name tools this agent lacks: {', '.join(unavailable)}." if unavailable else ""
-    files = " Files: " + ", ".join(paths) + "." if paths else ""
-    text = (
-        f"Skill '{skill_id}' loaded. Its instructions are now in your system prompt; "
+    shown = files[:50] + ([f"... and {len(files) - 50} more"] if len(files) > 50 else [])
+    listed = " Files: " + ", ".join(shown) + "." if shown else ""
+    return (
+        f"Skill '{skill.id}' loaded. Its instructions are now in your system prompt; "
         f"its files are under /skills/{leaf}/ (start with /skills/{leaf}/SKILL.md if you need "
-        f"the full text).{files}{note}"
+        f"the full text).{listed}{note}"
     )
-    return _command(skill_id, text, tool_call_id)
 
 
 def _command(skill_id: str, text: str, tool_call_id: str) -> Command[Any]:
@@ -143,7 +161,7 @@ def _command(skill_id: str, text: str, tool_call_id: str) -> Command[Any]:
         update={
             "current_skill": skill_id,
             "loaded_skills": [skill_id],
-            "messages": [ToolMessage(content=text, tool_call_id=tool_call_id, name="cargar_habilidad")],
+            "messages": [ToolMessage(content=text, tool_call_id=tool_call_id, name=LOAD_TOOL)],
         }
     )
 
@@ -166,56 +184,62 @@ def skill_tools(
     agent_tools: Iterable[Any] | None = None,
     category: str | None = None,
     budget_chars: int = 20_000,
+    page_size: int = 50,
     registry: SkillRegistry | None = None,
     scripts: bool = False,
 ) -> list[BaseTool]:
     """The skill tools for an agent using `backend`.
 
     Args:
-        backend: The agent's `S3Backend`.
+        backend: The agent's `S3Backend` (its `skills` library and tenancy).
         agent_tools: The tools (or tool names) the agent has, to check a skill's
             `tools_required` at load time. None skips the check.
         category: Only list skills of this category.
-        budget_chars: Most characters `list_skills` returns.
+        budget_chars: Most characters one `list_skills` page returns.
+        page_size: Skills per `list_skills` page.
         registry: Code skills, loadable and listed like the S3 ones.
         scripts: Add `run_skill_script` (runs tenant-supplied code: see the threat model).
     """
+    library = backend.skills.with_registry(registry)
     listed = _tool_names(agent_tools)
     names = set(listed) if listed is not None else None
     default_category = category
 
     async def acargar(skill_path: str, runtime: ToolRuntime[Any, Any]) -> Command[Any] | str:
-        loaded = list(runtime.state.get("loaded_skills") or [])
-        return await load_skill_update(backend, skill_path, loaded, str(runtime.tool_call_id), names, registry)
+        state = runtime.state or {}
+        loaded = list(state.get("loaded_skills") or [])
+        call_id = str(runtime.tool_call_id)
+        return await load_skill_update(
+            library, skill_path, loaded, call_id, names, pending=_earlier_loads(state, call_id)
+        )
 
     def cargar(skill_path: str, runtime: ToolRuntime[Any, Any]) -> Command[Any] | str:
         return run_sync(acargar(skill_path, runtime))
 
-    async def alist(category: str | None = None) -> str:
+    async def alist(query: str | None = None, category: str | None = None, cursor: str | None = None) -> str:
         try:
-            wanted = category or default_category
-            skills = await backend.catalog.askills(backend.current_user(), category=wanted)
-            if registry is not None:
-                code = registry.list_skills(run_config(backend.tenant()))
-                skills = merge_index(skills, [c for c in code if not wanted or c.category == wanted])
+            page = await library.asearch(
+                query or "", limit=page_size, cursor=cursor, category=category or default_category
+            )
         except S3SkillsError as exc:
             return f"Error: {exc}"
-        if not skills:
-            return "No skills found."
-        return formats.format_grouped(skills, budget_chars)
+        if not page.skills:
+            return "No skills found." if page.total == 0 else "No more skills."
+        body = render.format_grouped(page.skills, budget_chars)
+        start = int(cursor) if cursor else 0
+        head = f"Skills {start + 1}-{start + len(page.skills)} of {page.total}"
+        head += f" matching {query!r}" if query else ""
+        tail = f"\n\nMore: call list_skills with cursor={page.next_cursor!r}." if page.next_cursor else ""
+        return f"{head}:\n\n{body}{tail}"
 
-    def list_(category: str | None = None) -> str:
-        return run_sync(alist(category))
+    def list_(query: str | None = None, category: str | None = None, cursor: str | None = None) -> str:
+        return run_sync(alist(query, category, cursor))
 
     async def aread(name: str) -> str:
-        code = registry.get(name) if registry is not None else None
-        if code is not None:
-            return code.get_system_instructions()
         try:
-            _, text = await backend.catalog.askill_md(backend.current_user(), validate_skill_id(name))
+            return await library.ainstructions(name)
         except S3SkillsError as exc:
             return f"Error: {exc}"
-        return get_skill_doc(text)
 
     def read(name: str) -> str:
         return run_sync(aread(name))
@@ -224,12 +248,12 @@ def skill_tools(
         return StructuredTool.from_function(func=func, coroutine=coro, name=name, description=doc)
 
     tools = [
-        make("cargar_habilidad", cargar, acargar, _LOAD_DOC),
+        make(LOAD_TOOL, cargar, acargar, _LOAD_DOC),
         make("list_skills", list_, alist, _LIST_DOC),
         make("read_skill", read, aread, _READ_DOC),
     ]
     if scripts:
-        from tools.script_tool import script_tool
+        from s3skills.tools.script_tool import script_tool
 
         tools.append(script_tool(backend))
     return tools

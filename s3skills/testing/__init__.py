@@ -2,9 +2,11 @@
 
 `FaultProxy` sits between an S3 client and a local S3 server (moto, SeaweedFS,
 LocalStack) and adds latency, injects faults and counts requests.
+`MemoryObjectStore` is the object-store contract in memory, for unit tests.
 `ScriptedChatModel` drives a real agent loop from a script, with no model provider.
 """
 
+from s3skills.testing.memory import MemoryObjectStore
 from s3skills.testing.proxy import (
     FaultKind,
     FaultProxy,
@@ -20,6 +22,7 @@ __all__ = [
     "FaultKind",
     "FaultProxy",
     "FaultRule",
+    "MemoryObjectStore",
     "ProxyRequest",
     "RequestMatcher",
     "RequestRecord",

@@ -9,7 +9,7 @@ A local tree is one of:
 `scan_tree` drops junk (`.git`, `__pycache__`, `*.pyc`...), validates every `SKILL.md`
 with `validate_skill_md`, and refuses what must never become a key: symlinks that leave
 the tree, paths that `VPath.parse` rejects or with unsafe segments, skill ids outside the
-allow-list, oversized files. `s3skills.sync` pushes what it accepts; the CLI's
+allow-list, oversized files. `s3skills.transfer` pushes what it accepts; the CLI's
 `validate` command prints what it found.
 """
 
@@ -22,15 +22,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from s3skills.config import Limits
 from s3skills.errors import InvalidPath, SkillError
-from s3skills.layout import validate_skill_id
+from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.paths import VPath
-from s3skills.skillmd import validate_skill_md
+from s3skills.skills.parse import validate_skill_md
 
 __all__ = [
     "JUNK_NAMES",
     "MAX_FILE_BYTES",
-    "SKILL_FILE",
     "Finding",
     "Item",
     "LocalFile",
@@ -41,9 +41,8 @@ __all__ = [
     "skill_of",
 ]
 
-SKILL_FILE = "SKILL.md"
-MAX_FILE_BYTES = 50 * 1024 * 1024
-"""Largest file pushed or pulled, in bytes."""
+MAX_FILE_BYTES = Limits().max_file_bytes
+"""Largest file pushed or pulled: the limit an agent reads and writes with (one size policy)."""
 JUNK_NAMES = frozenset(
     {
         ".git",
@@ -249,7 +248,7 @@ def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]]) -> None:
             continue
         skill_id = "/".join(parts[:-1])
         try:
-            normalised = validate_skill_id(skill_id)
+            normalised = str(SkillId.parse(skill_id))
         except InvalidPath as exc:
             normalised, reason = "", str(exc)
         else:

@@ -34,24 +34,17 @@ class SkillUsage:
     avg_duration_ms: float
 
 
-class _Recorder(logging.Handler):
+class _Recorder:
     """Keeps the last `capacity` usage records for `usage_stats`."""
 
     def __init__(self, capacity: int = 10_000) -> None:
-        super().__init__(level=logging.DEBUG)
         self.records: deque[dict[str, Any]] = deque(maxlen=capacity)
         self.lock_ = threading.Lock()
 
-    def emit(self, record: logging.LogRecord) -> None:
-        keys = ("event", "skill", "user_id", "thread_id", "duration_ms", "outcome")
-        fields = {k: getattr(record, k, None) for k in keys}
-        with self.lock_:
-            self.records.append(fields)
-
 
 _recorder = _Recorder()
-logger.addHandler(_recorder)
-logger.setLevel(logging.INFO)
+# Not attached to the logger: the library configures no logging at import. `log_usage`
+# keeps each record here and hands it to the logger, for whatever handlers the app set.
 
 
 def log_usage(
@@ -74,6 +67,8 @@ def log_usage(
         "outcome": outcome,
         **extra,
     }
+    with _recorder.lock_:
+        _recorder.records.append(fields)
     logger.info("%s %s %s (%s, %.0f ms)", event, skill, outcome, user, duration_ms, extra=fields)
 
 

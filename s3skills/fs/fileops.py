@@ -6,7 +6,6 @@ No I/O here; `S3Backend` feeds these functions with what the store returned.
 from __future__ import annotations
 
 import base64
-import mimetypes
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
@@ -14,6 +13,7 @@ from pathlib import PurePosixPath
 from deepagents.backends.protocol import FileData, FileInfo, GrepMatch
 
 from s3skills.errors import BinaryFile
+from s3skills.media import content_type_for
 
 __all__ = [
     "binary_file_data",
@@ -146,13 +146,3 @@ def grep_lines(path: str, text: str, pattern: str) -> Iterable[GrepMatch]:
     for number, line in enumerate(text.split("\n"), 1):
         if pattern in line:
             yield GrepMatch(path=path, line=number, text=line.rstrip("\r"))
-
-
-def content_type_for(path: str) -> str:
-    """A Content-Type for a written file (text defaults to UTF-8 Markdown/plain)."""
-    guessed, _ = mimetypes.guess_type(PurePosixPath(path).name)
-    if guessed is None:
-        return "text/markdown; charset=utf-8" if path.endswith(".md") else "text/plain; charset=utf-8"
-    if guessed.startswith("text/"):
-        return guessed + "; charset=utf-8"
-    return guessed

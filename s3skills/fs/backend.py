@@ -25,12 +25,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+from dataclasses import replace
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any, Literal, TypeVar
 
 import aioboto3
-from botocore.config import Config
+from botocore.config import Config as BotoConfig
 from deepagents.backends.protocol import (
     BackendProtocol,
     DeleteResult,
@@ -52,9 +53,8 @@ from deepagents.backends.utils import (
     slice_read_response,
 )
 
-from s3skills import fileops
-from s3skills._sync import gather_limited, on_io_loop, run_sync, sync_method
-from s3skills.catalog import SkillCatalog
+from s3skills._loop import gather_limited, on_io_loop, run_sync, sync_method
+from s3skills.config import Config, Limits, SkillsMode
 from s3skills.errors import (
     AccessDenied,
     BinaryFile,
@@ -68,25 +68,19 @@ from s3skills.errors import (
     StoreUnavailable,
     TenantError,
 )
-from s3skills.layout import (
-    KeyLayout,
-    Location,
-    RootDir,
-    SkillsDir,
-    mounts_of,
-    skill_leaf,
-)
-from s3skills.mounts import Mounts
+from s3skills.fs import fileops
+from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, mounts_of
+from s3skills.ids import SkillId
+from s3skills.layout import KeyLayout
 from s3skills.paths import VPath
-from s3skills.seedapi import SeedAPI
-from s3skills.store import ObjectInfo, ObjectStore
-from s3skills.tenancy import Tenant, resolve_tenant
+from s3skills.skills import SkillInfo, SkillLibrary, SkillRegistry, check_leaf_clash, render
+from s3skills.storage import ObjectInfo, ObjectStore, S3ObjectStore
+from s3skills.tenancy import Identity, Tenant, TenantResolver, context_identity, resolve_tenant
 
 __all__ = ["S3Backend"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-Resolved = Location | RootDir | SkillsDir
 
 
 def _not_found(path: str) -> str:
@@ -118,34 +112,39 @@ def _message(exc: BaseException, path: str, op: str) -> str:
     return f"Could not {op} '{path}': internal error ({type(exc).__name__})."
 
 
-class S3Backend(SeedAPI, BackendProtocol):
+class S3Backend(BackendProtocol):
     """A deepagents backend whose files live in one S3 bucket, for many tenants.
 
     Args:
         bucket: The bucket.
-        user_id: Fix the user for every call. Otherwise it comes from the run's
-            context (`context={"user_id": ...}` or a context schema field).
+        user_id: Fix the user for every call. Otherwise the `resolver` finds it
+            (by default in the run's context: `context={"user_id": ...}`).
         thread_id: Fix the thread. Otherwise `config["configurable"]["thread_id"]`.
         ticket_id: Fix the ticket. Otherwise the run's context `ticket_id`.
+        resolver: Who a call is for when not fixed: `context_identity` (default),
+            `LangGraphAuthIdentity()` for LangGraph Server, or your own callable.
         endpoint_url: An S3-compatible endpoint; None for AWS.
         region_name: The region.
         session: An `aioboto3.Session` (credentials, profile).
-        shared_prefix: The organisation library (`{shared_prefix}/skills/`),
+        shared_prefix: The organisation library's name (`shared/{name}/skills/`),
             below the user's library in precedence.
-        layout: Key templates; the defaults are the seeds'.
+        layout: Key templates: `KeyLayout()` (per-user, the default) or `KeyLayout.seeds()`.
         ticket_writable: Let agents write under /ticket.
-        max_read_bytes: Largest object `read`/`edit` will fetch.
+        max_read_bytes: Largest object `read`/`edit`/`write` handle (`Limits.max_file_bytes`).
         max_grep_bytes: Larger files are skipped by `grep`.
-        concurrency: GETs in flight for grep and batch operations.
+        concurrency: Requests in flight for grep and batch operations.
+        limits: All limits at once (overrides the three above).
         store: An `ObjectStore` to use instead of building one.
         retry_attempts: Attempts per request (botocore standard retry mode).
         botocore_config: Extra botocore `Config` merged over the defaults.
-        catalog_ttl: Seconds the skill index is trusted without a LIST (None: list
-            on every query, so edits to a library show at once).
+        catalog_ttl: Seconds the skill index is trusted without a request (None: ask on
+            every query, so edits to a library show at once).
         skills_mode: `gated` (default): /skills shows only the loaded skills.
             `library`: /skills shows the user's whole library read-only, as
             `/skills/<name>/`, so deepagents' own `SkillsMiddleware(sources=["/skills/"])`
             can read it (no progressive gating then).
+        registry: Code skills, indexed with the S3 ones.
+        config: A whole `Config` (overrides layout, shared_prefix, ttl, mode, limits).
     """
 
     def __init__(
@@ -155,72 +154,78 @@ class S3Backend(SeedAPI, BackendProtocol):
         user_id: str | None = None,
         thread_id: str | None = None,
         ticket_id: str | None = None,
+        resolver: TenantResolver = context_identity,
         endpoint_url: str | None = None,
         region_name: str | None = None,
         session: aioboto3.Session | None = None,
         shared_prefix: str | None = None,
         layout: KeyLayout | None = None,
         ticket_writable: bool = False,
-        max_read_bytes: int = 10 * 1024 * 1024,
-        max_grep_bytes: int = 2 * 1024 * 1024,
-        concurrency: int = 32,
+        max_read_bytes: int | None = None,
+        max_grep_bytes: int | None = None,
+        concurrency: int | None = None,
+        limits: Limits | None = None,
         store: ObjectStore | None = None,
         retry_attempts: int = 4,
-        botocore_config: Config | None = None,
+        botocore_config: BotoConfig | None = None,
         catalog_ttl: float | None = None,
-        skills_mode: Literal["gated", "library"] = "gated",
+        skills_mode: SkillsMode = "gated",
+        registry: SkillRegistry | None = None,
+        config: Config | None = None,
     ) -> None:
-        self.store = store or ObjectStore(
+        if config is None:
+            base = limits or Limits()
+            limits = replace(
+                base,
+                max_file_bytes=max_read_bytes or base.max_file_bytes,
+                max_grep_file_bytes=max_grep_bytes or base.max_grep_file_bytes,
+                concurrency=max(1, concurrency or base.concurrency),
+            )
+            config = Config(
+                layout=layout or KeyLayout(),
+                shared_library=shared_prefix,
+                catalog_ttl=catalog_ttl,
+                skills_mode=skills_mode,
+                ticket_writable=ticket_writable,
+                limits=limits,
+            )
+        self.config = config
+        self.store: ObjectStore = store or S3ObjectStore(
             bucket,
             endpoint_url=endpoint_url,
             region_name=region_name,
             session=session,
             max_attempts=retry_attempts,
-            max_pool_connections=max(concurrency * 2, 10),
+            max_pool_connections=max(config.limits.concurrency * 2, 10),
             config=botocore_config,
         )
-        self.layout = layout or KeyLayout()
+        self._explicit = Identity(user_id, thread_id, ticket_id)
+        self._resolver = resolver
+        self._instance_skills: dict[str | None, list[str]] = {}
         # Checked now, so a bad value fails at construction rather than per call.
-        resolve_tenant(user_id=user_id, thread_id=thread_id, ticket_id=ticket_id)
-        self.shared_prefix = shared_prefix
-        if shared_prefix is not None:
-            self.layout.shared_prefix(shared_prefix.strip("/"))  # validates
-            self.shared_prefix = shared_prefix.strip("/")
-        if skills_mode not in ("gated", "library"):
-            raise ValueError("skills_mode must be 'gated' or 'library'")
-        self.skills_mode = skills_mode
-        self.ticket_writable = ticket_writable
-        self.max_read_bytes = max_read_bytes
-        self.max_grep_bytes = max_grep_bytes
-        self.concurrency = max(1, concurrency)
-        self.catalog = SkillCatalog(
-            self.store, self.layout, shared_prefix=self.shared_prefix, ttl=catalog_ttl, concurrency=self.concurrency
-        )
-        self.mounts = Mounts(
-            self.store,
-            self.layout,
-            self.catalog,
-            user_id=user_id,
-            thread_id=thread_id,
-            ticket_id=ticket_id,
-            shared_prefix=self.shared_prefix,
-            skills_mode=skills_mode,
-            ticket_writable=ticket_writable,
-        )
+        resolve_tenant(self._explicit, resolver=lambda _c, _k: Identity())
+        self.skills = SkillLibrary(self.store, config, registry=registry, tenant=self.tenant)
+        self.mounts = Mounts(self.store, config, self.skills, self.tenant)
 
     @property
     def bucket(self) -> str:
         """The bucket name."""
         return self.store.bucket
 
-    def __repr__(self) -> str:
-        return f"S3Backend(bucket={self.bucket!r}, user_id={self.mounts.user_id!r})"
+    @property
+    def layout(self) -> KeyLayout:
+        """The key layout."""
+        return self.config.layout
 
-    # -- tenancy and resolution --------------------------------------------------------
+    def __repr__(self) -> str:
+        return f"S3Backend(bucket={self.bucket!r}, user_id={self._explicit.user_id!r})"
+
+    # -- tenancy ---------------------------------------------------------------------------
 
     def tenant(self) -> Tenant:
-        """The identity of the current call (explicit values, else the run's context)."""
-        return self.mounts.tenant()
+        """The identity of the current call (explicit values, else the resolver's)."""
+        tenant = resolve_tenant(self._explicit, resolver=self._resolver, instance_skills=self._instance_skills)
+        return self.config.check_tenant(tenant)
 
     # -- ls -------------------------------------------------------------------------------
 
@@ -229,15 +234,15 @@ class S3Backend(SeedAPI, BackendProtocol):
         if isinstance(target, RootDir):
             return [fileops.file_info(f"/{name}/", is_dir=True) for name in mounts_of(tenant)]
         if isinstance(target, SkillsDir):
-            leaves = sorted({skill_leaf(s) for s in tenant.loaded_skills})
+            leaves = sorted({SkillId.parse(s).leaf for s in tenant.loaded_skills})
             return [fileops.file_info(f"/skills/{leaf}/", is_dir=True) for leaf in leaves]
         objects, prefixes = await self.store.alist(target.dir_prefix, delimiter="/")
         entries = [
             fileops.file_info(target.vpath(o.key), is_dir=False, size=o.size, modified=o.last_modified)
             for o in objects
-            if o.key != target.dir_prefix and not o.key.endswith("/")
+            if o.key != target.dir_prefix and not o.key.endswith("/") and target.owns(o.key)
         ]
-        entries.extend(fileops.file_info(target.vpath(p), is_dir=True) for p in prefixes)
+        entries.extend(fileops.file_info(target.vpath(p), is_dir=True) for p in prefixes if target.owns(p))
         entries.sort(key=lambda e: e["path"])
         return entries
 
@@ -256,7 +261,7 @@ class S3Backend(SeedAPI, BackendProtocol):
         if not isinstance(target, Location) or not target.rel:
             raise NotFound(str(vpath))
         try:
-            body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
+            body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
         except NotFound:
             if vpath.suffix:
                 raise
@@ -264,7 +269,7 @@ class S3Backend(SeedAPI, BackendProtocol):
             target = Location(
                 target.vbase, target.prefix, (*target.rel[:-1], target.rel[-1] + ".md"), target.writable, target.mount
             )
-            body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
+            body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
         return target, body.data, body.etag, body.last_modified
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
@@ -307,19 +312,19 @@ class S3Backend(SeedAPI, BackendProtocol):
             if glob:
                 match = compile_grep_include_glob(glob)
                 files = [(p, o) for p, o in files if match(self._relative(vpath, p))]
-            files = [(p, o) for p, o in files if fileops.is_searchable_path(p) and o.size <= self.max_grep_bytes]
+            files = [(p, o) for p, o in files if fileops.is_searchable_path(p) and o.size <= self.config.limits.max_grep_file_bytes]
 
             async def scan(item: tuple[str, ObjectInfo]) -> list[GrepMatch]:
                 file_path, obj = item
                 try:
-                    body = await self.store.aget(obj.key, max_bytes=self.max_grep_bytes)
+                    body = await self.store.aget(obj.key, max_bytes=self.config.limits.max_grep_file_bytes)
                     text = fileops.decode_text(body.data, file_path)
                 except (NotFound, BinaryFile, FileTooLarge):
                     return []  # deleted since the listing, or not text
                 return list(fileops.grep_lines(file_path, text, pattern))
 
             jobs = [partial(scan, item) for item in sorted(files, key=lambda f: f[0])]
-            found = await gather_limited(jobs, self.concurrency)
+            found = await gather_limited(jobs, self.config.limits.concurrency)
             matches = [m for chunk in found for m in chunk]
             if max_count is not None and len(matches) > max_count:
                 return GrepResult(matches=matches[:max_count], truncated=True)
@@ -369,7 +374,8 @@ class S3Backend(SeedAPI, BackendProtocol):
                 raise InvalidPath("Content must be a string.")
             vpath = VPath.parse(file_path)
             target = await self._writable(await self.mounts.visible(), vpath)
-            await self.store.aput(target.key, content.encode("utf-8"), content_type=fileops.content_type_for(file_path))
+            data = self._within_limit(content.encode("utf-8"))
+            await self.store.aput(target.key, data, content_type=fileops.content_type_for(file_path))
             return WriteResult(path=str(vpath))
 
         return await self._guard(run(), file_path, "write", lambda m: WriteResult(error="Error: " + m))
@@ -383,7 +389,7 @@ class S3Backend(SeedAPI, BackendProtocol):
         async def run() -> EditResult:
             vpath = VPath.parse(file_path)
             target = await self._writable(await self.mounts.visible(), vpath)
-            body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
+            body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
             if not fileops.is_text_path(file_path):
                 return EditResult(error="Error: Cannot edit binary files with text replacements.")
             try:
@@ -394,7 +400,7 @@ class S3Backend(SeedAPI, BackendProtocol):
             if isinstance(replaced, str):
                 return EditResult(error=replaced)
             new_text, occurrences = replaced
-            data = new_text.encode("utf-8")
+            data = self._within_limit(new_text.encode("utf-8"))
             try:
                 await self.store.aput(
                     target.key, data, if_match=body.etag, content_type=fileops.content_type_for(file_path)
@@ -407,6 +413,13 @@ class S3Backend(SeedAPI, BackendProtocol):
             return EditResult(path=str(vpath), occurrences=int(occurrences))
 
         return await self._guard(run(), file_path, "edit", lambda m: EditResult(error="Error: " + m))
+
+    def _within_limit(self, data: bytes) -> bytes:
+        """The one size policy: what cannot be read back is not written."""
+        limit = self.config.limits.max_file_bytes
+        if len(data) > limit:
+            raise FileTooLarge(f"{len(data)} bytes; files are limited to {limit} bytes")
+        return data
 
     async def _holds(self, key: str, data: bytes) -> bool:
         """Whether the object at `key` is exactly `data` (by its single-part ETag)."""
@@ -455,12 +468,13 @@ class S3Backend(SeedAPI, BackendProtocol):
                 if not isinstance(data, bytes | bytearray):
                     raise InvalidPath("content must be bytes")
                 target = await self._writable(await self.mounts.visible(), VPath.parse(path))
-                await self.store.aput(target.key, bytes(data), content_type=fileops.content_type_for(path))
+                body = self._within_limit(bytes(data))
+                await self.store.aput(target.key, body, content_type=fileops.content_type_for(path))
             except Exception as exc:
                 return FileUploadResponse(path=path, error=self._op_error(exc, str(path), "upload"))
             return FileUploadResponse(path=path)
 
-        return await on_io_loop(gather_limited([partial(one, p, d) for p, d in files], self.concurrency))
+        return await on_io_loop(gather_limited([partial(one, p, d) for p, d in files], self.config.limits.concurrency))
 
     async def adownload_files(self, paths: list[str]) -> list[FileDownloadResponse]:
         """Read several files as bytes (1 GET each, concurrently), in order."""
@@ -471,12 +485,12 @@ class S3Backend(SeedAPI, BackendProtocol):
                 target = await self.mounts.resolve(await self.mounts.visible(), vpath)
                 if not isinstance(target, Location) or not target.rel:
                     return FileDownloadResponse(path=path, error="is_directory")
-                body = await self.store.aget(target.key, max_bytes=self.max_read_bytes)
+                body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
             except Exception as exc:
                 return FileDownloadResponse(path=path, error=self._op_error(exc, str(path), "download"))
             return FileDownloadResponse(path=path, content=body.data)
 
-        return await on_io_loop(gather_limited([partial(one, p) for p in paths], self.concurrency))
+        return await on_io_loop(gather_limited([partial(one, p) for p in paths], self.config.limits.concurrency))
 
     # -- the boundary ---------------------------------------------------------------------------
 
@@ -508,3 +522,97 @@ class S3Backend(SeedAPI, BackendProtocol):
     def close(self) -> None:
         """Close the S3 client."""
         run_sync(self.store.aclose())
+
+    # -- the seeds' API: documented one-line delegations -------------------------------------
+
+    async def als_info(self, path: str) -> list[FileInfo]:
+        """Seed alias of `als` (deepagents <= 0.4): the entries, or `[]` on error."""
+        return (await self.als(path)).entries or []
+
+    async def agrep_raw(self, pattern: str, path: str | None = None, glob: str | None = None) -> list[GrepMatch] | str:
+        """Seed alias of `agrep`: the matches, or the error string."""
+        result = await self.agrep(pattern, path, glob)
+        return result.error if result.error is not None else (result.matches or [])
+
+    async def aglob_info(self, pattern: str, path: str = "/") -> list[FileInfo]:
+        """Seed alias of `aglob`: the matches, or `[]` on error."""
+        return (await self.aglob(pattern, path)).matches or []
+
+    async def aexists(self, path: str) -> bool:
+        """True when `path` is a file or a non-empty folder visible to this caller.
+
+        Raises:
+            S3SkillsError: A store fault (403, unavailable): not a "no".
+        """
+        return await on_io_loop(self._exists(path))
+
+    async def _exists(self, path: str) -> bool:
+        try:
+            target = await self.mounts.resolve(await self.mounts.visible(), VPath.parse(path))
+        except (NotFound, InvalidPath, TenantError):
+            return False
+        if not isinstance(target, Location) or not target.rel:
+            return True
+        if await self.store.aexists(target.key):
+            return True
+        return bool(await self.mounts.objects_under(target))
+
+    @property
+    def loaded_skills(self) -> list[str]:
+        """Skills the current user loaded on this instance with `load_skill` (outside a graph)."""
+        return list(self.tenant().loaded_skills)
+
+    async def aload_skill(self, skill_id: str) -> str:
+        """Load a skill on this instance, for the current user (the seeds' usage, outside a graph).
+
+        Inside an agent, `cargar_habilidad` records loads in the thread's state instead.
+
+        Returns:
+            The skill's id.
+
+        Raises:
+            SkillError: Unknown, disabled, or another loaded skill has the same leaf name.
+        """
+        tenant = self.tenant()
+        result = await self.skills.aload(skill_id, tenant=tenant)
+        mine = self._instance_skills.setdefault(tenant.user_id, [])
+        if result.skill.id not in mine:
+            mine.append(result.skill.id)
+        return result.skill.id
+
+    def unload_skill(self, skill_id: str) -> None:
+        """Forget a skill loaded with `load_skill`, for the current user."""
+        wanted = str(SkillId.parse(skill_id))
+        user = self.tenant().user_id
+        for owner, skills in self._instance_skills.items():
+            if (user is None or owner == user) and wanted in skills:
+                skills.remove(wanted)
+
+    async def aload_skills(self, category: str | None = "all") -> list[str]:
+        """The ids of the caller's enabled skills (seed 002), user over shared."""
+        return [s.id for s in await self.skills.aindex(category)]
+
+    async def aload_skills_frontmatter(self, category: str | None = None, budget_chars: int = 100_000) -> str:
+        """The YAML frontmatter blocks of the caller's enabled skills (seed 002), within a budget."""
+        return render.format_yaml(await self.skills.aindex(category), budget_chars)
+
+    async def aload_all_skills_formatted(self, category: str | None = None, budget_chars: int = 100_000) -> str:
+        """The index as a human list grouped by category."""
+        return render.format_grouped(await self.skills.aindex(category), budget_chars)
+
+    async def aload_skill_content(self, skill_id: str) -> str | None:
+        """The full text of a skill's SKILL.md, or None when there is no such enabled skill."""
+        try:
+            return await self.skills.askill_md(skill_id)
+        except SkillError:
+            return None
+
+    ls_info = sync_method(als_info)
+    grep_raw = sync_method(agrep_raw)
+    glob_info = sync_method(aglob_info)
+    exists = sync_method(aexists)
+    load_skill = sync_method(aload_skill)
+    load_skills = sync_method(aload_skills)
+    load_skills_frontmatter = sync_method(aload_skills_frontmatter)
+    load_all_skills_formatted = sync_method(aload_all_skills_formatted)
+    load_skill_content = sync_method(aload_skill_content)

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Sequence
 from xml.sax.saxutils import escape
 
-from s3skills.skillmd import SkillInfo
+from s3skills.skills.model import SkillInfo
 
 __all__ = ["format_grouped", "format_xml", "format_yaml"]
 

@@ -1,5 +1,7 @@
 """SKILL.md files: parse, check and write the Agent Skills frontmatter (pure, no I/O).
 
+The model these produce lives in `s3skills.skills.model`.
+
 A SKILL.md is a YAML frontmatter block between two `---` lines followed by a Markdown
 body (agentskills.io/specification). Loading is lenient where that is harmless, as the
 specification advises clients to be:
@@ -22,26 +24,25 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
-from datetime import date
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import ValidationError
 
-from s3skills.errors import S3SkillsError
+from s3skills.skills.model import (
+    COMPATIBILITY_MAX_CHARS,
+    DESCRIPTION_MAX_CHARS,
+    MAX_FRONTMATTER_BYTES,
+    MAX_SKILL_MD_BYTES,
+    NAME_MAX_CHARS,
+    InvalidSkill,
+    ParsedSkill,
+    Problem,
+    SkillMetadata,
+    split_tools,
+)
 
 __all__ = [
-    "COMPATIBILITY_MAX_CHARS",
-    "DESCRIPTION_MAX_CHARS",
-    "MAX_FRONTMATTER_BYTES",
-    "MAX_SKILL_MD_BYTES",
-    "NAME_MAX_CHARS",
-    "InvalidSkill",
-    "ParsedSkill",
-    "Problem",
-    "SkillInfo",
-    "SkillMetadata",
     "frontmatter_complete",
     "frontmatter_prefix",
     "get_skill_doc",
@@ -50,170 +51,7 @@ __all__ = [
     "validate_skill_md",
 ]
 
-MAX_SKILL_MD_BYTES = 10 * 1024 * 1024
-"""Largest SKILL.md accepted, in bytes; larger input is refused without being parsed."""
-MAX_FRONTMATTER_BYTES = 64 * 1024
-"""Largest frontmatter block accepted, in UTF-8 bytes."""
-NAME_MAX_CHARS = 64
-DESCRIPTION_MAX_CHARS = 1024
-COMPATIBILITY_MAX_CHARS = 500
 _BODY_MAX_LINES = 500  # The specification's recommendation for the body.
-
-
-class InvalidSkill(S3SkillsError, ValueError):
-    """The SKILL.md cannot be loaded; `reason` says why, for logs and the `validate` command."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-
-
-def _as_text(value: object) -> object:
-    """Scalars to `str` (booleans as YAML writes them); anything else unchanged."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, date):
-        return value.isoformat()
-    return value
-
-
-def _split_tools(text: str) -> list[str]:
-    """Split `allowed-tools` on spaces and commas, but not inside `Bash(git add:*)`."""
-    tools: list[str] = []
-    current: list[str] = []
-    depth = 0
-    for ch in text:
-        depth += (ch == "(") - (ch == ")" and depth > 0)
-        if depth == 0 and (ch.isspace() or ch == ","):
-            tools.append("".join(current))
-            current = []
-        else:
-            current.append(ch)
-    tools.append("".join(current))
-    return [tool for tool in tools if tool]
-
-
-class SkillMetadata(BaseModel):
-    """The frontmatter of a SKILL.md.
-
-    The model enforces only what loading needs (text fields, a non-blank `name` and
-    `description`); the specification's limits (name rules, lengths) are reported by
-    `parse_skill_md` as warnings and by `validate_skill_md` as problems. Unknown fields
-    are kept in `model_extra` and written back by `render_skill_md`.
-    """
-
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
-
-    name: str
-    description: str
-    license: str | None = None
-    compatibility: str | None = None
-    metadata: dict[str, str] = Field(default_factory=dict)
-    allowed_tools: list[str] = Field(
-        default_factory=list,
-        # Not `alias=`: type checkers would then only accept `allowed-tools` as the keyword.
-        validation_alias=AliasChoices("allowed-tools", "allowed_tools"),
-        serialization_alias="allowed-tools",
-    )
-    version: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    tools_required: list[str] = Field(default_factory=list)
-    enabled: bool = True
-    category: str | None = None
-    icon: str | None = None
-
-    @field_validator("name", "description", "license", "compatibility", "version", "category", "icon", mode="before")
-    @classmethod
-    def _scalar_to_text(cls, value: object) -> object:
-        return _as_text(value)
-
-    @field_validator("name", "description")
-    @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must not be empty")
-        return value.strip()
-
-    @field_validator("metadata", mode="before")
-    @classmethod
-    def _metadata_text(cls, value: object) -> object:
-        if value is None:
-            return {}
-        if isinstance(value, dict):
-            return {str(key): _as_text(item) for key, item in value.items() if item is not None}
-        return value
-
-    @field_validator("allowed_tools", "tags", "tools_required", mode="before")
-    @classmethod
-    def _text_list(cls, value: object, info: ValidationInfo) -> object:
-        if value is None:
-            return []
-        if isinstance(value, list | tuple):
-            return [_as_text(item) for item in value]
-        if not isinstance(value, str):
-            return value
-        if info.field_name == "allowed_tools":
-            return _split_tools(value)
-        separators = "," if info.field_name == "tags" else r"[\s,]"
-        return [part.strip() for part in re.split(separators, value) if part.strip()]
-
-
-@dataclass(frozen=True)
-class ParsedSkill:
-    """A loaded SKILL.md: its metadata, its Markdown body, and what was tolerated."""
-
-    metadata: SkillMetadata
-    body: str
-    warnings: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One finding of `validate_skill_md`.
-
-    Attributes:
-        level: `error` breaks the specification (the loader tolerates it with a warning
-            unless `fatal`); `warning` is advice the loader does not record.
-        message: One human-readable line.
-        fatal: True when the loader skips the skill because of it.
-    """
-
-    level: Literal["error", "warning"]
-    message: str
-    fatal: bool = False
-
-
-@dataclass(frozen=True)
-class SkillInfo:
-    """A skill as the catalog knows it.
-
-    Attributes:
-        id: The path below `skills/`: `pdf` or `escrituras/compraventa`.
-        metadata: The parsed frontmatter.
-        source: Where it comes from: `user`, `shared` or `code`.
-        etag: The ETag of the SKILL.md it was read from, if any.
-        warnings: What the loader tolerated (see `parse_skill_md`).
-    """
-
-    id: str
-    metadata: SkillMetadata
-    source: str = "user"
-    etag: str = ""
-    warnings: tuple[str, ...] = ()
-
-    @property
-    def leaf(self) -> str:
-        """The last segment of the id (the skill's folder name)."""
-        return self.id.rsplit("/", 1)[-1]
-
-    @property
-    def category(self) -> str | None:
-        """`metadata.category`, else the id's first segment when it has several, else None."""
-        if self.metadata.category:
-            return self.metadata.category
-        return self.id.split("/", 1)[0] if "/" in self.id else None
 
 
 _MAX_DEPTH = 64  # Deeper YAML is refused: PyYAML's scanner is quadratic in flow nesting.
@@ -534,7 +372,7 @@ def render_skill_md(metadata: SkillMetadata, body: str) -> str:
     fields = metadata.model_dump(by_alias=True, exclude_defaults=True, exclude_none=True, exclude=set(extra))
     fields.update(extra)  # Unknown fields verbatim, even when null.
     tools = metadata.allowed_tools
-    if tools and _split_tools(" ".join(tools)) == tools:
+    if tools and split_tools(" ".join(tools)) == tools:
         fields["allowed-tools"] = " ".join(tools)
     frontmatter = yaml.dump(fields, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100_000)
     return f"---\n{frontmatter}---\n" + (f"\n{body}" if body else "")

@@ -1,6 +1,6 @@
 """Push a local tree of skills to a user's library, and pull a library back.
 
-`apush_tree` scans the tree (`s3skills.localtree.scan_tree`: junk dropped, every
+`apush_tree` scans the tree (`s3skills.transfer.localtree.scan_tree`: junk dropped, every
 `SKILL.md` validated, unsafe files refused), compares it with one listing of the
 library and uploads only what changed (the local MD5 against the ETag of single-part
 objects), each skill's `SKILL.md` last so that an agent never sees a half-uploaded
@@ -19,13 +19,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from s3skills import fileops
-from s3skills._sync import gather_limited, io_bound, sync_method
+from s3skills._loop import gather_limited, io_bound, sync_method
 from s3skills.errors import InvalidPath, S3SkillsError, SkillError
-from s3skills.layout import validate_skill_id
-from s3skills.localtree import (
+from s3skills.ids import SKILL_FILE, SkillId
+from s3skills.media import content_type_for
+from s3skills.transfer.localtree import (
     MAX_FILE_BYTES,
-    SKILL_FILE,
     Finding,
     Item,
     LocalFile,
@@ -35,7 +34,7 @@ from s3skills.localtree import (
     skill_of,
 )
 from s3skills.paths import join_key
-from s3skills.store import ObjectInfo, ObjectStore
+from s3skills.storage import ObjectInfo, ObjectStore
 
 __all__ = [
     "MAX_FILE_BYTES",
@@ -132,7 +131,7 @@ class PullReport:
 def _content_type(rel: str) -> str:
     guessed, _ = mimetypes.guess_type(PurePosixPath(rel).name)
     if rel.endswith(".md") or (guessed or "").startswith("text/"):
-        return fileops.content_type_for(rel)
+        return content_type_for(rel)
     return guessed or "application/octet-stream"
 
 
@@ -148,12 +147,7 @@ def _covers(protected: str, rel: str) -> bool:
 
 
 def _remote_skills(objects: Iterable[ObjectInfo], prefix: str) -> set[str]:
-    found = set()
-    for obj in objects:
-        parts = obj.key[len(prefix) :].split("/")
-        if parts[-1] == SKILL_FILE and 2 <= len(parts) <= 3:
-            found.add("/".join(parts[:-1]))
-    return found
+    return {str(sid) for o in objects if (sid := SkillId.from_key(o.key, prefix)) is not None}
 
 
 @io_bound
@@ -330,7 +324,7 @@ async def apull_tree(
         raise ValueError("prefix must end with '/'")
     listed = prefix
     if skill is not None:
-        skill = validate_skill_id(skill)
+        skill = str(SkillId.parse(skill))
         listed = prefix + skill + "/"
     objects, _ = await store.alist(listed)
     if skill is not None and not any(o.key == listed + SKILL_FILE for o in objects):

@@ -1,14 +1,12 @@
-"""The object-store layer: the small contract everything else is built on.
+"""`S3ObjectStore`: the `ObjectStore` contract on aioboto3.
 
-`ObjectStore` speaks to one bucket through aioboto3: paginated list (with or
-without a delimiter), get, ranged get, head, conditional put and batch delete.
 Errors leave this module only as the project's exceptions (`s3skills.errors`),
-through one table. Each request can be observed (`add_request_hook`), because
-request counts are a tested property of the library.
+through one table (`translate_error`). Retries are botocore's standard mode,
+per instance. Each API call can be observed (`add_request_hook`).
 
 The store's coroutines use a client bound to the running event loop (one client
 per loop, created on first use). The backend and the catalog always run them on
-the private I/O loop of `s3skills._sync`, so in practice there is one client.
+the private I/O loop of `s3skills._loop`, so in practice there is one client.
 """
 
 from __future__ import annotations
@@ -17,97 +15,17 @@ import asyncio
 import contextlib
 import threading
 import weakref
-from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 import aioboto3
 from botocore.config import Config
 
-from s3skills._sync import close_at_exit
+from s3skills._loop import close_at_exit
 from s3skills.errors import FileTooLarge, NotFound, S3SkillsError, StoreUnavailable, translate_error
+from s3skills.storage.protocol import ListPage, ObjectBody, ObjectInfo, RequestHook, StoreHelpers
 
-__all__ = [
-    "ListPage",
-    "ObjectBody",
-    "ObjectInfo",
-    "ObjectStore",
-    "RequestCounter",
-]
-
-RequestHook = Callable[[str], None]
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectInfo:
-    """One object as a listing or a HEAD describes it."""
-
-    key: str
-    size: int
-    etag: str
-    last_modified: datetime | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ObjectBody:
-    """The bytes of an object (or of a range of it) and its metadata.
-
-    `size` is the size of the whole object, also for a ranged read.
-    """
-
-    key: str
-    data: bytes
-    etag: str
-    size: int
-    last_modified: datetime | None = None
-    content_type: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ListPage:
-    """One page of a listing: objects and, with a delimiter, common prefixes."""
-
-    objects: tuple[ObjectInfo, ...]
-    prefixes: tuple[str, ...]
-
-
-class RequestCounter:
-    """Counts S3 API calls per operation name (`GetObject`, `ListObjectsV2`...).
-
-    Install it with `store.add_request_hook(counter)`. A retried call counts once.
-    Thread-safe.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._counts: Counter[str] = Counter()
-
-    def __call__(self, operation: str) -> None:
-        with self._lock:
-            self._counts[operation] += 1
-
-    @property
-    def counts(self) -> dict[str, int]:
-        """A snapshot of the counts."""
-        with self._lock:
-            return dict(self._counts)
-
-    @property
-    def total(self) -> int:
-        """All calls counted so far."""
-        with self._lock:
-            return sum(self._counts.values())
-
-    def __getitem__(self, operation: str) -> int:
-        with self._lock:
-            return self._counts[operation]
-
-    def reset(self) -> None:
-        """Forget the counts."""
-        with self._lock:
-            self._counts.clear()
+__all__ = ["S3ObjectStore"]
 
 
 def _close_clients(clients: dict[asyncio.AbstractEventLoop, tuple[Any, Any]]) -> None:
@@ -124,8 +42,8 @@ def _etag(value: Any) -> str:
     return str(value or "").strip('"')
 
 
-class ObjectStore:
-    """An S3 bucket seen through the six operations the library needs.
+class S3ObjectStore(StoreHelpers):
+    """An S3 bucket on aioboto3, with botocore retries and one error table.
 
     Args:
         bucket: The bucket name.
@@ -182,7 +100,7 @@ class ObjectStore:
         close_at_exit(self)
 
     def __repr__(self) -> str:
-        return f"ObjectStore(bucket={self.bucket!r}, endpoint_url={self.endpoint_url!r})"
+        return f"S3ObjectStore(bucket={self.bucket!r}, endpoint_url={self.endpoint_url!r})"
 
     # -- observation -----------------------------------------------------------------
 
@@ -276,15 +194,6 @@ class ObjectStore:
             if not resp.get("IsTruncated") or not token:
                 return
             kwargs["ContinuationToken"] = token
-
-    async def alist(self, prefix: str, *, delimiter: str | None = None) -> tuple[list[ObjectInfo], list[str]]:
-        """All objects and common prefixes under `prefix`, every page read."""
-        objects: list[ObjectInfo] = []
-        prefixes: list[str] = []
-        async for page in self.alist_pages(prefix, delimiter=delimiter):
-            objects.extend(page.objects)
-            prefixes.extend(page.prefixes)
-        return objects, prefixes
 
     async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
         """Read a whole object (1 GetObject; again only if the body arrives cut short).
@@ -416,14 +325,6 @@ class ObjectStore:
                 raise translate_error(exc, "delete") from exc
             failed.extend(e["Key"] for e in resp.get("Errors", []) or [])
         return failed
-
-    async def aexists(self, key: str) -> bool:
-        """True when the key exists. A 403 raises `AccessDenied`; it is not a "no"."""
-        try:
-            await self.ahead(key)
-        except NotFound:
-            return False
-        return True
 
     async def acreate_bucket(self) -> None:
         """Create the bucket if it does not exist (demo, tests, CLI)."""

@@ -15,12 +15,22 @@ import concurrent.futures
 import contextlib
 import contextvars
 import functools
+import os
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, ParamSpec, TypeVar
 
-__all__ = ["close_at_exit", "gather_limited", "io_bound", "io_loop", "on_io_loop", "run_sync", "sync_method"]
+__all__ = [
+    "close_at_exit",
+    "gather_limited",
+    "io_bound",
+    "io_loop",
+    "offload",
+    "on_io_loop",
+    "run_sync",
+    "sync_method",
+]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -103,14 +113,12 @@ async def on_io_loop(coro: Coroutine[Any, Any, T]) -> T:
         raise
 
 
-def sync_method(async_fn: Callable[..., Awaitable[T]]) -> Callable[..., T]:
-    """Build the sync twin of an `async def` method: same arguments, same result.
-
-    (Typed loosely on purpose: the twin overrides protocol methods of many shapes.)
-    """
+def sync_method(async_fn: Callable[P, Awaitable[T]]) -> Callable[P, T]:
+    """Build the sync twin of an `async def` method: same parameters (for type checkers
+    too), the awaited result."""
 
     @functools.wraps(async_fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
         return run_sync(_as_coroutine(async_fn(*args, **kwargs)))
 
     wrapper.__name__ = async_fn.__name__.removeprefix("a")
@@ -190,3 +198,22 @@ def _shutdown() -> None:
 
 
 atexit.register(_shutdown)
+
+
+def _after_fork_in_child() -> None:
+    # The loop thread does not survive a fork, and the lock may have been held by it:
+    # the child starts its own loop on first use.
+    global _lock, _loop, _thread
+    _lock = threading.Lock()
+    _loop = None
+    _thread = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+async def offload(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """Run CPU-bound or blocking work in a worker thread, so the shared I/O loop keeps
+    serving other tenants meanwhile."""
+    return await asyncio.to_thread(fn, *args, **kwargs)

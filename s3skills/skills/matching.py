@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 
-from s3skills.skillmd import SkillInfo
+from s3skills.skills.model import SkillInfo
 
 __all__ = ["closest_ids", "rank", "tokenize"]
 

@@ -1,0 +1,13 @@
+"""The bridge between sync and async code, for front ends and applications.
+
+s3skills runs all its I/O on one private event loop in a daemon thread (see
+`s3skills._loop`). These are the public entry points to it:
+
+- `run_sync(coro)`: run a coroutine there and wait for its result (from sync code).
+- `sync_method(amethod)`: the sync twin of an `async def` method, same parameters.
+- `gather_limited(jobs, limit)`: run coroutine factories with at most `limit` in flight.
+"""
+
+from s3skills._loop import gather_limited, run_sync, sync_method
+
+__all__ = ["gather_limited", "run_sync", "sync_method"]

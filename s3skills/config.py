@@ -1,0 +1,101 @@
+"""`Config`: the settings the backend, the skill library and the mounts share.
+
+One frozen object instead of the same keyword arguments repeated through every
+constructor. `Limits` is the one size policy: the same numbers bound what an agent
+may write, what `push` uploads and what a read returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from s3skills.layout import KeyLayout
+from s3skills.paths import check_identity
+from s3skills.tenancy import Tenant
+
+__all__ = ["Config", "Limits", "SkillsMode"]
+
+SkillsMode = Literal["gated", "library"]
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much work one call may do.
+
+    Attributes:
+        max_file_bytes: Largest file an agent may read or write, and `push` may upload.
+        max_grep_file_bytes: Larger files are skipped by `grep` (and said to be).
+        max_grep_scan_bytes: Bytes `grep` reads per call before it stops and says so.
+        max_grep_matches: Matches `grep` returns per call before it stops and says so.
+        max_glob_results: Paths `glob` returns per call.
+        max_ls_entries: Entries `ls` returns per call.
+        max_frontmatter_bytes: Largest SKILL.md frontmatter indexed (larger: a problem).
+        max_skill_md_bytes: Largest SKILL.md read.
+        max_skills_per_library: Skills indexed per library (the rest: a problem).
+        body_cache_bytes: Bytes of SKILL.md bodies kept in memory, all tenants together.
+        concurrency: Requests in flight for one call (grep, indexing, transfers).
+    """
+
+    max_file_bytes: int = 10 * MiB
+    max_grep_file_bytes: int = 2 * MiB
+    max_grep_scan_bytes: int = 16 * MiB
+    max_grep_matches: int = 1000
+    max_glob_results: int = 2000
+    max_ls_entries: int = 5000
+    max_frontmatter_bytes: int = 64 * 1024
+    max_skill_md_bytes: int = 10 * MiB
+    max_skills_per_library: int = 20_000
+    body_cache_bytes: int = 64 * MiB
+    concurrency: int = 32
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"Limits.{name} must be a positive integer")
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings shared by `S3Backend`, `SkillLibrary` and the mounts.
+
+    Attributes:
+        layout: Where each namespace lives (`KeyLayout()`, or `KeyLayout.seeds()`).
+        shared_library: The organisation library's name (`shared/{name}/skills/`),
+            below the user's library in precedence; None for none.
+        catalog_ttl: Seconds an index is trusted without asking the store again.
+        skills_mode: `gated` (only loaded skills under /skills) or `library`.
+        ticket_writable: Whether agents may write under /ticket.
+        limits: The size and work limits.
+    """
+
+    layout: KeyLayout = field(default_factory=KeyLayout)
+    shared_library: str | None = None
+    catalog_ttl: float | None = None
+    skills_mode: SkillsMode = "gated"
+    ticket_writable: bool = False
+    limits: Limits = field(default_factory=Limits)
+
+    def __post_init__(self) -> None:
+        if self.shared_library is not None:
+            name = self.shared_library.strip("/")
+            check_identity(name, "shared library name")
+            object.__setattr__(self, "shared_library", name)
+            self.layout.check_ids(library=name)
+        if self.skills_mode not in ("gated", "library"):
+            raise ValueError("skills_mode must be 'gated' or 'library'")
+        if self.catalog_ttl is not None and self.catalog_ttl < 0:
+            raise ValueError("catalog_ttl must be None or >= 0")
+
+    def check_tenant(self, tenant: Tenant) -> Tenant:
+        """Refuse the ids of a call that would reach into another namespace.
+
+        Raises:
+            TenantError: See `KeyLayout.check_ids`.
+        """
+        self.layout.check_ids(
+            user_id=tenant.user_id, thread_id=tenant.thread_id, ticket_id=tenant.ticket_id, library=self.shared_library
+        )
+        return tenant

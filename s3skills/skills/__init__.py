@@ -1,0 +1,39 @@
+"""The skills layer: `SkillLibrary` (the seam), the catalog, SKILL.md parsing and rendering,
+matching, code skills and usage events."""
+
+from s3skills.skills.catalog import LibraryIndex, SkillCatalog, SkillEntry
+from s3skills.skills.library import LoadResult, SkillFile, SkillHome, SkillLibrary, SkillPage, check_leaf_clash
+from s3skills.skills.model import InvalidSkill, ParsedSkill, Problem, SkillInfo, SkillMetadata, SkillProblem
+from s3skills.skills.parse import get_skill_doc, parse_skill_md, render_skill_md, validate_skill_md
+from s3skills.skills.registry import Skill, SkillRegistry, merge_index, skill_id_of, tool_name
+from s3skills.skills.usage import SkillUsage, log_usage, usage_stats
+
+__all__ = [
+    "InvalidSkill",
+    "LibraryIndex",
+    "LoadResult",
+    "ParsedSkill",
+    "Problem",
+    "Skill",
+    "SkillCatalog",
+    "SkillEntry",
+    "SkillFile",
+    "SkillHome",
+    "SkillInfo",
+    "SkillLibrary",
+    "SkillMetadata",
+    "SkillPage",
+    "SkillProblem",
+    "SkillRegistry",
+    "SkillUsage",
+    "check_leaf_clash",
+    "get_skill_doc",
+    "log_usage",
+    "merge_index",
+    "parse_skill_md",
+    "render_skill_md",
+    "skill_id_of",
+    "tool_name",
+    "usage_stats",
+    "validate_skill_md",
+]

@@ -1,0 +1,452 @@
+"""`SkillLibrary`: the one seam every front end and adapter uses for skills.
+
+It is tenant-aware: each method works for the tenant of the current call (or an
+explicit `Tenant`). It owns the catalog layers (shared < user < code skills from a
+`SkillRegistry`), the rules that decide what a skill is and who may see it, and
+the skills' files:
+
+- A disabled skill (`enabled: false`) does not exist for the agent: it cannot be
+  found, loaded, read or run, and its folder is not mounted.
+- A skill is one folder: a folder inside it holding its own `SKILL.md` is another
+  skill and is never part of the outer one (`SkillHome.excluded`).
+- A code skill never maps to S3 keys.
+- Two loaded skills never share a leaf (the folder name under `/skills/`).
+- A skill may be named by its id or by its leaf when that is unique.
+
+Every coroutine has a generated sync twin (`index`, `get`, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from s3skills._loop import io_bound, sync_method
+from s3skills.config import Config
+from s3skills.errors import InvalidPath, NotFound, SkillError, TenantError
+from s3skills.ids import SkillId, nested_in
+from s3skills.paths import VPath, join_key
+from s3skills.skills.catalog import SkillCatalog, SkillEntry
+from s3skills.skills.matching import closest_ids, rank
+from s3skills.skills.model import SkillInfo, SkillProblem
+from s3skills.skills.parse import get_skill_doc
+from s3skills.skills.registry import SkillRegistry, merge_index
+from s3skills.storage import ObjectBody, ObjectStore
+from s3skills.tenancy import Identity, Tenant, resolve_tenant, run_config
+
+__all__ = ["LoadResult", "SkillFile", "SkillHome", "SkillLibrary", "SkillPage", "check_leaf_clash"]
+
+
+@dataclass(frozen=True, slots=True)
+class SkillHome:
+    """Where an S3 skill's files live.
+
+    Attributes:
+        skill: The skill.
+        prefix: The key prefix of its folder (ends with `/`).
+        excluded: Key prefixes below `prefix` that belong to nested skills.
+    """
+
+    skill: SkillInfo
+    prefix: str
+    excluded: tuple[str, ...] = ()
+
+    def owns(self, key: str) -> bool:
+        """Whether `key` is one of this skill's files (not a nested skill's)."""
+        return key.startswith(self.prefix) and not any(key.startswith(p) for p in self.excluded)
+
+
+@dataclass(frozen=True, slots=True)
+class SkillFile:
+    """One file of a skill: its path relative to the skill folder, size and ETag."""
+
+    path: str
+    size: int
+    etag: str
+
+
+@dataclass(frozen=True, slots=True)
+class SkillPage:
+    """One page of `search`: the skills, the total that matched, and the next cursor."""
+
+    skills: list[SkillInfo]
+    total: int
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """What loading a skill gives: the skill, its instructions and its files' virtual paths."""
+
+    skill: SkillInfo
+    instructions: str
+    files: list[str]
+
+    @property
+    def is_code(self) -> bool:
+        """True for a code skill (its tools appear once loaded; it has no files)."""
+        return self.skill.source == "code"
+
+
+def check_leaf_clash(skill_id: str, loaded: Sequence[str]) -> None:
+    """Refuse a second loaded skill whose folder name under /skills is taken.
+
+    Raises:
+        SkillError: Another loaded skill has the same leaf name.
+    """
+    leaf = SkillId.parse(skill_id).leaf
+    for other in loaded:
+        if other != skill_id and SkillId.is_valid(other) and SkillId.parse(other).leaf == leaf:
+            raise SkillError(
+                f"Cannot load '{skill_id}': the loaded skill '{other}' already appears as /skills/{leaf}. "
+                "Two loaded skills cannot share a folder name."
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class _Known:
+    """A skill of the merged index, with the entry and library it came from (None: code)."""
+
+    info: SkillInfo
+    entry: SkillEntry | None
+    prefix: str | None
+
+
+class SkillLibrary:
+    """The skills of every tenant, seen one tenant at a time.
+
+    Args:
+        store: The object store holding the libraries.
+        config: Layout, shared library, TTL and limits (shared with the backend).
+        registry: Code skills, indexed with the S3 skills.
+        tenant: How to find the tenant of the current call; by default the run's
+            context (see `s3skills.tenancy`).
+        catalog: A `SkillCatalog` to share (one is built otherwise).
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        config: Config | None = None,
+        *,
+        registry: SkillRegistry | None = None,
+        tenant: Callable[[], Tenant] | None = None,
+        catalog: SkillCatalog | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config or Config()
+        self.registry = registry
+        self.catalog = catalog or SkillCatalog(store, limits=self.config.limits, ttl=self.config.catalog_ttl)
+        self._tenant = tenant or (lambda: self.config.check_tenant(resolve_tenant(Identity())))
+
+    def tenant(self) -> Tenant:
+        """The tenant of the current call."""
+        return self._tenant()
+
+    def with_registry(self, registry: SkillRegistry | None) -> SkillLibrary:
+        """The same library (store, catalog cache, tenancy) with other code skills."""
+        if registry is None or registry is self.registry:
+            return self
+        return SkillLibrary(self.store, self.config, registry=registry, tenant=self._tenant, catalog=self.catalog)
+
+    def _user(self, tenant: Tenant | None) -> Tenant:
+        tenant = tenant or self.tenant()
+        self.config.layout.user_prefix(tenant.user_id)  # the clear "no user id" error
+        return tenant
+
+    def libraries(self, tenant: Tenant) -> list[tuple[str, str]]:
+        """`(source, prefix)` of the tenant's libraries, lowest precedence first."""
+        out = []
+        if self.config.shared_library is not None:
+            out.append(("shared", self.config.layout.shared_prefix(self.config.shared_library)))
+        out.append(("user", self.config.layout.user_prefix(tenant.user_id)))
+        return out
+
+    # -- the merged index ------------------------------------------------------------------
+
+    async def _known(self, tenant: Tenant, *, cached: bool = False, refresh: bool = False) -> dict[str, _Known]:
+        merged: dict[str, _Known] = {}
+        for source, prefix in self.libraries(tenant):
+            index = await self.catalog.aindex(source, prefix, cached=cached, force=refresh)
+            for skill_id, entry in index.entries.items():
+                if entry.info is not None:
+                    merged[skill_id] = _Known(entry.info, entry, prefix)
+                elif source == "user":
+                    merged.pop(skill_id, None)  # a broken user copy hides the shared one
+        if self.registry is not None:
+            code = self.registry.list_skills(run_config(tenant))
+            for info in merge_index([], code):
+                merged[info.id] = _Known(info, None, None)
+        return merged
+
+    @io_bound
+    async def aindex(
+        self,
+        category: str | None = None,
+        *,
+        include_disabled: bool = False,
+        tenant: Tenant | None = None,
+        cached: bool = False,
+        refresh: bool = False,
+    ) -> list[SkillInfo]:
+        """The tenant's skills (code over user over shared), sorted by id.
+
+        Args:
+            category: Only skills of this category (None or "all": every one).
+            include_disabled: Also disabled skills (for management tools, never agents).
+            tenant: The tenant (default: the current call's).
+            cached: Use indexes already read whatever their age (no request if all were).
+            refresh: List even within the TTL.
+        """
+        known = await self._known(self._user(tenant), cached=cached, refresh=refresh)
+        skills = [k.info for _, k in sorted(known.items())]
+        if not include_disabled:
+            skills = [s for s in skills if s.metadata.enabled]
+        if category and category != "all":
+            skills = [s for s in skills if s.category == category]
+        return skills
+
+    async def _find(self, name: str, tenant: Tenant, *, cached: bool = False) -> _Known:
+        """An enabled skill by id or unique leaf; unknown, disabled and ambiguous raise."""
+        known = await self._known(tenant, cached=cached)
+        if cached and not _resolves(name, known):
+            known = await self._known(tenant)  # a skill the cached index does not know yet
+        wanted = _name(name)
+        hit = known.get(wanted)
+        if hit is None and "/" not in wanted:
+            leaves = [k for sid, k in known.items() if SkillId.parse(sid).leaf == wanted and k.info.metadata.enabled]
+            if len(leaves) > 1:
+                ids = ", ".join(sorted(k.info.id for k in leaves))
+                raise SkillError(f"'{wanted}' names several skills ({ids}): give the full id.")
+            hit = leaves[0] if leaves else None
+        if hit is not None and hit.info.metadata.enabled:
+            return hit
+        code = self.registry.get(wanted) if self.registry is not None else None
+        if code is not None and hit is None:
+            raise SkillError(f"The skill '{wanted}' is not available in this context.")
+        enabled = [k.info for k in known.values() if k.info.metadata.enabled]
+        suggestions = closest_ids(wanted, enabled)
+        hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
+        raise SkillError(f"Skill '{wanted}' not found.{hint} Call list_skills to see them all.")
+
+    @io_bound
+    async def aget(self, name: str, *, tenant: Tenant | None = None, cached: bool = False) -> SkillInfo:
+        """One enabled skill, by id or by its folder name when unique.
+
+        Raises:
+            SkillError: Unknown, disabled or ambiguous (the message suggests ids).
+            InvalidPath: A malformed name.
+        """
+        return (await self._find(name, self._user(tenant), cached=cached)).info
+
+    @io_bound
+    async def aresolve(self, name: str, *, tenant: Tenant | None = None) -> str:
+        """The id of the enabled skill `name` stands for (an id or a unique folder name)."""
+        return (await self._find(name, self._user(tenant))).info.id
+
+    @io_bound
+    async def asearch(
+        self,
+        query: str = "",
+        *,
+        limit: int = 20,
+        cursor: str | None = None,
+        category: str | None = None,
+        tenant: Tenant | None = None,
+    ) -> SkillPage:
+        """Enabled skills ranked for `query` (BM25), or by id without a query, in pages.
+
+        Args:
+            query: Words of the request; empty lists every skill by id.
+            limit: Skills per page.
+            cursor: The `next_cursor` of the previous page.
+            category: Only this category.
+        """
+        skills = await self.aindex(category, tenant=tenant)
+        if query.strip():
+            ranked = [s for s, _ in rank(query, skills, limit=len(skills))]
+            skills = ranked + [s for s in skills if s not in ranked]
+        try:
+            start = int(cursor) if cursor else 0
+        except ValueError:
+            raise InvalidPath(f"Invalid cursor {cursor!r}: pass the next_cursor of a previous page") from None
+        start = max(0, start)
+        page = skills[start : start + max(1, limit)]
+        end = start + len(page)
+        return SkillPage(page, len(skills), str(end) if end < len(skills) else None)
+
+    # -- one skill ---------------------------------------------------------------------------
+
+    def _home(self, known: dict[str, _Known], hit: _Known) -> SkillHome:
+        if hit.prefix is None:
+            raise NotFound(f"'{hit.info.id}' is a code skill: it has no files")
+        same_library = [sid for sid, k in known.items() if k.prefix == hit.prefix]
+        prefix = hit.prefix + hit.info.id + "/"
+        excluded = tuple(hit.prefix + sid + "/" for sid in nested_in(hit.info.id, same_library))
+        return SkillHome(hit.info, prefix, excluded)
+
+    @io_bound
+    async def ahome(self, name: str, *, tenant: Tenant | None = None, cached: bool = True) -> SkillHome:
+        """Where an enabled S3 skill's files live (for the filesystem adapter).
+
+        By default the index already read is trusted (no request on a hot path);
+        a skill it does not know is looked up again.
+
+        Raises:
+            SkillError: Unknown or disabled. NotFound: a code skill (no files).
+        """
+        tenant = self._user(tenant)
+        hit = await self._find(name, tenant, cached=cached)
+        return self._home(await self._known(tenant, cached=True), hit)
+
+    @io_bound
+    async def askill_md(self, name: str, *, tenant: Tenant | None = None) -> str:
+        """The full text of an enabled skill's `SKILL.md` (cached by ETag).
+
+        A code skill gives its instructions.
+        """
+        hit = await self._find(name, self._user(tenant))
+        if hit.entry is None:
+            return self._code_instructions(hit.info.id)
+        return await self.catalog.atext(hit.entry)
+
+    @io_bound
+    async def ainstructions(self, name: str, *, tenant: Tenant | None = None) -> str:
+        """The instructions of an enabled skill: its `SKILL.md` body, or a code skill's own."""
+        hit = await self._find(name, self._user(tenant))
+        if hit.entry is None:
+            return self._code_instructions(hit.info.id)
+        return get_skill_doc(await self.catalog.atext(hit.entry))
+
+    async def ainstructions_of(self, skill: SkillInfo, *, tenant: Tenant | None = None) -> str:
+        """Like `ainstructions`, for a skill of an index just read (no index request)."""
+        if skill.source == "code":
+            return self._code_instructions(skill.id)
+        tenant = self._user(tenant)
+        known = await self._known(tenant, cached=True)
+        hit = known.get(skill.id)
+        if hit is None or hit.entry is None or hit.info.etag != skill.etag:
+            hit = await self._find(skill.id, tenant)
+        assert hit.entry is not None
+        return get_skill_doc(await self.catalog.atext(hit.entry))
+
+    def _code_instructions(self, skill_id: str) -> str:
+        code = self.registry.get(skill_id) if self.registry is not None else None
+        if code is None:  # pragma: no cover - the index came from the registry
+            raise SkillError(f"Skill '{skill_id}' not found.")
+        return code.get_system_instructions()
+
+    @io_bound
+    async def afiles(self, name: str, *, tenant: Tenant | None = None) -> list[SkillFile]:
+        """The files of an enabled S3 skill (1 LIST per 1,000 keys), nested skills left out."""
+        home = await self.ahome(name, tenant=tenant)
+        objects, _ = await self.store.alist(home.prefix)
+        return [
+            SkillFile(o.key[len(home.prefix) :], o.size, o.etag)
+            for o in objects
+            if home.owns(o.key) and not o.key.endswith("/")
+        ]
+
+    @io_bound
+    async def aopen(
+        self, name: str, path: str, *, tenant: Tenant | None = None, max_bytes: int | None = None
+    ) -> ObjectBody:
+        """Read one file of an enabled S3 skill (1 GET). `path` is relative to the skill folder.
+
+        Raises:
+            InvalidPath: A path that is not plainly inside the folder.
+            NotFound: No such file (or it belongs to a nested skill).
+        """
+        rel = VPath.parse("/" + path.lstrip("/") if isinstance(path, str) else path).parts
+        if not rel:
+            raise InvalidPath("Give the path of a file inside the skill")
+        home = await self.ahome(name, tenant=tenant)
+        key = join_key(home.prefix, rel)
+        if not home.owns(key):
+            raise NotFound(path)
+        return await self.store.aget(key, max_bytes=max_bytes or self.config.limits.max_file_bytes)
+
+    @io_bound
+    async def aload(self, name: str, loaded: Sequence[str] = (), *, tenant: Tenant | None = None) -> LoadResult:
+        """Check and describe the load of a skill (the caller records it in its state).
+
+        Costs the index (cached by ETag), the SKILL.md body (cached by ETag) and, for an
+        S3 skill, 1 LIST of its folder.
+
+        Raises:
+            SkillError: Unknown, disabled, ambiguous, unavailable, or its leaf is taken.
+        """
+        tenant = self._user(tenant)
+        hit = await self._find(name, tenant)
+        check_leaf_clash(hit.info.id, [*loaded, *tenant.loaded_skills])
+        if hit.entry is None:
+            return LoadResult(hit.info, self._code_instructions(hit.info.id), [])
+        text = await self.catalog.atext(hit.entry)
+        home = self._home(await self._known(tenant, cached=True), hit)
+        objects, _ = await self.store.alist(home.prefix)
+        leaf = SkillId.parse(hit.info.id).leaf
+        files = sorted(
+            f"/skills/{leaf}/{o.key[len(home.prefix) :]}"
+            for o in objects
+            if home.owns(o.key) and not o.key.endswith("/")
+        )
+        return LoadResult(hit.info, get_skill_doc(text), files)
+
+    # -- housekeeping -----------------------------------------------------------------------
+
+    def problems(self, tenant: Tenant | None = None) -> list[SkillProblem]:
+        """Skipped and suspicious skills seen by the last indexing of the tenant's libraries."""
+        tenant = self._user(tenant)
+        out: list[SkillProblem] = []
+        for source, prefix in self.libraries(tenant):
+            index = self.catalog.cached(prefix)
+            if index is None:
+                continue
+            for skill_id, entry in sorted(index.entries.items()):
+                if entry.problem is not None:
+                    out.append(SkillProblem(skill_id, source, "error", entry.problem))
+                elif entry.info is not None:
+                    out.extend(SkillProblem(skill_id, source, "warning", w) for w in entry.info.warnings)
+            if index.truncated:
+                out.append(
+                    SkillProblem(
+                        "*",
+                        source,
+                        "error",
+                        f"{index.truncated} skills were not indexed: the limit is "
+                        f"{self.config.limits.max_skills_per_library} per library",
+                    )
+                )
+        return out
+
+    def invalidate(self, tenant: Tenant | None = None) -> None:
+        """Forget the age of the tenant's cached indexes (all, with no tenant known)."""
+        try:
+            tenant = self._user(tenant)
+        except TenantError:
+            self.catalog.invalidate()
+            return
+        for _, prefix in self.libraries(tenant):
+            self.catalog.invalidate(prefix)
+
+    index = sync_method(aindex)
+    get = sync_method(aget)
+    resolve = sync_method(aresolve)
+    search = sync_method(asearch)
+    home = sync_method(ahome)
+    skill_md = sync_method(askill_md)
+    instructions = sync_method(ainstructions)
+    files = sync_method(afiles)
+    open = sync_method(aopen)
+    load = sync_method(aload)
+
+
+def _name(name: object) -> str:
+    """A skill name as given (an id or a leaf), checked."""
+    return str(SkillId.parse(name))
+
+
+def _resolves(name: str, known: dict[str, _Known]) -> bool:
+    wanted = _name(name)
+    return wanted in known or any(SkillId.parse(sid).leaf == wanted for sid in known)
+

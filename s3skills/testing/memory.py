@@ -1,0 +1,184 @@
+"""`MemoryObjectStore`: the `ObjectStore` contract in memory, for unit tests without a server.
+
+It behaves like S3 where the library depends on it: keys listed in order, pages of
+at most `page_size`, common prefixes with a delimiter, ETags that are the MD5 of the
+body (as S3's single-part ETags), `IfMatch`/`IfNoneMatch` conditions checked
+atomically, ranged reads, `NotFound` for a missing key. Request hooks see the same
+operation names as on S3 (`ListObjectsV2`, `GetObject`, `HeadObject`, `PutObject`,
+`DeleteObjects`), so request counts can be asserted on either store.
+
+`fail_next(operation, error)` makes the next call of an operation raise, for fault tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
+from s3skills.storage.protocol import ListPage, ObjectBody, ObjectInfo, RequestHook, StoreHelpers
+
+__all__ = ["MemoryObjectStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Object:
+    data: bytes
+    etag: str
+    modified: datetime
+    content_type: str | None
+
+
+class MemoryObjectStore(StoreHelpers):
+    """One bucket in memory. Thread-safe.
+
+    Args:
+        bucket: The bucket name (only reported).
+    """
+
+    def __init__(self, bucket: str = "memory") -> None:
+        self.bucket = bucket
+        self._objects: dict[str, _Object] = {}
+        self._lock = threading.Lock()
+        self._hooks: list[RequestHook] = []
+        self._faults: dict[str, list[S3SkillsError]] = {}
+
+    def __repr__(self) -> str:
+        return f"MemoryObjectStore(bucket={self.bucket!r}, objects={len(self._objects)})"
+
+    # -- observation and faults ---------------------------------------------------------
+
+    def add_request_hook(self, hook: RequestHook) -> None:
+        """Call `hook(operation)` once per call, with S3's operation names."""
+        self._hooks.append(hook)
+
+    def remove_request_hook(self, hook: RequestHook) -> None:
+        """Undo `add_request_hook`."""
+        self._hooks.remove(hook)
+
+    def fail_next(self, operation: str, error: S3SkillsError) -> None:
+        """Make the next call of `operation` (`GetObject`, `PutObject`...) raise `error`."""
+        self._faults.setdefault(operation, []).append(error)
+
+    def _call(self, operation: str) -> None:
+        for hook in list(self._hooks):
+            hook(operation)
+        pending = self._faults.get(operation)
+        if pending:
+            raise pending.pop(0)
+
+    # -- direct access for arranging tests ------------------------------------------------
+
+    def put_object(self, key: str, data: bytes | str, content_type: str | None = None) -> str:
+        """Write an object without a request hook (arranging a test); returns its ETag."""
+        body = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        etag = hashlib.md5(body, usedforsecurity=False).hexdigest()
+        with self._lock:
+            self._objects[key] = _Object(body, etag, datetime.now(UTC), content_type)
+        return etag
+
+    def keys(self) -> list[str]:
+        """Every key, in order."""
+        with self._lock:
+            return sorted(self._objects)
+
+    # -- the contract -----------------------------------------------------------------------
+
+    async def alist_pages(
+        self, prefix: str, *, delimiter: str | None = None, page_size: int = 1000
+    ) -> AsyncIterator[ListPage]:
+        """Listing pages in key order (one hook call per page)."""
+        with self._lock:
+            items = sorted((k, o) for k, o in self._objects.items() if k.startswith(prefix))
+        entries: list[ObjectInfo | str] = []
+        seen: set[str] = set()
+        for key, obj in items:
+            if delimiter:
+                cut = key.find(delimiter, len(prefix))
+                if cut >= 0:
+                    common = key[: cut + len(delimiter)]
+                    if common not in seen:
+                        seen.add(common)
+                        entries.append(common)
+                    continue
+            entries.append(ObjectInfo(key, len(obj.data), obj.etag, obj.modified))
+        start = 0
+        while True:
+            self._call("ListObjectsV2")
+            chunk = entries[start : start + page_size]
+            objects = tuple(e for e in chunk if isinstance(e, ObjectInfo))
+            prefixes = tuple(e for e in chunk if isinstance(e, str))
+            yield ListPage(objects, prefixes)
+            start += page_size
+            if start >= len(entries):
+                return
+
+    def _get(self, key: str) -> _Object:
+        with self._lock:
+            obj = self._objects.get(key)
+        if obj is None:
+            raise NotFound("get: the store answered NoSuchKey")
+        return obj
+
+    async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
+        """A whole object."""
+        self._call("GetObject")
+        obj = self._get(key)
+        if max_bytes is not None and len(obj.data) > max_bytes:
+            raise FileTooLarge(f"get: the object is {len(obj.data)} bytes; the limit is {max_bytes}")
+        return ObjectBody(key, obj.data, obj.etag, len(obj.data), obj.modified, obj.content_type)
+
+    async def aget_range(self, key: str, start: int, length: int) -> ObjectBody:
+        """`length` bytes from `start` (what exists of them)."""
+        self._call("GetObject")
+        obj = self._get(key)
+        data = obj.data[start : start + length]
+        return ObjectBody(key, data, obj.etag, len(obj.data), obj.modified, obj.content_type)
+
+    async def ahead(self, key: str) -> ObjectInfo:
+        """Describe one object."""
+        self._call("HeadObject")
+        obj = self._get(key)
+        return ObjectInfo(key, len(obj.data), obj.etag, obj.modified)
+
+    async def aput(
+        self,
+        key: str,
+        data: bytes,
+        *,
+        if_match: str | None = None,
+        if_none_match: bool = False,
+        content_type: str | None = None,
+    ) -> str:
+        """Write an object; the conditions are checked atomically."""
+        self._call("PutObject")
+        etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
+        with self._lock:
+            current = self._objects.get(key)
+            if if_none_match and current is not None:
+                raise Conflict("put: the store answered PreconditionFailed")
+            if if_match is not None and (current is None or current.etag != if_match):
+                if current is None:
+                    raise NotFound("put: the store answered NoSuchKey")
+                raise Conflict("put: the store answered PreconditionFailed")
+            self._objects[key] = _Object(bytes(data), etag, datetime.now(UTC), content_type)
+        return etag
+
+    async def adelete_many(self, keys: Iterable[str]) -> list[str]:
+        """Delete keys (one hook call per 1,000)."""
+        pending = list(dict.fromkeys(keys))
+        for start in range(0, len(pending), 1000):
+            self._call("DeleteObjects")
+            with self._lock:
+                for key in pending[start : start + 1000]:
+                    self._objects.pop(key, None)
+        return []
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+    async def acreate_bucket(self) -> None:
+        """The bucket always exists."""
