@@ -19,7 +19,7 @@ import re
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TextIO, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import click
 from rich.console import Console
@@ -27,8 +27,10 @@ from rich.console import Console
 from s3skills._sync import run_sync
 from s3skills.layout import KeyLayout
 from s3skills.paths import check_identity
-from s3skills.store import ObjectStore
 from s3skills.tenancy import Tenant
+
+if TYPE_CHECKING:  # the store module imports aioboto3: only the commands that connect pay for it
+    from s3skills.store import ObjectStore
 
 __all__ = [
     "LAYOUTS",
@@ -236,6 +238,8 @@ class Context:
             import aioboto3
             from aiobotocore.session import get_session
             from botocore.exceptions import ProfileNotFound
+
+            from s3skills.store import ObjectStore
 
             core = get_session()
             # The service models are static files: parse them once per process, not per call.

@@ -1,7 +1,8 @@
 """The commands that read or change skills in the bucket: `list`, `info`, `enable`, `disable`, `rm`.
 
 Each command returns its exit status; failures raise (`CliError`, `UsageError` or the
-library's exceptions) and `s3skills.cli.app` turns them into one line on stderr.
+library's exceptions) and `s3skills.cli.app` turns them into one line on stderr. The
+catalog (and through it aioboto3) is imported by `list` only, so `--help` stays fast.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from s3skills.catalog import SkillCatalog
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
 from s3skills.cli.shared import human_size, problem_line, resolve_skill
 from s3skills.errors import Conflict
@@ -30,6 +30,8 @@ __all__ = ["disable_command", "enable_command", "info_command", "list_command", 
 @pass_context
 def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
     """List the skills of a user, their enabled state and problems."""
+    from s3skills.catalog import SkillCatalog
+
     catalog = SkillCatalog(ctx.store, layout=ctx.layout)
     every = catalog.skills(ctx.user, category=category, include_disabled=True, refresh=True)
     skills = every if show_all else [s for s in every if s.metadata.enabled]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -16,7 +17,9 @@ from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.errors import Conflict, S3SkillsError
 from s3skills.paths import check_identity
 from s3skills.skillmd import SkillMetadata, render_skill_md, validate_skill_md
-from s3skills.store import ObjectStore
+
+if TYPE_CHECKING:
+    from s3skills.store import ObjectStore
 
 __all__ = ["SCRIPT_PATH", "create_command", "scaffold_files", "skill_md", "write_local", "write_remote"]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
@@ -12,7 +13,9 @@ from s3skills.cli.context import CliError, Context
 from s3skills.errors import InvalidPath
 from s3skills.layout import validate_skill_id
 from s3skills.localtree import SKILL_FILE
-from s3skills.store import ObjectInfo
+
+if TYPE_CHECKING:
+    from s3skills.store import ObjectInfo
 
 __all__ = ["ProgressFn", "human_size", "problem_line", "progress", "resolve_skill"]
 
