@@ -235,6 +235,7 @@ def test_demo_ignores_the_environment_and_runs_self_contained(
     monkeypatch.setenv("S3SKILLS_BUCKET", "somebody-elses-bucket")
     monkeypatch.setenv("S3SKILLS_USER", "bob")
     monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("S3SKILLS_LAYOUT", "seeds")  # the layout does come from the environment
     assert main(["demo", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["embedded"] is True
@@ -256,6 +257,8 @@ def test_demo_against_seaweedfs(seaweed_bucket: Any, home: Path) -> None:
         "lucia",
         "demo",
         "--json",
+        "--layout",
+        "seeds",
     ]
     proc = _run(env_cmd, home, network=True)
     assert proc.returncode == 0, proc.stderr
