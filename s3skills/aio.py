@@ -5,9 +5,10 @@ s3skills runs all its I/O on one private event loop in a daemon thread (see
 
 - `run_sync(coro)`: run a coroutine there and wait for its result (from sync code).
 - `sync_method(amethod)`: the sync twin of an `async def` method, same parameters.
+- `io_bound(amethod)`: make an `async def` always run on that loop (in the caller's context).
 - `gather_limited(jobs, limit)`: run coroutine factories with at most `limit` in flight.
 """
 
-from s3skills._loop import gather_limited, run_sync, sync_method
+from s3skills._loop import gather_limited, io_bound, run_sync, sync_method
 
-__all__ = ["gather_limited", "run_sync", "sync_method"]
+__all__ = ["gather_limited", "io_bound", "run_sync", "sync_method"]

@@ -3,13 +3,13 @@
     python -m s3skills.seed --endpoint-url http://localhost:4566 --bucket s3skills --user ana
 
 creates the bucket if it is missing and pushes `s3skills.examples.LIBRARY` to the
-user's library (`ana/skills/...`), or with `--shared NAME` to an organisation library
-(`NAME/skills/...`). Pushing again uploads only what changed.
+user's library (`users/ana/skills/...` in the default layout, `ana/skills/...` with
+`--layout seeds`), or with `--shared` to the organisation library named by `--user`
+(`shared/NAME/skills/...`). Pushing again uploads only what changed.
 """
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import json
 import os
@@ -17,8 +17,9 @@ import sys
 from urllib.parse import urlsplit
 
 import aioboto3
+import click
 
-from s3skills._loop import io_bound, sync_method
+from s3skills.aio import io_bound, sync_method
 from s3skills.examples import LIBRARY
 from s3skills.layout import KeyLayout
 from s3skills.paths import check_identity
@@ -118,55 +119,83 @@ def session_for(endpoint_url: str | None, region_name: str | None = None) -> aio
     return aioboto3.Session(region_name=region)
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m s3skills.seed",
-        description="Create a bucket if needed and push the bundled example skills library to it.",
-    )
-    parser.add_argument(
-        "--endpoint-url",
-        default=next((os.environ[v] for v in _ENDPOINT_VARIABLES if os.environ.get(v)), None),
-        help="S3-compatible endpoint (LocalStack, SeaweedFS, moto); omit for AWS "
-        "(env S3SKILLS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL)",
-    )
-    parser.add_argument(
-        "--bucket", default=os.environ.get("S3SKILLS_BUCKET"), help="bucket to seed (created if missing)"
-    )
-    parser.add_argument(
-        "--user", default=os.environ.get("S3SKILLS_USER"), help="user id whose library is seeded (<user>/skills/)"
-    )
-    parser.add_argument(
-        "--shared", action="store_true", help="seed the shared organisation library named by --user instead"
-    )
-    parser.add_argument("--region", default=None, help=f"region (default: AWS_REGION or {DEFAULT_REGION})")
-    parser.add_argument("--json", action="store_true", help="print the push report as JSON")
-    return parser
+def _default_endpoint() -> str | None:
+    return next((os.environ[v] for v in _ENDPOINT_VARIABLES if os.environ.get(v)), None)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of `python -m s3skills.seed`. Returns the exit code."""
-    args = _parser().parse_args(argv)
-    if not args.bucket or not args.user:
-        print("s3skills seed: error: --bucket and --user are required", file=sys.stderr)
+@click.command(
+    "seed",
+    help="Create a bucket if needed and push the bundled example skills library to it.",
+)
+@click.option(
+    "--endpoint-url",
+    metavar="URL",
+    help="An S3-compatible endpoint (LocalStack, SeaweedFS, moto); omit for AWS "
+    "(env S3SKILLS_ENDPOINT_URL, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL).",
+)
+@click.option("--bucket", metavar="NAME", help="The bucket to seed, created if missing (env S3SKILLS_BUCKET)")
+@click.option("--user", metavar="ID", help="The user whose library is seeded (env S3SKILLS_USER)")
+@click.option("--shared", is_flag=True, help="Seed the shared organisation library named by --user instead")
+@click.option(
+    "--layout",
+    "layout_name",
+    type=click.Choice(["users", "seeds"]),
+    envvar="S3SKILLS_LAYOUT",
+    default="users",
+    show_default=True,
+    help="The key layout (env S3SKILLS_LAYOUT).",
+)
+@click.option("--region", metavar="NAME", help=f"The region (default: AWS_REGION or {DEFAULT_REGION})")
+@click.option("--json", "as_json", is_flag=True, help="Print the push report as JSON")
+def _command(
+    endpoint_url: str | None,
+    bucket: str | None,
+    user: str | None,
+    shared: bool,
+    layout_name: str,
+    region: str | None,
+    as_json: bool,
+) -> int:
+    layout = KeyLayout.named(layout_name)
+    endpoint_url = endpoint_url or _default_endpoint()
+    bucket = bucket or os.environ.get("S3SKILLS_BUCKET")
+    user = user or os.environ.get("S3SKILLS_USER")
+    if not bucket or not user:
+        _fail("--bucket and --user are required")
         return 1
     try:
-        session = session_for(args.endpoint_url, args.region)
-        store = ObjectStore(
-            args.bucket, endpoint_url=args.endpoint_url, region_name=session.region_name, session=session
-        )
-        report = seed_example_library(store, args.user, shared=args.shared, create_bucket=True)
+        session = session_for(endpoint_url, region)
+        store = ObjectStore(bucket, endpoint_url=endpoint_url, region_name=session.region_name, session=session)
+        report = seed_example_library(store, user, shared=shared, layout=layout, create_bucket=True)
     except Exception as exc:
-        print(f"s3skills seed: error: {exc}", file=sys.stderr)
+        _fail(" ".join(str(exc).split()) or type(exc).__name__)
         return 1
-    if args.json:
+    if as_json:
         print(json.dumps(report.to_dict(), ensure_ascii=False, indent=2, default=str))
     else:
-        where = f"s3://{args.bucket}/{library_prefix(args.user, shared=args.shared)}"
+        where = f"s3://{bucket}/{library_prefix(user, shared=shared, layout=layout)}"
         print(
             f"Seeded {len(report.skills)} skills into {where}: {len(report.uploaded)} files uploaded "
             f"({report.bytes_uploaded} bytes), {len(report.skipped)} already up to date."
         )
     return 0
+
+
+def _fail(message: str) -> None:
+    print(f"s3skills seed: error: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of `python -m s3skills.seed`: 0 when seeded, 1 on an error, 2 on a usage error."""
+    try:
+        status = _command.main(argv, prog_name="python -m s3skills.seed", standalone_mode=False)
+    except click.UsageError as exc:
+        _fail(" ".join(exc.format_message().split()))
+        return 2
+    except click.Abort:
+        _fail("interrupted")
+        return 130
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":

@@ -7,16 +7,17 @@ import os
 import subprocess
 import sys
 import time
-import types
 from pathlib import Path
 from typing import Any
 
 import pytest
 from servers import free_port
 
-from s3skills import cli_commands
+from s3skills.cli import library as cli_library
 from s3skills.fs import S3Backend
+from s3skills.layout import KeyLayout
 from s3skills.cli import main
+from s3skills.errors import BucketNotFound
 from s3skills.runner import ScriptRunner
 from s3skills.storage import S3ObjectStore as ObjectStore
 from s3skills.transfer import PushRefused, pull_tree, push_tree, scan_tree
@@ -60,10 +61,10 @@ def keys(s3_client: Any, bucket: str, prefix: str = PREFIX) -> dict[str, str]:
 
 
 class Cli:
-    """Runs `main` in-process with the global options of one bucket and user."""
+    """Runs `main` in-process with the global options of one bucket and user (seeds' layout)."""
 
     def __init__(self, endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.globals = ["--bucket", bucket, "--user", USER, "--endpoint-url", endpoint]
+        self.globals = ["--bucket", bucket, "--user", USER, "--endpoint-url", endpoint, "--layout", "seeds"]
         self.capsys = capsys
         self.out = ""
         self.err = ""
@@ -359,13 +360,13 @@ def test_enable_reports_a_concurrent_change(
     write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf"))
     cli.json("push", str(tmp_path / "lib"))
     key = PREFIX + "pdf/SKILL.md"
-    real_render = cli_commands.render_skill_md
+    real_render = cli_library.render_skill_md
 
     def render_while_someone_else_writes(*args: Any, **kwargs: Any) -> str:
         s3_client.put_object(Bucket=bucket, Key=key, Body=skill_md("pdf", "Edited by someone else."))
         return real_render(*args, **kwargs)
 
-    monkeypatch.setattr(cli_commands, "render_skill_md", render_while_someone_else_writes)
+    monkeypatch.setattr(cli_library, "render_skill_md", render_while_someone_else_writes)
     assert cli("disable", "pdf") == 1
     assert "changed while it was being edited" in one_error_line(cli.err)
     body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
@@ -446,7 +447,7 @@ def test_create_code_in_the_bucket_runs_as_downloaded(cli: Cli, tmp_path: Path, 
 
 def test_create_code_scaffold_passes_the_script_runner_contract(cli: Cli, moto_endpoint: str, bucket: str) -> None:
     assert cli("create", "echo-stats", "--code") == 0
-    backend = S3Backend(bucket, user_id=USER, endpoint_url=moto_endpoint)
+    backend = S3Backend(bucket, user_id=USER, endpoint_url=moto_endpoint, layout=KeyLayout.seeds())
     try:
         observation = ScriptRunner(backend, timeout=20).run(
             "echo-stats", "main.py", {"numbers": [1, 2, 3]}, loaded=["echo-stats"]
@@ -539,9 +540,16 @@ def test_missing_bucket_or_user_is_a_usage_error(
     assert main(["--bucket", "b-1", "--user", "../bob", "list"]) == 2
     assert "Invalid user id" in one_error_line(capsys.readouterr().err)
     assert main(["frobnicate"]) == 2
-    assert "invalid choice: 'frobnicate'" in one_error_line(capsys.readouterr().err)
+    line = one_error_line(capsys.readouterr().err)
+    assert "no such command 'frobnicate'" in line
+    assert line.endswith("(see 's3skills --help')")
     assert main(["list", "--bogus"]) == 2
-    assert "unrecognized arguments: --bogus" in one_error_line(capsys.readouterr().err)
+    line = one_error_line(capsys.readouterr().err)
+    assert "no such option" in line
+    assert "--bogus" in line
+    assert line.endswith("(see 's3skills list --help')")
+    assert main(["info"]) == 2
+    assert "missing argument 'NAME'" in one_error_line(capsys.readouterr().err)
 
 
 def test_environment_configures_bucket_user_and_endpoint(
@@ -593,24 +601,92 @@ def test_no_credentials_is_one_line(
     assert "(also-missing) could not be found" in one_error_line(capsys.readouterr().err)
 
 
-def test_demo_is_dispatched_lazily(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    seen: list[list[str] | None] = []
-    fake = types.ModuleType("s3skills.demo")
-    fake.main = lambda argv=None: seen.append(argv) or 7  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "s3skills.demo", fake)
-    assert main(["demo", "--fast", "x", "--help"]) == 7
-    assert seen == [["--fast", "x", "--help"]]
-
-    monkeypatch.setitem(sys.modules, "s3skills.demo", None)  # not installed: a clear error
-    assert main(["demo"]) == 1
-    assert "demo is not available" in one_error_line(capsys.readouterr().err)
-
-
 def test_help_and_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0
-    assert "push" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    for command in ("list", "info", "create", "enable", "disable", "validate", "push", "pull", "rm", "demo"):
+        assert f"  {command} " in out
+    for option in ("--bucket", "--user", "--endpoint-url", "--profile", "--region", "--layout", "--json", "--debug"):
+        assert option in out
+    assert main(["push", "--help"]) == 0
+    assert "--dry-run" in capsys.readouterr().out
     assert main(["--version"]) == 0
-    assert main([]) == 2
+    assert capsys.readouterr().out.strip() == "s3skills 0.2.0"
+    assert main([]) == 2  # no command: the help, on stderr
+    assert "Commands:" in capsys.readouterr().err
+
+
+# -- global options at any position -----------------------------------------------------------
+
+
+def test_global_options_are_honoured_after_the_command(
+    moto_endpoint: str, bucket: str, s3_client: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("S3SKILLS_LAYOUT", "seeds")
+    s3_client.put_object(Bucket=bucket, Key=PREFIX + "pdf/SKILL.md", Body=skill_md("pdf").encode())
+    argv = ["list", "--bucket", bucket, "--user", USER, "--endpoint-url", moto_endpoint, "--layout", "seeds", "--json"]
+    assert main(argv) == 0
+    assert [s["id"] for s in json.loads(capsys.readouterr().out)["skills"]] == ["pdf"]
+    # Split between both positions.
+    assert main(["--bucket", bucket, "--json", "info", "pdf", "--user", USER, "--endpoint-url", moto_endpoint]) == 0
+    assert json.loads(capsys.readouterr().out)["id"] == "pdf"
+
+
+def test_a_global_option_after_the_command_wins(
+    moto_endpoint: str, bucket: str, s3_client: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("S3SKILLS_LAYOUT", "seeds")
+    s3_client.put_object(Bucket=bucket, Key=PREFIX + "pdf/SKILL.md", Body=skill_md("pdf").encode())
+    g = ["--user", USER, "--endpoint-url", moto_endpoint, "--json"]
+    assert main(["--bucket", "no-such-bucket", *g, "list", "--bucket", bucket]) == 0
+    assert [s["id"] for s in json.loads(capsys.readouterr().out)["skills"]] == ["pdf"]
+    assert main(["--bucket", bucket, *g, "list", "--bucket", "no-such-bucket"]) == 1
+    assert "bucket 'no-such-bucket' does not exist" in one_error_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("position", ["before", "after"])
+def test_debug_shows_the_traceback(moto_endpoint: str, position: str) -> None:
+    g = ["--bucket", "no-such-bucket", "--user", USER, "--endpoint-url", moto_endpoint]
+    argv = ["--debug", *g, "list"] if position == "before" else [*g, "list", "--debug"]
+    with pytest.raises(BucketNotFound):
+        main(argv)
+
+
+def test_layout_option_and_environment(
+    moto_endpoint: str, bucket: str, s3_client: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    s3_client.put_object(Bucket=bucket, Key=PREFIX + "pdf/SKILL.md", Body=skill_md("pdf").encode())
+    g = ["--bucket", bucket, "--user", USER, "--endpoint-url", moto_endpoint, "--json"]
+    monkeypatch.setenv("S3SKILLS_LAYOUT", "seeds")
+    assert main([*g, "list"]) == 0
+    assert [s["id"] for s in json.loads(capsys.readouterr().out)["skills"]] == ["pdf"]
+
+    assert main([*g, "--layout", "flat", "list"]) == 2
+    line = one_error_line(capsys.readouterr().err)
+    assert "'flat' is not one of 'users', 'seeds'" in line
+    monkeypatch.setenv("S3SKILLS_LAYOUT", "flat")
+    assert main([*g, "list"]) == 2
+    assert one_error_line(capsys.readouterr().err) == "s3skills: error: invalid layout 'flat': use one of users, seeds"
+    assert main([*g, "list", "--layout", "seeds"]) == 0  # the option wins over the environment
+    capsys.readouterr()
+
+
+def test_the_default_layout_keeps_a_users_library_under_users(
+    moto_endpoint: str, bucket: str, s3_client: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("S3SKILLS_LAYOUT", raising=False)
+    s3_client.put_object(Bucket=bucket, Key=f"users/{USER}/skills/docx/SKILL.md", Body=skill_md("docx").encode())
+    s3_client.put_object(Bucket=bucket, Key=PREFIX + "pdf/SKILL.md", Body=skill_md("pdf").encode())  # seeds' place
+    assert main(["--bucket", bucket, "--user", USER, "--endpoint-url", moto_endpoint, "--json", "list"]) == 0
+    assert [s["id"] for s in json.loads(capsys.readouterr().out)["skills"]] == ["docx"]
+
+
+def test_json_prints_exactly_one_document(cli: Cli, tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "lib", 3)
+    assert cli("--json", "push", str(tree)) == 0
+    assert json.loads(cli.out)["ok"] is True  # json.loads refuses anything after the document
+    assert cli("list", "--json") == 0
+    assert len(json.loads(cli.out)["skills"]) == 3
 
 
 def test_scan_tree_is_pure_and_reports_findings(tmp_path: Path) -> None:
@@ -632,7 +708,7 @@ def test_entry_point_runs_a_command_in_a_real_process(moto_endpoint: str, bucket
     s3_client.put_object(Bucket=bucket, Key=PREFIX + "pdf/SKILL.md", Body=skill_md("pdf").encode())
     script = Path(sys.executable).with_name("s3skills")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "s3skills.cli"]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "S3SKILLS_BUCKET": bucket}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "S3SKILLS_BUCKET": bucket, "S3SKILLS_LAYOUT": "seeds"}
     argv = ["--user", USER, "--endpoint-url", moto_endpoint, "list", "--json"]
     result = subprocess.run([*command, *argv], capture_output=True, text=True, timeout=120, env=env, check=False)
     assert result.returncode == 0, result.stderr

@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from s3skills.cli import main
+
 REPO = Path(__file__).resolve().parents[1]
 SKILL = "escrituras/compraventa"
 
@@ -57,18 +59,21 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("demo-home")
 
 
+def _cli() -> list[str]:
+    """The console script, or `python -m s3skills.cli` (the same `main`) when it is not installed."""
+    script = Path(sys.executable).with_name("s3skills")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "s3skills.cli"]
+
+
 @pytest.fixture(scope="module")
 def text_run(home: Path) -> subprocess.CompletedProcess[str]:
-    """`s3skills demo` through the console script (what its entry point runs, if not installed)."""
-    script = Path(sys.executable).with_name("s3skills")
-    if script.exists():
-        return _run([str(script), "demo"], home)
-    return _run([sys.executable, "-c", "import sys; from s3skills.cli import main; sys.exit(main())", "demo"], home)
+    """`s3skills demo`, as a new user types it."""
+    return _run([*_cli(), "demo"], home)
 
 
 @pytest.fixture(scope="module")
 def json_run(home: Path) -> dict[str, Any]:
-    proc = _run([sys.executable, "-m", "s3skills.demo", "--json"], home)
+    proc = _run([*_cli(), "demo", "--json"], home)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -164,9 +169,7 @@ def test_json_request_counts(json_run: dict[str, Any]) -> None:
 
 
 def test_quiet_prints_only_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
-    from s3skills.demo import main
-
-    assert main(["--quiet"]) == 0
+    assert main(["demo", "--quiet"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith("demo ok: ")
@@ -175,57 +178,92 @@ def test_quiet_prints_only_the_summary(capsys: pytest.CaptureFixture[str]) -> No
 def test_missing_model_key_is_one_clear_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from s3skills.demo import main
-
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    assert main(["--model", "anthropic:claude-sonnet-4-5"]) == 1
+    assert main(["demo", "--model", "anthropic:claude-sonnet-4-5"]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.splitlines() == [
-        "s3skills demo: error: --model anthropic:claude-sonnet-4-5: set ANTHROPIC_API_KEY to use this provider"
+        "s3skills: error: --model anthropic:claude-sonnet-4-5: set ANTHROPIC_API_KEY to use this provider"
     ]
 
 
 @pytest.mark.parametrize("spec", ["claude", "openai:", ":gpt"])
 def test_malformed_model_is_one_clear_line(spec: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from s3skills.demo import main
-
-    assert main(["--model", spec]) == 1
-    assert capsys.readouterr().err.startswith("s3skills demo: error: --model ")
+    assert main(["demo", "--model", spec]) == 1
+    assert capsys.readouterr().err.startswith("s3skills: error: --model ")
 
 
-def test_unreachable_endpoint_is_one_clear_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from s3skills.demo import main
-
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["demo", "--endpoint-url", "http://127.0.0.1:9", "--quiet"],
+        ["--endpoint-url", "http://127.0.0.1:9", "demo", "--quiet"],
+    ],
+    ids=["after-demo", "before-demo"],
+)
+def test_unreachable_endpoint_is_one_clear_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """The endpoint is honoured on either side of `demo` (the embedded server would succeed)."""
     # Port 9 on loopback: nothing listens there, and no request leaves the machine.
-    assert main(["--endpoint-url", "http://127.0.0.1:9", "--quiet"]) == 1
+    assert main(argv) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("s3skills demo: error: ")
+    assert lines[0].startswith("s3skills: error: cannot reach the S3 endpoint http://127.0.0.1:9")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--bucket", "not a bucket"], "invalid bucket name 'not a bucket'"),
+        (["--user", "../bob", "demo"], "Invalid user id '../bob'"),
+        (["--endpoint-url", "localhost:4566", "demo"], "invalid endpoint URL 'localhost:4566'"),
+        (["demo", "--quiet", "--json"], "--quiet and --json cannot be used together"),
+    ],
+)
+def test_bad_demo_options_are_usage_errors(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"s3skills: error: {message}")
+
+
+def test_demo_ignores_the_environment_and_runs_self_contained(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """S3SKILLS_BUCKET or AWS_ENDPOINT_URL set for the other commands do not redirect the demo."""
+    monkeypatch.setenv("S3SKILLS_BUCKET", "somebody-elses-bucket")
+    monkeypatch.setenv("S3SKILLS_USER", "bob")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("S3SKILLS_LAYOUT", "seeds")  # the layout does come from the environment
+    assert main(["demo", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["embedded"] is True
+    assert (result["bucket"], result["user"], result["library"]) == ("s3skills-demo", "ana", "ana/skills/")
 
 
 def test_demo_against_seaweedfs(seaweed_bucket: Any, home: Path) -> None:
-    """The same run against a real S3 server, through --endpoint-url/--bucket/--user."""
+    """The same run against a real S3 server, with --endpoint-url/--bucket/--user before `demo`."""
     env_cmd = [
         "env",
         f"AWS_ACCESS_KEY_ID={seaweed_bucket.access_key}",
         f"AWS_SECRET_ACCESS_KEY={seaweed_bucket.secret_key}",
-        sys.executable,
-        "-m",
-        "s3skills.demo",
-        "--json",
+        *_cli(),
         "--endpoint-url",
         seaweed_bucket.endpoint_url,
         "--bucket",
         seaweed_bucket.bucket,
         "--user",
         "lucia",
+        "demo",
+        "--json",
+        "--layout",
+        "seeds",
     ]
     proc = _run(env_cmd, home, network=True)
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["embedded"] is False
     assert result["user"] == "lucia"
+    assert result["library"] == "lucia/skills/"
     assert result["ok"] is True

@@ -120,10 +120,10 @@ def _keys(client: Any, bucket: str, prefix: str) -> list[str]:
 def test_hook_creates_the_bucket_and_seeds_the_library(moto_endpoint: str, s3_client: Any, tmp_path: Path) -> None:
     proc = _run_hook(moto_endpoint, "s3skills", "ana", tmp_path)
     assert proc.returncode == 0, proc.stderr
-    assert "s3skills seed: seeding s3://s3skills/ana/skills/" in proc.stderr
-    assert "Seeded 4 skills into s3://s3skills/ana/skills/: 10 files uploaded" in proc.stdout
-    assert _keys(s3_client, "s3skills", "ana/skills/") == LIBRARY_FILES
-    pdf = s3_client.get_object(Bucket="s3skills", Key="ana/skills/escrituras/compraventa/resources/plantilla.pdf")
+    assert "s3skills seed: seeding the library of user ana in s3://s3skills (users layout)" in proc.stderr
+    assert "Seeded 4 skills into s3://s3skills/users/ana/skills/: 10 files uploaded" in proc.stdout
+    assert _keys(s3_client, "s3skills", "users/ana/skills/") == LIBRARY_FILES
+    pdf = s3_client.get_object(Bucket="s3skills", Key="users/ana/skills/escrituras/compraventa/resources/plantilla.pdf")
     assert pdf["Body"].read() == (LIBRARY / "escrituras/compraventa/resources/plantilla.pdf").read_bytes()
     assert pdf["ContentType"] == "application/pdf"
 
@@ -154,7 +154,7 @@ def test_hook_installs_the_mounted_project_then_seeds(tmp_path: Path) -> None:
     copied = set(calls[1:-1])
     assert {"pyproject.toml", "s3skills", "middleware", "tools"} <= copied
     assert not copied & {".git", ".venv", ".mypy_cache"}
-    assert calls[-1] == "python -m s3skills.seed --endpoint-url http://localhost:4566 --bucket s3skills --user ana"
+    assert calls[-1] == "python -m s3skills.seed --endpoint-url http://localhost:4566 --bucket s3skills --user ana --layout users"
     scratch = Path(calls[0].split()[-1]).parent
     assert scratch.name.startswith("s3skills-seed.")
     assert not scratch.exists()  # removed on exit
@@ -183,7 +183,7 @@ def test_hook_seeds_seaweedfs(seaweed_bucket: Any, tmp_path: Path) -> None:
     client = make_client(
         seaweed_bucket.endpoint_url, access_key=seaweed_bucket.access_key, secret_key=seaweed_bucket.secret_key
     )
-    assert _keys(client, seaweed_bucket.bucket, "ana/skills/") == LIBRARY_FILES
+    assert _keys(client, seaweed_bucket.bucket, "users/ana/skills/") == LIBRARY_FILES
 
 
 # -- the seeding code in process -------------------------------------------------------------------
@@ -207,7 +207,7 @@ def test_seeding_twice_uploads_nothing_new(moto_endpoint: str, bucket: str, s3_c
     second = seed_example_library(store, "ana")
     assert second.uploaded == []
     assert len(second.skipped) == len(LIBRARY_FILES)
-    assert _keys(s3_client, bucket, "ana/skills/") == LIBRARY_FILES
+    assert _keys(s3_client, bucket, "users/ana/skills/") == LIBRARY_FILES
 
 
 async def test_seeding_the_shared_library(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
@@ -220,7 +220,7 @@ async def test_seeding_the_shared_library(moto_endpoint: str, bucket: str, s3_cl
         "escrituras/compraventa",
         "escrituras/hipoteca",
     ]
-    assert _keys(s3_client, bucket, "org/skills/") == LIBRARY_FILES
+    assert _keys(s3_client, bucket, "shared/org/skills/") == LIBRARY_FILES
 
 
 @pytest.mark.parametrize("user", ["", "../bob", "a/b", "ana bob"])

@@ -161,6 +161,10 @@ class ObjectStore(Protocol):
         """Release connections."""
         ...
 
+    async def acreate_bucket(self) -> None:
+        """Create the bucket if it does not exist (demo, tests, `push --create-bucket`)."""
+        ...
+
 
 class StoreHelpers:
     """What every store derives from the contract: `alist` and `aexists`."""

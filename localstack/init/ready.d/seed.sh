@@ -18,6 +18,7 @@ set -euo pipefail
 
 bucket="${S3SKILLS_BUCKET:-s3skills}"
 user="${S3SKILLS_USER:-ana}"
+layout="${S3SKILLS_LAYOUT:-users}"
 endpoint="${S3SKILLS_ENDPOINT_URL:-http://localhost:4566}"
 source_dir="${S3SKILLS_SOURCE:-/opt/s3skills}"
 python="${S3SKILLS_PYTHON:-}"
@@ -50,5 +51,5 @@ if [[ -z "$python" ]]; then
     python="$work/venv/bin/python"
 fi
 
-log "seeding s3://$bucket/$user/skills/ at $endpoint"
-"$python" -m s3skills.seed --endpoint-url "$endpoint" --bucket "$bucket" --user "$user"
+log "seeding the library of user $user in s3://$bucket ($layout layout) at $endpoint"
+"$python" -m s3skills.seed --endpoint-url "$endpoint" --bucket "$bucket" --user "$user" --layout "$layout"

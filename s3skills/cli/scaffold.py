@@ -1,4 +1,4 @@
-"""The template of `s3skills create`: a spec-valid SKILL.md and, optionally, a script.
+"""`s3skills create`: a new skill from a template (a spec-valid SKILL.md, optionally a script).
 
 The script follows the script runner's contract: its arguments arrive as ONE JSON
 value in `argv[1]`; it prints exactly one JSON value on stdout and exits 0 on success.
@@ -7,13 +7,21 @@ value in `argv[1]`; it prints exactly one JSON value on stdout and exits 0 on su
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from s3skills.errors import S3SkillsError
+import click
+
+from s3skills.cli.context import CliError, Context, global_options, pass_context
+from s3skills.errors import Conflict, S3SkillsError
+from s3skills.paths import check_identity
 from s3skills.skills import SkillMetadata, render_skill_md, validate_skill_md
-from s3skills.storage import S3ObjectStore as ObjectStore
 
-__all__ = ["SCRIPT_PATH", "scaffold_files", "skill_md", "write_local", "write_remote"]
+if TYPE_CHECKING:
+    from s3skills.storage import S3ObjectStore as ObjectStore
+
+__all__ = ["SCRIPT_PATH", "create_command", "scaffold_files", "skill_md", "write_local", "write_remote"]
 
 SCRIPT_PATH = "scripts/main.py"
 
@@ -140,3 +148,64 @@ async def write_remote(store: ObjectStore, folder: str, name: str, description: 
     for rel, data in scaffold_files(name, description, code=code).items():
         content_type = "text/markdown; charset=utf-8" if rel.endswith(".md") else "text/x-python; charset=utf-8"
         await store.aput(folder + rel, data, if_none_match=True, content_type=content_type)
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+_NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+def _skill_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """An Agent Skills name: lowercase letters, digits and single hyphens, 1-64 characters."""
+    if len(value) > 64 or not _NAME_RE.match(value):
+        raise click.BadParameter(
+            f"invalid skill name {value!r}: use 1-64 lowercase letters, digits and single hyphens "
+            "(not at the start or end)"
+        )
+    return value
+
+
+def _category_name(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A category folder name (the allow-list of key segments)."""
+    if value is None:
+        return None
+    try:
+        return check_identity(value, "category")
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+
+
+@click.command("create")
+@global_options
+@click.argument("name", callback=_skill_name)
+@click.option("--category", metavar="C", callback=_category_name, help="Put it in this category folder.")
+@click.option("-d", "--description", metavar="DESC", help="What the skill does and when to use it.")
+@click.option("--code", is_flag=True, help="Also create scripts/main.py (JSON in, JSON out).")
+@click.option("--local", metavar="DIR", help="Write into a local folder instead of the bucket.")
+@pass_context
+def create_command(
+    ctx: Context, name: str, category: str | None, description: str | None, code: bool, local: str | None
+) -> int:
+    """Create a new skill from a template; never overwrite one.
+
+    NAME is the skill's name: lowercase letters, digits and single hyphens.
+    """
+    if local:
+        where = str(write_local(Path(local), name, category, description, code=code))
+    else:
+        skill_id = f"{category}/{name}" if category else name
+        folder = ctx.prefix + skill_id + "/"
+        existing, _ = ctx.run(ctx.store.alist(folder))
+        if existing:
+            raise CliError(f"skill '{skill_id}' already exists in {ctx.location(folder)}")
+        try:
+            ctx.run(write_remote(ctx.store, folder, name, description, code=code))
+        except Conflict as exc:
+            raise CliError(f"skill '{skill_id}' already exists in {ctx.location(folder)}") from exc
+        where = ctx.location(folder)
+    if ctx.json:
+        ctx.emit({"created": where, "name": name, "category": category, "code": code})
+    else:
+        ctx.print(f"Created skill '{name}' in {where}")
+        ctx.print("Edit its SKILL.md: the description says when an agent should use it.")
+    return 0

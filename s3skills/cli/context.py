@@ -1,0 +1,352 @@
+"""What every command shares: the global options, the run's `Context`, the CLI's errors.
+
+The global options (`--bucket`, `--user`, `--endpoint-url`, `--profile`, `--region`,
+`--layout`, `--json`, `--debug`) are declared once here and put on the group and on
+every command, so they are honoured before or after the command name; a value given
+after the command wins. Each option records only what was written on the command line
+(`Settings`); the environment is consulted by the `Context` when a command asks for a
+value, so a command can tell "given" from "configured" (the demo uses only what was
+given). The key layout is built in one place, `build_layout`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+
+import click
+from rich.console import Console
+
+from s3skills.aio import run_sync
+from s3skills.layout import KeyLayout
+from s3skills.paths import check_identity
+from s3skills.tenancy import Tenant
+
+if TYPE_CHECKING:  # the store module imports aioboto3: only the commands that connect pay for it
+    from s3skills.skills import SkillLibrary
+    from s3skills.storage import S3ObjectStore as ObjectStore
+
+__all__ = [
+    "LAYOUTS",
+    "CliError",
+    "Context",
+    "Settings",
+    "UsageError",
+    "build_layout",
+    "check_bucket",
+    "check_endpoint_url",
+    "global_options",
+    "pass_context",
+]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+LAYOUTS = ("users", "seeds")
+"""The names `--layout` accepts; the first is the default."""
+
+_BUCKET_RE = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
+# The CLI fails fast: a person is waiting. Library defaults are for services.
+CLI_MAX_ATTEMPTS = 2
+CLI_CONNECT_TIMEOUT = 3.0
+CLI_READ_TIMEOUT = 30.0
+
+
+class UsageError(Exception):
+    """The command line or the configuration is wrong (exit status 2)."""
+
+
+class CliError(Exception):
+    """A user-facing failure (exit status 1); the message is the whole line."""
+
+
+def build_layout(name: str) -> KeyLayout:
+    """The key layout called `name` (`--layout`, `S3SKILLS_LAYOUT`): the CLI's one place for it.
+
+    Raises:
+        UsageError: `name` is not one of `LAYOUTS`.
+    """
+    if name not in LAYOUTS:
+        raise UsageError(f"invalid layout {name!r}: use one of {', '.join(LAYOUTS)}")
+    return KeyLayout.named(name)
+
+
+def check_bucket(name: str) -> str:
+    """`name` if it can be a bucket name.
+
+    Raises:
+        UsageError: It cannot.
+    """
+    if not _BUCKET_RE.match(name):
+        raise UsageError(f"invalid bucket name {name!r}")
+    return name
+
+
+def check_endpoint_url(url: str | None) -> str | None:
+    """`url` (or None) if it is an http:// or https:// URL.
+
+    Raises:
+        UsageError: It is not.
+    """
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise UsageError(f"invalid endpoint URL {url!r}: it must start with http:// or https://")
+    return url
+
+
+@dataclass
+class Settings:
+    """The global options exactly as written on the command line (None / False: not given)."""
+
+    bucket: str | None = None
+    user: str | None = None
+    endpoint_url: str | None = None
+    profile: str | None = None
+    region: str | None = None
+    layout: str | None = None
+    json: bool = False
+    debug: bool = False
+
+
+@functools.cache
+def _data_loader() -> Any:
+    """botocore's loader of service models (JSON files), shared by every `main` call."""
+    from botocore.loaders import create_loader
+
+    return create_loader()
+
+
+@dataclass
+class Context:
+    """What a command needs: the options, the output streams, the store (built on first use).
+
+    Commands that work on local folders need neither a bucket nor credentials, since
+    nothing is checked or connected until a property asks for it.
+    """
+
+    settings: Settings = field(default_factory=Settings)
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    _store: ObjectStore | None = None
+    _library: SkillLibrary | None = None
+    _console: Console | None = None
+
+    @property
+    def json(self) -> bool:
+        """`--json` was given: print one JSON document on stdout."""
+        return self.settings.json
+
+    @property
+    def console(self) -> Console:
+        """A rich console on stdout (no markup or highlighting of data)."""
+        if self._console is None:
+            self._console = Console(file=self.stdout, highlight=False, soft_wrap=False)
+        return self._console
+
+    @property
+    def configured_bucket(self) -> str | None:
+        """`--bucket`, else `S3SKILLS_BUCKET`, unchecked (None when neither is set)."""
+        return self.settings.bucket or os.environ.get("S3SKILLS_BUCKET") or None
+
+    @property
+    def configured_endpoint(self) -> str | None:
+        """`--endpoint-url`, else `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL`, unchecked."""
+        return (
+            self.settings.endpoint_url
+            or os.environ.get("AWS_ENDPOINT_URL_S3")
+            or os.environ.get("AWS_ENDPOINT_URL")
+            or None
+        )
+
+    @property
+    def bucket(self) -> str:
+        """The bucket (`--bucket` or `S3SKILLS_BUCKET`).
+
+        Raises:
+            UsageError: None is configured, or the name is not a bucket name.
+        """
+        bucket = self.configured_bucket
+        if not bucket:
+            raise UsageError("no bucket: pass --bucket or set S3SKILLS_BUCKET")
+        return check_bucket(bucket)
+
+    @property
+    def has_library(self) -> bool:
+        """Both a bucket and a user are configured."""
+        return bool(self.configured_bucket and (self.settings.user or os.environ.get("S3SKILLS_USER")))
+
+    @property
+    def user(self) -> str:
+        """The user whose library is used (`--user` or `S3SKILLS_USER`).
+
+        Raises:
+            UsageError: None is configured, or the id is not allow-listed.
+        """
+        user = self.settings.user or os.environ.get("S3SKILLS_USER")
+        if not user:
+            raise UsageError("no user: pass --user or set S3SKILLS_USER")
+        try:
+            return check_identity(user, "user id")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+
+    @property
+    def layout_name(self) -> str:
+        """`--layout`, else `S3SKILLS_LAYOUT`, else `users`."""
+        return self.settings.layout or os.environ.get("S3SKILLS_LAYOUT") or LAYOUTS[0]
+
+    @property
+    def layout(self) -> KeyLayout:
+        """The key layout named by `layout_name` (see `build_layout`)."""
+        return build_layout(self.layout_name)
+
+    @property
+    def prefix(self) -> str:
+        """The user's library prefix in the layout (`alice/skills/`)."""
+        return self.layout.user_prefix(self.user)
+
+    @property
+    def library(self) -> SkillLibrary:
+        """The user's skills (`SkillLibrary`), in the CLI's layout, on the CLI's store."""
+        if self._library is None:
+            from s3skills.config import Config
+            from s3skills.skills import SkillLibrary
+
+            store = self.store  # the bucket's errors first, then the user's
+            tenant = Tenant(user_id=self.user)
+            self._library = SkillLibrary(store, Config(layout=self.layout), tenant=lambda: tenant)
+        return self._library
+
+    @property
+    def endpoint_url(self) -> str | None:
+        """The configured endpoint (see `configured_endpoint`), checked to be an http(s) URL.
+
+        Raises:
+            UsageError: The value is not an http:// or https:// URL.
+        """
+        return check_endpoint_url(self.configured_endpoint)
+
+    def location(self, key: str = "") -> str:
+        """`s3://bucket/key`, for messages."""
+        return f"s3://{self.bucket}/{key}"
+
+    @property
+    def store(self) -> ObjectStore:
+        """The object store, built on first use with the CLI's fail-fast settings.
+
+        Raises:
+            UsageError: The bucket or the endpoint is missing or malformed.
+            CliError: The AWS profile does not exist.
+        """
+        if self._store is None:
+            bucket, endpoint = self.bucket, self.endpoint_url
+            import aioboto3
+            from aiobotocore.session import get_session
+            from botocore.exceptions import ProfileNotFound
+
+            from s3skills.storage import S3ObjectStore as ObjectStore
+
+            core = get_session()
+            # The service models are static files: parse them once per process, not per call.
+            core.register_component("data_loader", _data_loader())
+            region = self.settings.region
+            try:
+                session = aioboto3.Session(
+                    botocore_session=core, profile_name=self.settings.profile, region_name=region
+                )
+            except ProfileNotFound as exc:
+                raise CliError(f"AWS profile not found: {exc}") from exc
+            self._store = ObjectStore(
+                bucket,
+                endpoint_url=endpoint,
+                region_name=region,
+                session=session,
+                max_attempts=CLI_MAX_ATTEMPTS,
+                connect_timeout=CLI_CONNECT_TIMEOUT,
+                read_timeout=CLI_READ_TIMEOUT,
+            )
+        return self._store
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the I/O loop and return its result."""
+        return run_sync(coro)
+
+    def print(self, text: str = "") -> None:
+        """One line of plain text on stdout (never interpreted as markup)."""
+        print(text, file=self.stdout)
+
+    def warn(self, text: str) -> None:
+        """One line on stderr."""
+        print(text, file=self.stderr)
+
+    def emit(self, data: Any) -> None:
+        """The JSON document of `--json`."""
+        print(json.dumps(data, indent=2, ensure_ascii=False, default=str), file=self.stdout)
+
+    def close(self) -> None:
+        """Close the store's clients (tests call `main` many times in one process)."""
+        if self._store is not None:
+            store, self._store, self._library = self._store, None, None
+            with contextlib.suppress(Exception):  # closing is best effort
+                run_sync(store.aclose_all())
+
+
+pass_context = click.make_pass_decorator(Context, ensure=True)
+"""Decorator: pass the run's `Context` as a command's first argument."""
+
+
+def _remember(name: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """A callback that records an option in `Settings`, only when it was written."""
+
+    def callback(ctx: click.Context, _param: click.Parameter, value: Any) -> None:
+        if value is None or value is False:
+            return  # not given here: keep what an earlier position set
+        setattr(ctx.ensure_object(Context).settings, name, value)
+
+    return callback
+
+
+def _value(flag: str, name: str, metavar: str, help_text: str, **extra: Any) -> Callable[[F], F]:
+    return click.option(
+        flag, name, metavar=metavar, expose_value=False, callback=_remember(name), help=help_text, **extra
+    )
+
+
+def _flag(flag: str, name: str, help_text: str) -> Callable[[F], F]:
+    return click.option(flag, name, is_flag=True, expose_value=False, callback=_remember(name), help=help_text)
+
+
+_GLOBAL_OPTIONS: tuple[Callable[[F], F], ...] = (
+    _value("--bucket", "bucket", "NAME", "The bucket (env S3SKILLS_BUCKET)."),
+    _value("--user", "user", "ID", "Whose library (env S3SKILLS_USER)."),
+    _value(
+        "--endpoint-url",
+        "endpoint_url",
+        "URL",
+        "An S3-compatible endpoint (env AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL).",
+    ),
+    _value("--profile", "profile", "NAME", "An AWS profile (env AWS_PROFILE)."),
+    _value("--region", "region", "NAME", "The AWS region."),
+    _value(
+        "--layout",
+        "layout",
+        "|".join(LAYOUTS),
+        f"The key layout (env S3SKILLS_LAYOUT; default {LAYOUTS[0]}).",
+        type=click.Choice(LAYOUTS),
+    ),
+    _flag("--json", "json", "Print one JSON document, for scripts."),
+    _flag("--debug", "debug", "Show the traceback of an error."),
+)
+
+
+def global_options(command: F) -> F:
+    """Add the global options to a command or group (they are valid at every position)."""
+    for option in reversed(_GLOBAL_OPTIONS):
+        command = option(command)
+    return command

@@ -1,0 +1,219 @@
+"""The commands that read or change skills in the bucket: `list`, `info`, `enable`, `disable`, `rm`.
+
+Each command returns its exit status; failures raise (`CliError`, `UsageError` or the
+library's exceptions) and `s3skills.cli.app` turns them into one line on stderr. The
+catalog (and through it aioboto3) is imported by `list` only, so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+from rich.table import Table
+from rich.text import Text
+
+from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
+from s3skills.cli.shared import human_size, problem_line, resolve_skill
+from s3skills.errors import Conflict
+from s3skills.ids import SKILL_FILE
+from s3skills.skills.model import MAX_SKILL_MD_BYTES
+from s3skills.skills import InvalidSkill, parse_skill_md, render_skill_md, validate_skill_md
+
+__all__ = ["disable_command", "enable_command", "info_command", "list_command", "rm_command"]
+
+
+@click.command("list")
+@global_options
+@click.option("--category", metavar="C", help="Only this category.")
+@click.option("--all", "show_all", is_flag=True, help="Include disabled skills.")
+@pass_context
+def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
+    """List the skills of a user, their enabled state and problems."""
+    every = ctx.library.index(category, include_disabled=True, refresh=True)
+    skills = every if show_all else [s for s in every if s.metadata.enabled]
+    problems = ctx.library.problems()
+    if ctx.json:
+        ctx.emit(
+            {
+                "skills": [
+                    {
+                        "id": s.id,
+                        "name": s.metadata.name,
+                        "description": s.metadata.description,
+                        "category": s.category,
+                        "enabled": s.metadata.enabled,
+                        "version": s.metadata.version,
+                        "tags": s.metadata.tags,
+                        "warnings": list(s.warnings),
+                    }
+                    for s in skills
+                ],
+                "problems": [{"id": p.skill_id, "level": p.level, "reason": p.reason} for p in problems],
+            }
+        )
+        return 0
+    if not skills:
+        ctx.print(f"No skills in {ctx.location(ctx.prefix)}" + ("" if show_all else " (enabled)") + ".")
+    else:
+        table = Table(title=f"{len(skills)} skill(s) of {ctx.user}", title_justify="left")
+        for column in ("ID", "ON", "CATEGORY", "DESCRIPTION"):
+            table.add_column(column, overflow="fold")
+        for s in skills:
+            flag = "yes" if s.metadata.enabled else "no"
+            desc = s.metadata.description
+            table.add_row(
+                Text(s.id), flag, Text(s.category or "-"), Text(desc if len(desc) <= 80 else desc[:77] + "...")
+            )
+        ctx.console.print(table)
+    if len(every) > len(skills):
+        ctx.warn(f"{len(every) - len(skills)} disabled skill(s) not shown; use --all")
+    errors = [p for p in problems if p.level == "error"]
+    for p in errors:
+        ctx.warn(f"skipped {p.skill_id}: {p.reason}")
+    if len(problems) > len(errors):
+        ctx.warn(f"{len(problems) - len(errors)} warning(s); see 's3skills validate NAME'")
+    return 0
+
+
+@click.command("info", short_help="Show a skill: metadata, files, problems.")
+@global_options
+@click.argument("name")
+@pass_context
+def info_command(ctx: Context, name: str) -> int:
+    """Show a skill: metadata, files with sizes, total size, SKILL.md ETag, problems.
+
+    NAME is a skill id (`pdf`, `category/skill`) or its folder name when that is unique.
+    """
+    skill_id, objects = resolve_skill(ctx, name)
+    folder = ctx.prefix + skill_id + "/"
+    body = ctx.run(ctx.store.aget(folder + SKILL_FILE, max_bytes=MAX_SKILL_MD_BYTES))
+    problems = validate_skill_md(body.data, folder=skill_id.rsplit("/", 1)[-1])
+    try:
+        meta: dict[str, Any] | None = parse_skill_md(body.data, folder=skill_id).metadata.model_dump(
+            by_alias=True, exclude_none=True
+        )
+    except InvalidSkill:
+        meta = None
+    files = [(o.key[len(folder) :], o.size) for o in sorted(objects, key=lambda o: o.key)]
+    total = sum(size for _, size in files)
+    if ctx.json:
+        ctx.emit(
+            {
+                "id": skill_id,
+                "metadata": meta,
+                "files": [{"path": path, "size": size} for path, size in files],
+                "total_size": total,
+                "etag": body.etag,
+                "problems": [{"level": p.level, "message": p.message, "fatal": p.fatal} for p in problems],
+            }
+        )
+        return 0
+    table = Table(title=f"{skill_id}  ({ctx.location(folder)})", title_justify="left", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    for key, value in (meta or {}).items():
+        if value not in ([], {}, None):
+            shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+            table.add_row(key, Text(shown))
+    table.add_row("SKILL.md ETag", body.etag)
+    table.add_row("total size", f"{human_size(total)} in {len(files)} file(s)")
+    ctx.console.print(table)
+    listing = Table(show_header=True)
+    listing.add_column("FILE", overflow="fold")
+    listing.add_column("SIZE", justify="right")
+    for path, size in files:
+        listing.add_row(Text(path), human_size(size))
+    ctx.console.print(listing)
+    for p in problems:
+        ctx.print(problem_line(SKILL_FILE, p.level, p.message))
+    return 0
+
+
+def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
+    """Set `enabled` in the skill's SKILL.md with a conditional PUT (a concurrent edit is reported)."""
+    skill_id, _ = resolve_skill(ctx, name)
+    key = f"{ctx.prefix}{skill_id}/{SKILL_FILE}"
+    body = ctx.run(ctx.store.aget(key, max_bytes=MAX_SKILL_MD_BYTES))
+    word = "enabled" if enabled else "disabled"
+    try:
+        parsed = parse_skill_md(body.data, folder=skill_id)
+    except InvalidSkill as exc:
+        raise CliError(f"cannot edit '{skill_id}': its SKILL.md is invalid: {exc.reason}") from exc
+    changed = parsed.metadata.enabled != enabled
+    if changed:
+        meta = parsed.metadata.model_copy(update={"enabled": enabled})
+        text = render_skill_md(meta, parsed.body)
+        try:
+            ctx.run(
+                ctx.store.aput(
+                    key, text.encode("utf-8"), if_match=body.etag, content_type="text/markdown; charset=utf-8"
+                )
+            )
+        except Conflict as exc:
+            raise CliError(
+                f"SKILL.md of '{skill_id}' changed while it was being edited; run the command again"
+            ) from exc
+    if ctx.json:
+        ctx.emit({"id": skill_id, "enabled": enabled, "changed": changed})
+    else:
+        ctx.print(f"{skill_id} {word}" if changed else f"{skill_id} is already {word}")
+    return 0
+
+
+@click.command("enable")
+@global_options
+@click.argument("name")
+@pass_context
+def enable_command(ctx: Context, name: str) -> int:
+    """Enable a skill (sets `enabled: true` in its SKILL.md).
+
+    NAME is a skill id or its folder name when that is unique.
+    """
+    return _set_enabled(ctx, name, True)
+
+
+@click.command("disable")
+@global_options
+@click.argument("name")
+@pass_context
+def disable_command(ctx: Context, name: str) -> int:
+    """Disable a skill (sets `enabled: false` in its SKILL.md).
+
+    NAME is a skill id or its folder name when that is unique.
+    """
+    return _set_enabled(ctx, name, False)
+
+
+@click.command("rm")
+@global_options
+@click.argument("name")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_context
+def rm_command(ctx: Context, name: str, yes: bool) -> int:
+    """Delete a skill: its whole folder, its SKILL.md first.
+
+    NAME is a skill id or its folder name when that is unique. Without --yes, a
+    terminal is asked for confirmation; anything else is refused.
+    """
+    skill_id, objects = resolve_skill(ctx, name)
+    folder = ctx.location(ctx.prefix + skill_id + "/")
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(f"rm would delete {len(objects)} file(s) of '{skill_id}'; pass --yes to confirm")
+        answer = input(f"Delete skill '{skill_id}' ({len(objects)} file(s) in {folder})? [y/N] ")
+        if answer.strip().lower() not in ("y", "yes"):
+            ctx.print("Nothing deleted.")
+            return 1
+    keys = sorted((o.key for o in objects), key=lambda k: (not k.endswith("/" + SKILL_FILE), k))
+    skill_md = [k for k in keys if k.endswith("/" + SKILL_FILE)]
+    failed = ctx.run(ctx.store.adelete_many(skill_md))
+    failed += ctx.run(ctx.store.adelete_many([k for k in keys if k not in set(skill_md)]))
+    if failed:
+        raise CliError(f"{len(failed)} file(s) of '{skill_id}' could not be deleted")
+    if ctx.json:
+        ctx.emit({"deleted": skill_id, "files": len(keys)})
+    else:
+        ctx.print(f"Deleted skill '{skill_id}' ({len(keys)} file(s)).")
+    return 0

@@ -1,0 +1,97 @@
+"""Helpers the command modules share: finding a skill by name, sizes, problem lines, progress."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
+from s3skills.cli.context import CliError, Context
+from s3skills.errors import InvalidPath
+from s3skills.ids import SkillId
+from s3skills.ids import SKILL_FILE
+
+if TYPE_CHECKING:
+    from s3skills.storage import ObjectInfo
+
+__all__ = ["ProgressFn", "human_size", "problem_line", "progress", "resolve_skill"]
+
+ProgressFn = Callable[[str, int, int], None]
+"""Called with (path, done, total) as files are transferred (`s3skills.transfer.Progress`)."""
+
+
+def human_size(size: int) -> str:
+    """`1.5 KiB` style sizes."""
+    value = float(size)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{size} B"  # pragma: no cover
+
+
+def problem_line(path: str, level: str, message: str) -> str:
+    """`path: level: message`, the format of every reported problem."""
+    return f"{path}: {level}: {message}"
+
+
+def _skill_ids(objects: list[ObjectInfo], prefix: str) -> list[str]:
+    ids = set()
+    for obj in objects:
+        parts = obj.key[len(prefix) :].split("/")
+        if parts[-1] == SKILL_FILE and 2 <= len(parts) <= 3:
+            ids.add("/".join(parts[:-1]))
+    return sorted(ids)
+
+
+def _unknown(name: str, ids: list[str]) -> CliError:
+    leaves = {sid.rsplit("/", 1)[-1]: sid for sid in ids}
+    close = difflib.get_close_matches(name, ids, n=3, cutoff=0.6)
+    close += [leaves[leaf] for leaf in difflib.get_close_matches(name, list(leaves), n=3, cutoff=0.6)]
+    suggestions = list(dict.fromkeys(close))[:3]
+    hint = f" (did you mean: {', '.join(suggestions)}?)" if suggestions else ""
+    return CliError(f"unknown skill '{name}'{hint}")
+
+
+def resolve_skill(ctx: Context, name: str) -> tuple[str, list[ObjectInfo]]:
+    """A skill id (exact, or the unique skill with that folder name) and its objects.
+
+    Raises:
+        CliError: No such skill (with the closest ids), or the folder name is ambiguous.
+    """
+    try:
+        wanted = str(SkillId.parse(name))
+    except InvalidPath as exc:
+        raise CliError(str(exc)) from exc
+    prefix = ctx.prefix
+    objects, _ = ctx.run(ctx.store.alist(prefix + wanted + "/"))
+    if any(o.key == f"{prefix}{wanted}/{SKILL_FILE}" for o in objects):
+        return wanted, objects
+    everything, _ = ctx.run(ctx.store.alist(prefix))
+    ids = _skill_ids(everything, prefix)
+    matches = [sid for sid in ids if sid.rsplit("/", 1)[-1] == wanted]
+    if len(matches) > 1:
+        raise CliError(f"'{name}' is ambiguous: {', '.join(matches)}; give the full id")
+    if not matches:
+        raise _unknown(name, ids)
+    folder = prefix + matches[0] + "/"
+    return matches[0], [o for o in everything if o.key.startswith(folder)]
+
+
+@contextmanager
+def progress(ctx: Context, label: str) -> Iterator[ProgressFn | None]:
+    """A progress bar on a terminal (never with --json or when piped)."""
+    if ctx.json or not ctx.console.is_terminal:
+        yield None
+        return
+    columns = (SpinnerColumn(), TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[path]}"))
+    with Progress(*columns, console=ctx.console, transient=True) as bar:
+        task = bar.add_task(label, total=None, path="")
+
+        def update(path: str, done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total, path=path)
+
+        yield update
