@@ -28,9 +28,9 @@ import aioboto3
 import pytest
 from deepagents.backends.protocol import GrepResult, LsResult
 from runs import ASYNC_RUN, SYNC_RUN, RunContext, RunState
-from servers import MotoServer, make_bucket, make_client
 
 from s3skills import S3Backend, SkillError, TenantError
+from s3skills.testing import MotoServer, make_bucket, make_client
 
 SESSION = aioboto3.Session()  # one botocore session for the module: cheap clients
 

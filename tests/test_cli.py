@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import free_port
 
 from s3skills import cli_commands
 from s3skills.backend import S3Backend
@@ -20,6 +19,7 @@ from s3skills.cli import main
 from s3skills.runner import ScriptRunner
 from s3skills.store import ObjectStore
 from s3skills.sync import PushRefused, pull_tree, push_tree, scan_tree
+from s3skills.testing import free_port
 
 USER = "alice"
 PREFIX = f"{USER}/skills/"

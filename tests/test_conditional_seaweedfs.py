@@ -23,9 +23,9 @@ from typing import Any
 import aioboto3
 import pytest
 from botocore.exceptions import ClientError
-from servers import SeaweedBucket, make_client
 
 from s3skills import S3Backend
+from s3skills.testing import SeaweedBucket, make_client
 
 pytestmark = pytest.mark.seaweedfs
 

@@ -21,12 +21,12 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from langchain_core.messages import AIMessage, ToolMessage
-from servers import MotoServer, make_client, unique_bucket_name
 
 from s3skills import ObjectStore, S3Backend, create_skills_agent
 from s3skills._sync import run_sync
 from s3skills.runner import ScriptObservation, ScriptRunner, key_parts, script_parts
 from s3skills.store import RequestCounter
+from s3skills.testing import MotoServer, make_client, unique_bucket_name
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
 from tools.script_tool import script_tool
 

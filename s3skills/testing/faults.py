@@ -177,6 +177,7 @@ class FaultBook:
         self._rules: list[FaultRule] = []
         self._counts: Counter[str] = Counter()
         self._connections = 0
+        self._open = 0
         self._log: list[RequestRecord] = []
 
     def add(self, kind: FaultKind, count: int | None, match: RequestMatcher | None) -> FaultRule:
@@ -218,6 +219,17 @@ class FaultBook:
         """Count one accepted client connection."""
         with self._lock:
             self._connections += 1
+            self._open += 1
+
+    def disconnected(self) -> None:
+        """Count one client connection closed (its upstream connection is closed first)."""
+        with self._lock:
+            self._open -= 1
+
+    def open_connections(self) -> int:
+        """Client connections open now."""
+        with self._lock:
+            return self._open
 
     def counts(self) -> Counter[str]:
         """Requests per method (a copy)."""

@@ -237,6 +237,11 @@ class FaultProxy:
         return self._book.connections()
 
     @property
+    def open_connections(self) -> int:
+        """Client connections open now; a connection's upstream side is closed before it leaves this count."""
+        return self._book.open_connections()
+
+    @property
     def history(self) -> list[RequestRecord]:
         """Every request received, in order, with the fault it met (a snapshot)."""
         return self._book.history()
@@ -281,6 +286,7 @@ class FaultProxy:
             relay.client.abort()
         finally:
             relay.close_upstream()
+            self._book.disconnected()
             self._writers.discard(writer)
             if task is not None:
                 self._handlers.discard(task)
@@ -362,7 +368,7 @@ class _Relay:
 
     async def _continue(self) -> None:
         if self.client.conn.they_are_waiting_for_100_continue:
-            await self.client.send(h11.InformationalResponse(status_code=100, headers=[]))
+            await self.client.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue"))
 
     async def answer_error(self, kind: FaultKind, method: str) -> None:
         """Read the request body (to keep the connection usable) and answer with `kind`'s S3 error."""
