@@ -10,9 +10,14 @@ calls, one GET per file. Reported for each scenario: median wall time over `--re
 (after one untimed warm-up), requests seen by the proxy per HTTP method, and the ratios.
 A table of request counts per `S3Backend` operation follows.
 
+A start-up scenario (`startup.py` beside this file) times `s3skills --help` and counts
+the modules `import s3skills.cli` loads, for this tree and for a previous git ref.
+
     python bench/run.py --quick                # 50 skills, 50 files: about 30 s
     python bench/run.py                        # 200 skills, 200 files: about 2 minutes
     python bench/run.py --server seaweedfs     # a server that handles requests in parallel
+    python bench/run.py --scenario startup     # start-up only, vs --startup-ref (1921cb8)
+    python bench/run.py --smoke --out DIR      # everything, tiny: seconds, for a test
 
 Results are printed and written as JSON to bench/results/ (gitignored).
 """
@@ -36,23 +41,14 @@ from pathlib import Path
 from typing import Any
 
 import aioboto3
-import yaml
+import startup  # bench/startup.py and bench/workload.py: this script's directory is first on sys.path
 from botocore.config import Config
+from workload import CATEGORIES, LAYOUT, NEEDLE, SKILLS_PREFIX, THREAD, USER, WS_PREFIX, NaiveS3, seed
+
+from s3skills import RequestCounter, S3Backend
+from s3skills.testing import LOOPBACK, FaultProxy, MotoServer, SeaweedServer, free_port, make_bucket, make_client
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # servers.py: the local moto server, shared with the tests
-
-from servers import LOOPBACK, MotoServer, SeaweedServer, free_port, make_bucket, make_client  # noqa: E402
-
-from s3skills import RequestCounter, S3Backend  # noqa: E402
-from s3skills.testing import FaultProxy  # noqa: E402
-
-USER, THREAD = "bench-user", "bench-thread"
-WS_PREFIX = f"threads/{THREAD}/"
-SKILLS_PREFIX = f"{USER}/skills/"
-NEEDLE = "needle-7f3a"
-CATEGORIES = ("legal", "finance", "writing", "data", "ops", "sales", "support", "hr", "design", "research")
 
 
 # -- the server -----------------------------------------------------------------------------
@@ -149,86 +145,6 @@ def calibrate(up: Upstream, bucket: str, keys: list[str], concurrency: int) -> d
     }
 
 
-# -- the library to benchmark: seeded straight into moto (not through the proxy) ----------
-
-
-def skill_md(category: str, name: str, index: int) -> str:
-    body = "\n".join(f"Step {i}: do the {name} thing carefully, line {i}." for i in range(40))
-    return (
-        "---\n"
-        f"name: {name}\n"
-        f"description: Skill number {index} of the {category} category; use it when the user asks "
-        f"for {name.replace('-', ' ')}.\n"
-        "version: 1.0.0\n"
-        f"tags: [{category}, bench]\n"
-        "---\n\n"
-        f"# {name}\n\n{body}\n"
-    )
-
-
-def workspace_file(index: int, lines: int = 60) -> str:
-    text = [f"file {index} line {i}: lorem ipsum dolor sit amet, consectetur adipiscing elit." for i in range(lines)]
-    if index % 10 == 0:
-        text[lines // 2] = f"file {index}: here is the {NEEDLE} we are looking for"
-    return "\n".join(text) + "\n"
-
-
-def seed(client: Any, bucket: str, skills: int, files: int) -> dict[str, int]:
-    count = 0
-    for i in range(skills):
-        category = CATEGORIES[i % len(CATEGORIES)]
-        name = f"skill-{i:04d}"
-        home = f"{SKILLS_PREFIX}{category}/{name}/"
-        client.put_object(Bucket=bucket, Key=home + "SKILL.md", Body=skill_md(category, name, i).encode())
-        client.put_object(Bucket=bucket, Key=home + "references/guide.md", Body=b"# Guide\n\nMore detail.\n")
-        count += 2
-    for i in range(files):
-        sub = "notes/" if i % 3 == 0 else ""
-        client.put_object(Bucket=bucket, Key=f"{WS_PREFIX}{sub}file-{i:04d}.md", Body=workspace_file(i).encode())
-        count += 1
-    return {"skills": skills, "workspace_files": files, "objects": count}
-
-
-# -- the baseline ----------------------------------------------------------------------------
-
-
-class NaiveS3:
-    """The seeds' approach: sequential boto3 calls, one GET per file, no cache."""
-
-    def __init__(self, endpoint_url: str, bucket: str, up: Upstream) -> None:
-        self.bucket = bucket
-        self.client = make_client(endpoint_url, access_key=up.access_key, secret_key=up.secret_key)
-
-    def keys(self, prefix: str) -> list[str]:
-        out: list[str] = []
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-            out.extend(o["Key"] for o in page.get("Contents", []))
-        return out
-
-    def get_text(self, key: str) -> str:
-        return str(self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode("utf-8"))
-
-    def grep(self, prefix: str, pattern: str) -> list[tuple[str, int]]:
-        matches = []
-        for key in self.keys(prefix):
-            for number, line in enumerate(self.get_text(key).splitlines(), 1):
-                if pattern in line:
-                    matches.append((key, number))
-        return matches
-
-    def skills_index(self, prefix: str) -> list[dict[str, Any]]:
-        index = []
-        for key in self.keys(prefix):
-            if key.endswith("/SKILL.md"):
-                text = self.get_text(key)
-                _, front, _ = text.split("---", 2)
-                index.append(yaml.safe_load(front))
-        return index
-
-    def read(self, key: str) -> str:
-        return self.get_text(key)
-
-
 # -- measurement -------------------------------------------------------------------------------
 
 
@@ -316,14 +232,14 @@ def run_scenarios(backend: S3Backend, naive: NaiveS3, meter: Meter, bucket: str)
 
     naive_index()
     naive_index_seconds = meter.time(naive_index)
-    backend.catalog.invalidate()
+    backend.skills.invalidate()
     cold_count, backend_cold = meter.requests_of(backend_index)
     naive_count, naive_counts = meter.requests_of(naive_index)
     assert cold_count == naive_count, f"index sizes differ: {cold_count} vs {naive_count}"
     scenarios.append(
         Scenario(
             "skills index, cold",
-            meter.time(backend_index, setup=backend.catalog.invalidate),
+            meter.time(backend_index, setup=backend.skills.invalidate),
             naive_index_seconds,
             backend_cold,
             naive_counts,
@@ -426,6 +342,14 @@ def fmt_counts(counts: dict[str, int]) -> str:
 
 
 def print_report(report: dict[str, Any]) -> None:
+    if "scenarios" in report:
+        print_s3_report(report)
+    if "startup" in report:
+        print("\n" + startup.format_report(report["startup"]))
+    print(f"\nTotal time {report['elapsed_seconds']:.1f}s; results in {report['output']}")
+
+
+def print_s3_report(report: dict[str, Any]) -> None:
     cfg = report["config"]
     cal = report["calibration"]
     moto = str(cfg["server"]).startswith("moto")
@@ -456,12 +380,50 @@ def print_report(report: dict[str, Any]) -> None:
             f"{row['operation']:<40} {row['requests']:>8}  {fmt_counts(row['by_method']):<18} "
             f"{fmt_counts(row['s3_calls'])}{flag}"
         )
-    print(f"\nTotal time {report['elapsed_seconds']:.1f}s; results in {report['output']}")
+
+
+def run_s3(server: str, skills: int, files: int, repeat: int, latency_ms: float) -> dict[str, Any]:
+    """The S3 scenarios and the request counts per operation, on a fresh local server."""
+    with start_upstream(server) as up, FaultProxy(up.url, latency=latency_ms / 1000) as proxy:
+        bucket = make_bucket(up.url, "s3skills-bench", access_key=up.access_key, secret_key=up.secret_key)
+        direct = make_client(up.url, access_key=up.access_key, secret_key=up.secret_key)
+        seeded = seed(direct, bucket, skills, files)
+        session = aioboto3.Session(aws_access_key_id=up.access_key, aws_secret_access_key=up.secret_key)
+        backend = S3Backend(
+            bucket,
+            user_id=USER,
+            thread_id=THREAD,
+            endpoint_url=proxy.url,
+            region_name="us-east-1",
+            session=session,
+            layout=LAYOUT,
+        )
+        workspace_keys = [o["Key"] for o in direct.list_objects_v2(Bucket=bucket, Prefix=WS_PREFIX)["Contents"]]
+        calibration = calibrate(up, bucket, workspace_keys, backend.config.limits.concurrency)
+        naive = NaiveS3(proxy.url, bucket, up.access_key, up.secret_key)
+        meter = Meter(proxy, repeat)
+        try:
+            scenarios = run_scenarios(backend, naive, meter, bucket)
+            operations = operation_counts(backend, meter)
+        finally:
+            backend.close()
+    return {
+        "config": {"concurrency": backend.config.limits.concurrency, **seeded},
+        "calibration": calibration,
+        "scenarios": [asdict(s) for s in scenarios],
+        "operations": operations,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a small run (50 skills, 50 files, 3 repeats)")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="a run of seconds that checks every scenario works (10 skills, 10 files, moto in a thread, "
+        "1 repeat, 1 start-up run without warm-up); its numbers mean nothing",
+    )
     parser.add_argument("--skills", type=int, help="skills in the user library (default 200; quick 50)")
     parser.add_argument("--files", type=int, help="files in the workspace (default 200; quick 50)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per scenario, median kept (default 3)")
@@ -472,53 +434,57 @@ def main(argv: list[str] | None = None) -> int:
         default="moto",
         help="the S3 server behind the proxy (default: moto in a subprocess)",
     )
+    parser.add_argument(
+        "--scenario", choices=("all", "s3", "startup"), default="all", help="what to run (default: all)"
+    )
+    parser.add_argument(
+        "--startup-ref",
+        default=startup.DEFAULT_REF,
+        help=f"previous version for the start-up comparison, a git ref (default {startup.DEFAULT_REF}); "
+        "'none' measures this tree only",
+    )
+    parser.add_argument("--startup-runs", type=int, default=5, help="timed runs of s3skills --help (default 5)")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results", help="directory for the JSON")
     args = parser.parse_args(argv)
-    skills = args.skills if args.skills is not None else (50 if args.quick else 200)
-    files = args.files if args.files is not None else (50 if args.quick else 200)
+    if args.smoke:
+        args.quick, args.repeat, args.latency_ms, args.server, args.startup_runs = True, 1, 1.0, "moto-thread", 1
+    size = 10 if args.smoke else 50 if args.quick else 200
+    skills = args.skills if args.skills is not None else size
+    files = args.files if args.files is not None else size
+    ref = None if args.startup_ref.lower() == "none" else args.startup_ref
     started = time.perf_counter()
-
-    with start_upstream(args.server) as up, FaultProxy(up.url, latency=args.latency_ms / 1000) as proxy:
-        bucket = make_bucket(up.url, "s3skills-bench", access_key=up.access_key, secret_key=up.secret_key)
-        direct = make_client(up.url, access_key=up.access_key, secret_key=up.secret_key)
-        seeded = seed(direct, bucket, skills, files)
-        session = aioboto3.Session(aws_access_key_id=up.access_key, aws_secret_access_key=up.secret_key)
-        backend = S3Backend(
-            bucket, user_id=USER, thread_id=THREAD, endpoint_url=proxy.url, region_name="us-east-1", session=session
-        )
-        workspace_keys = [o["Key"] for o in direct.list_objects_v2(Bucket=bucket, Prefix=WS_PREFIX)["Contents"]]
-        calibration = calibrate(up, bucket, workspace_keys, backend.concurrency)
-        naive = NaiveS3(proxy.url, bucket, up)
-        meter = Meter(proxy, args.repeat)
-        try:
-            scenarios = run_scenarios(backend, naive, meter, bucket)
-            operations = operation_counts(backend, meter)
-        finally:
-            backend.close()
-
-    args.out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    output = args.out / f"bench-{stamp}-{args.server}{'-quick' if args.quick else ''}.json"
-    report = {
+    report: dict[str, Any] = {
         "config": {
+            "scenario": args.scenario,
             "server": args.server,
             "latency_ms": args.latency_ms,
             "repeat": args.repeat,
             "quick": args.quick,
-            "concurrency": backend.concurrency,
-            **seeded,
+            "smoke": args.smoke,
         },
-        "calibration": calibration,
         "environment": {"python": platform.python_version(), "platform": platform.platform()},
         "started_at": stamp,
-        "scenarios": [asdict(s) for s in scenarios],
-        "operations": operations,
-        "elapsed_seconds": round(time.perf_counter() - started, 2),
-        "output": str(output.relative_to(ROOT) if output.is_relative_to(ROOT) else output),
     }
+    if args.scenario in ("all", "startup"):
+        try:
+            report["startup"] = startup.compare(ref, args.startup_runs, warmup=not args.smoke)
+        except ValueError as exc:
+            parser.error(str(exc))
+    if args.scenario in ("all", "s3"):
+        s3 = run_s3(args.server, skills, files, args.repeat, args.latency_ms)
+        report["config"].update(s3.pop("config"))
+        report.update(s3)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    kind = "smoke" if args.smoke else "quick" if args.quick else ""
+    name = "-".join(part for part in ("bench", stamp, args.scenario, args.server, kind) if part)
+    output = args.out / f"{name}.json"
+    report["elapsed_seconds"] = round(time.perf_counter() - started, 2)
+    report["output"] = str(output.relative_to(ROOT) if output.is_relative_to(ROOT) else output)
     output.write_text(json.dumps(report, indent=2) + "\n")
     print_report(report)
-    failed = [row["operation"] for row in operations if row["error"]]
+    failed = [row["operation"] for row in report.get("operations", []) if row["error"]]
     return 1 if failed else 0
 
 

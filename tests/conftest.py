@@ -1,13 +1,13 @@
 """Session-wide test setup: an isolated AWS environment and the local S3 server fixtures.
 
 Fixtures:
-    moto_server: session-scoped :class:`servers.MotoServer`.
+    moto_server: session-scoped :class:`s3skills.testing.MotoServer`.
     moto_endpoint: the moto endpoint URL, with all moto state reset before the test.
     s3_client: a boto3 S3 client on the moto endpoint, for arranging and asserting raw state.
     bucket: a fresh, uniquely named bucket on the moto server.
-    seaweed_server: session-scoped :class:`servers.SeaweedServer` (``weed mini``).
-    seaweed_bucket: a fresh bucket on SeaweedFS, as a :class:`servers.SeaweedBucket`.
-    live_target: an external endpoint from ``S3SKILLS_TEST_*`` variables, as a :class:`servers.LiveTarget`.
+    seaweed_server: session-scoped :class:`s3skills.testing.SeaweedServer` (``weed mini``).
+    seaweed_bucket: a fresh bucket on SeaweedFS, as a :class:`s3skills.testing.SeaweedBucket`.
+    live_target: an external endpoint from ``S3SKILLS_TEST_*`` variables, as a :class:`s3skills.testing.LiveTarget`.
 
 Markers: tests using the SeaweedFS fixtures are marked ``seaweedfs`` automatically (so
 ``-m "not seaweedfs"`` deselects them); tests marked ``live`` or using ``live_target`` are
@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import (
+
+from s3skills.testing import (
     LiveTarget,
     MotoServer,
     SeaweedBucket,

@@ -12,9 +12,9 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from s3skills import S3Backend, create_skills_agent
+from s3skills.layout import KeyLayout
 from s3skills.storage import RequestCounter
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
-from s3skills.layout import KeyLayout
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 

@@ -28,10 +28,10 @@ import aioboto3
 import pytest
 from deepagents.backends.protocol import GrepResult, LsResult
 from runs import ASYNC_RUN, SYNC_RUN, RunContext, RunState
-from servers import MotoServer, make_bucket, make_client
 
 from s3skills import S3Backend, SkillError, TenantError
 from s3skills.layout import KeyLayout
+from s3skills.testing import MotoServer, make_bucket, make_client
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 

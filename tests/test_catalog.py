@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 
 from s3skills import S3Backend, SkillError
-from s3skills.config import Config, Limits
-from s3skills.skills import SkillCatalog, SkillLibrary
-from s3skills.tenancy import Tenant
 from s3skills._loop import run_sync
-from s3skills.storage import S3ObjectStore as ObjectStore, RequestCounter
+from s3skills.config import Config, Limits
 from s3skills.layout import KeyLayout
+from s3skills.skills import SkillCatalog, SkillLibrary
+from s3skills.storage import RequestCounter
+from s3skills.storage import S3ObjectStore as ObjectStore
+from s3skills.tenancy import Tenant
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 ALICE = Tenant(user_id="alice")

@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from servers import free_port
 
 from s3skills.cli import library as cli_library
-from s3skills.fs import S3Backend
-from s3skills.layout import KeyLayout
 from s3skills.cli import main
 from s3skills.errors import BucketNotFound
+from s3skills.fs import S3Backend
+from s3skills.layout import KeyLayout
 from s3skills.runner import ScriptRunner
 from s3skills.storage import S3ObjectStore as ObjectStore
+from s3skills.testing import free_port
 from s3skills.transfer import PushRefused, pull_tree, push_tree, scan_tree
 
 USER = "alice"

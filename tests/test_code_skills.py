@@ -10,9 +10,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langchain_core.tools import BaseTool, tool
 
 from s3skills import S3Backend, SkillMetadata, SkillRegistry, create_skills_agent, usage_stats
-from s3skills.testing.scripted import ScriptedChatModel, tool_call
-from s3skills.skills.usage import reset_usage
 from s3skills.layout import KeyLayout
+from s3skills.skills.usage import reset_usage
+from s3skills.testing.scripted import ScriptedChatModel, tool_call
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 

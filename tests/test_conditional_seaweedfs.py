@@ -23,10 +23,10 @@ from typing import Any
 import aioboto3
 import pytest
 from botocore.exceptions import ClientError
-from servers import SeaweedBucket, make_client
 
 from s3skills import S3Backend
 from s3skills.layout import KeyLayout
+from s3skills.testing import SeaweedBucket, make_client
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 

@@ -13,8 +13,8 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.tools import tool
 
 from s3skills import S3Backend
-from s3skills.testing.scripted import ScriptedChatModel, tool_call
 from s3skills.layout import KeyLayout
+from s3skills.testing.scripted import ScriptedChatModel, tool_call
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 

@@ -24,11 +24,18 @@ import aioboto3
 import pytest
 from botocore.exceptions import ClientError, ConnectionClosedError
 from botocore.retries import standard
-from servers import make_client
 
 from s3skills import AccessDenied, S3Backend
-from s3skills.testing import FaultKind, FaultProxy, ProxyRequest, RequestMatcher, RequestRecord, match_request
 from s3skills.layout import KeyLayout
+from s3skills.testing import (
+    FaultKind,
+    FaultProxy,
+    ProxyRequest,
+    RequestMatcher,
+    RequestRecord,
+    make_client,
+    match_request,
+)
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 

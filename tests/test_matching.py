@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from s3skills.skills.matching import closest_ids, rank, tokenize
 from s3skills.skills import SkillInfo, SkillMetadata
+from s3skills.skills.matching import closest_ids, rank, tokenize
 
 
 def skill(skill_id: str, description: str, **fields: Any) -> SkillInfo:

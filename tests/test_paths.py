@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from langgraph.graph import END, START, StateGraph
 
 from s3skills import InvalidPath, S3Backend, VPath
-from s3skills.storage import S3ObjectStore as ObjectStore
-from s3skills.paths import MAX_SEGMENT_BYTES, check_identity
 from s3skills.layout import KeyLayout
+from s3skills.paths import MAX_SEGMENT_BYTES, check_identity
+from s3skills.storage import S3ObjectStore as ObjectStore
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 

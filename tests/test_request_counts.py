@@ -1,6 +1,6 @@
 """Request counts are part of the contract: each operation's S3 calls are pinned here.
 
-Counts come from `s3skills.store.RequestCounter` (one tick per API call, retries excluded);
+Counts come from `s3skills.storage.RequestCounter` (one tick per API call, retries excluded);
 which keys a GET touched come from a botocore `before-parameter-build.s3` handler. No timing
 is measured anywhere: concurrency is observed as the number of GETs in flight at once.
 """
@@ -17,8 +17,8 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
 
 from s3skills import S3Backend
-from s3skills.storage import RequestCounter
 from s3skills.layout import KeyLayout
+from s3skills.storage import RequestCounter
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 

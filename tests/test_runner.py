@@ -21,16 +21,16 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 from langchain_core.messages import AIMessage, ToolMessage
-from servers import MotoServer, make_client, unique_bucket_name
 
 from s3skills import S3Backend, create_skills_agent
-from s3skills.storage import S3ObjectStore as ObjectStore
 from s3skills._loop import run_sync
+from s3skills.layout import KeyLayout
 from s3skills.runner import ScriptObservation, ScriptRunner, key_parts, script_parts
 from s3skills.storage import RequestCounter
+from s3skills.storage import S3ObjectStore as ObjectStore
+from s3skills.testing import MotoServer, make_client, unique_bucket_name
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
 from s3skills.tools.script_tool import script_tool
-from s3skills.layout import KeyLayout
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 

@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
-from servers import (
+
+from s3skills.testing import (
     LOOPBACK,
     LiveTarget,
     MotoServer,

