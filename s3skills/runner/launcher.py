@@ -106,8 +106,10 @@ class BubblewrapLauncher:
 
     The script sees a fresh root: the system directories (`SYSTEM_DIRS`, the
     dynamic linker's cache) and the interpreter's installation read-only, a
-    private `/proc` (only its own processes), a minimal `/dev`, an empty `/tmp`,
-    and the staging directory (at its real path) as the only writable place.
+    private `/proc` (only its own processes), a minimal `/dev`, and the staging
+    directory at its real path, the only writable folder (bwrap's in-memory `/dev`
+    also takes writes, which vanish with the sandbox). Nothing else of `/tmp`, of
+    HOME or of `/etc` exists in there.
     `--unshare-all` gives it no network (only a down loopback), and its own pid,
     IPC, UTS and cgroup namespaces; it runs as uid/gid 65534 in a user namespace
     it cannot nest (`--disable-userns`), with every capability dropped, in a new
@@ -157,8 +159,8 @@ class BubblewrapLauncher:
         for path in shown:
             argv += ["--ro-bind", path, path]
         workdir = str(job.workdir)
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]  # noqa: S108 - the sandbox's own empty /tmp
-        argv += ["--bind", workdir, workdir, "--chdir", workdir, "--"]
+        argv += ["--proc", "/proc", "--dev", "/dev", "--bind", workdir, workdir]
+        argv += ["--remount-ro", "/", "--chdir", workdir, "--"]  # the root (and so /tmp) read-only
         return [*argv, interpreter, *job.command[1:]]
 
     async def launch(self, job: Job) -> Finished:
