@@ -6,7 +6,8 @@ Split by seam:
   `preexec_fn`), output caps, killing its process group.
 - `launcher`: the seam. `LocalLauncher` (a child process; NOT a sandbox) and
   `BubblewrapLauncher` (bwrap namespaces: no network, no other processes, only the
-  staged folder writable).
+  staged folder writable), `SandboxBackendLauncher` (a deepagents sandbox backend's
+  `execute`: a container, a VM, a remote sandbox).
 - `runner`: `ScriptRunner` and the `ScriptObservation` the model sees.
 
 Arguments go to the script's stdin (and a 0600 file named by `SKILL_ARGS_FILE`), not
@@ -25,6 +26,7 @@ from s3skills.runner.runner import (
     ScriptRunner,
     scrubbed_env,
 )
+from s3skills.runner.sandbox_backend import SandboxBackendLauncher
 from s3skills.runner.staging import key_parts, script_parts
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "Launcher",
     "Limits",
     "LocalLauncher",
+    "SandboxBackendLauncher",
     "ScriptObservation",
     "ScriptRunner",
     "key_parts",
