@@ -262,6 +262,13 @@ def test_args_via_argv_keeps_the_seed_003_contract(backend: S3Backend) -> None:
     assert obs.result == {"argv1": {"n": 3}, "stdin": "", "file": None}  # argv only: stdin empty, no file
 
 
+def test_python_named_on_the_path_or_refused_when_missing(backend: S3Backend) -> None:
+    assert ScriptRunner(backend, timeout=20, python="python3").run(SKILL, "main.py", {"n": 2}, loaded=[SKILL]).ok
+    missing = ScriptRunner(backend, python="no-such-python-3").run(SKILL, "main.py", {"n": 2}, loaded=[SKILL])
+    assert not missing.ok
+    assert "'no-such-python-3' is not installed" in (missing.error or "")
+
+
 def test_unknown_args_via_is_refused(backend: S3Backend) -> None:
     with pytest.raises(ValueError, match="args_via"):
         ScriptRunner(backend, args_via="env")  # type: ignore[arg-type]

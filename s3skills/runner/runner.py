@@ -151,7 +151,8 @@ class ScriptRunner:
         max_processes: `RLIMIT_NPROC`. The kernel counts EVERY process of the uid
             (not of the script) and exempts root: it only means something when
             the service runs under a dedicated uid. None for none.
-        python: The interpreter of `.py` scripts (`bash` from `SAFE_PATH` runs `.sh`).
+        python: The interpreter of `.py` scripts, a path or a name looked up on the
+            service's PATH (`bash` from `SAFE_PATH` runs `.sh`).
         max_script_files: Most files a skill's `scripts/` folder may hold.
         max_script_bytes: Most bytes in that folder.
         extra_env: Variables added to the scrubbed environment (an explicit opt-in).
@@ -274,9 +275,14 @@ class ScriptRunner:
             raise Refused(str(exc) if isinstance(exc, InvalidPath) else f"The args are not JSON: {exc}") from None
         if len(payload.encode("utf-8")) > _MAX_ARG_BYTES:
             raise Refused(f"The args are too large ({len(payload)} characters of JSON; keep them under 100 KB).")
-        interpreter = self.python if parts[-1].endswith(".py") else shutil.which("bash", path=SAFE_PATH)
-        if interpreter is None:
-            raise Refused("Shell scripts cannot be run here: bash is not installed.")
+        if parts[-1].endswith(".py"):
+            interpreter = self.python if os.path.isabs(self.python) else shutil.which(self.python)
+            if interpreter is None:
+                raise Refused(f"Python scripts cannot be run here: {self.python!r} is not installed.")
+        else:
+            interpreter = shutil.which("bash", path=SAFE_PATH)
+            if interpreter is None:
+                raise Refused("Shell scripts cannot be run here: bash is not installed.")
         with private_dir() as workdir:
             target = await stage(
                 self.backend,
@@ -307,7 +313,7 @@ class ScriptRunner:
     def _job(self, interpreter: str, target: Path, workdir: Path, payload: str) -> Job:
         """The launcher's job: the arguments go to stdin and a 0600 file, or (opt-in) to argv."""
         env = scrubbed_env(workdir, self.extra_env)
-        command: tuple[str, ...] = (os.path.abspath(interpreter), str(target))
+        command: tuple[str, ...] = (interpreter, str(target))
         stdin: bytes | None = None
         if self.args_via == "argv":
             command = (*command, payload)
