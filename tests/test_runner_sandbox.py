@@ -84,6 +84,7 @@ if child == 0:
     os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(60)", token])
 print(json.dumps({"forked": True}))
 """,
+    "venv.py": "import json, sys\nimport aioitertools\nprint(json.dumps([sys.prefix, aioitertools.__file__]))\n",
     "sleeper.py": "import time\ntime.sleep(60)\n",
     "hog.py": "data = bytearray(1024 * 1024 * 1024)\nprint(len(data))\n",
     "spin.py": "while True:\n    pass\n",
@@ -274,6 +275,26 @@ def test_in_the_sandbox_shell_scripts_and_args_on_stdin_work(seeded: S3Backend) 
     obs = _runner(seeded, BubblewrapLauncher()).run(SKILL, "hello.sh", {"a": [1]}, loaded=[SKILL])
     assert obs.ok, obs
     assert obs.result == {"shell": {"a": [1]}}
+
+
+@needs_bwrap
+@pytest.mark.skipif(sys.prefix == sys.base_prefix, reason="the tests do not run in a virtualenv")
+def test_a_virtualenv_shown_read_only_runs_scripts_with_its_packages(seeded: S3Backend) -> None:
+    launcher = BubblewrapLauncher(ro_binds=[sys.prefix])
+    obs = ScriptRunner(seeded, timeout=20, python=sys.executable, launcher=launcher).run(
+        SKILL, "venv.py", None, loaded=[SKILL]
+    )
+    assert obs.ok, obs
+    prefix, module = obs.result
+    assert prefix == sys.prefix
+    assert Path(module).is_relative_to(sys.prefix)
+    bare = _runner(seeded, BubblewrapLauncher()).run(SKILL, "venv.py", None, loaded=[SKILL])
+    # Without the bind: the base interpreter, which cannot see the venv's packages.
+    assert (
+        "ModuleNotFoundError" in bare.stderr_tail
+        if not bare.ok
+        else not Path(bare.result[1]).is_relative_to(sys.prefix)
+    )
 
 
 def test_bubblewrap_launcher_says_when_bwrap_is_missing(tmp_path: Path) -> None:
