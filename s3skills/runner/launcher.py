@@ -117,7 +117,9 @@ class BubblewrapLauncher:
     namespace mean that killing the run kills every process the script started,
     those that called `setsid` included. The same rlimits as `LocalLauncher` apply.
 
-    It shares the host kernel: it is not a VM. A process killed by signal N is
+    The interpreter's installation is the folder above its `bin/` (for
+    `/opt/py/bin/python3`, `/opt/py`): keep the interpreter out of the service's
+    HOME, or that HOME is shown too. It shares the host kernel: it is not a VM. A process killed by signal N is
     reported as -N; bwrap encodes it as exit status 128+N, so a script that exits
     with such a status on purpose is reported as killed by that signal.
 
