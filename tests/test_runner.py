@@ -50,12 +50,21 @@ SCRIPTS = {
     "main.py": """
 import json, os, sys
 from helpers import double
-args = json.loads(sys.argv[1])
-print(json.dumps({"doubled": double(args["n"]), "cwd": os.getcwd(), "argv1": sys.argv[1]}))
+raw = sys.stdin.read()
+args = json.loads(raw)
+with open(os.environ["SKILL_ARGS_FILE"]) as f:
+    from_file = json.load(f)
+print(json.dumps({"doubled": double(args["n"]), "cwd": os.getcwd(), "stdin": raw, "file": from_file,
+                  "argv": sys.argv[1:]}))
+""",
+    "via_argv.py": """
+import json, os, sys
+print(json.dumps({"argv1": json.loads(sys.argv[1]), "stdin": sys.stdin.read(),
+                  "file": os.environ.get("SKILL_ARGS_FILE")}))
 """,
     "lib/deep.py": """
 import json, sys
-print(json.dumps({"deep": json.loads(sys.argv[1])}))
+print(json.dumps({"deep": json.load(sys.stdin)}))
 """,
     "bad_json.py": "print('hello, not json')\n",
     "two_values.py": "print('1')\nprint('2')\n",
@@ -111,7 +120,7 @@ print(json.dumps(out))
     "spin.py": "while True:\n    pass\n",
     "pidfile.py": """
 import json, os, sys, time
-folder = json.loads(sys.argv[1])["dir"]
+folder = json.load(sys.stdin)["dir"]
 child = os.fork()
 if child == 0:
     time.sleep(60)
@@ -130,7 +139,7 @@ if child == 0:
     os._exit(0)
 print(json.dumps({"escaped": child}))
 """,
-    "hello.sh": '#!/bin/bash\nset -eu\nprintf \'{"shell": true, "args": %s}\\n\' "$1"\n',
+    "hello.sh": '#!/bin/bash\nset -eu\nprintf \'{"shell": true, "args": %s}\\n\' "$(cat)"\n',
     "notes.txt": "not runnable\n",
 }
 
@@ -143,6 +152,7 @@ ALLOWED_ENV = {
     "PYTHONDONTWRITEBYTECODE",
     "PYTHONIOENCODING",
     "PYTHONNOUSERSITE",
+    "SKILL_ARGS_FILE",
 }
 
 
@@ -219,14 +229,16 @@ def run(runner: ScriptRunner, script: str, args: Any = None, skill: str = SKILL)
 # -- good runs -------------------------------------------------------------------------------
 
 
-def test_good_script_imports_a_sibling_and_gets_json_args(runner: ScriptRunner) -> None:
+def test_good_script_imports_a_sibling_and_gets_json_args_on_stdin_and_in_a_file(runner: ScriptRunner) -> None:
     obs = run(runner, "main.py", {"n": 21, "texto": "año"})
 
     assert obs.ok, obs
     assert obs.error is None
     assert obs.exit_code == 0
     assert obs.result["doubled"] == 42
-    assert json.loads(obs.result["argv1"]) == {"n": 21, "texto": "año"}
+    assert json.loads(obs.result["stdin"]) == {"n": 21, "texto": "año"}
+    assert obs.result["file"] == {"n": 21, "texto": "año"}
+    assert obs.result["argv"] == []  # nothing in argv, where every local user could read it
     assert not Path(obs.result["cwd"]).exists()  # the temp dir is gone
     assert json.loads(obs.to_json())["result"]["doubled"] == 42
 
@@ -246,6 +258,24 @@ def test_shell_script_runs_with_bash(runner: ScriptRunner) -> None:
     obs = run(runner, "hello.sh", {"a": [1, 2]})
     assert obs.ok, obs
     assert obs.result == {"shell": True, "args": {"a": [1, 2]}}
+
+
+def test_args_via_argv_keeps_the_seed_003_contract(backend: S3Backend) -> None:
+    obs = ScriptRunner(backend, timeout=20, args_via="argv").run(SKILL, "via_argv.py", {"n": 3}, loaded=[SKILL])
+    assert obs.ok, obs
+    assert obs.result == {"argv1": {"n": 3}, "stdin": "", "file": None}  # argv only: stdin empty, no file
+
+
+def test_python_named_on_the_path_or_refused_when_missing(backend: S3Backend) -> None:
+    assert ScriptRunner(backend, timeout=20, python="python3").run(SKILL, "main.py", {"n": 2}, loaded=[SKILL]).ok
+    missing = ScriptRunner(backend, python="no-such-python-3").run(SKILL, "main.py", {"n": 2}, loaded=[SKILL])
+    assert not missing.ok
+    assert "'no-such-python-3' is not installed" in (missing.error or "")
+
+
+def test_unknown_args_via_is_refused(backend: S3Backend) -> None:
+    with pytest.raises(ValueError, match="args_via"):
+        ScriptRunner(backend, args_via="env")  # type: ignore[arg-type]
 
 
 async def test_async_run_from_another_event_loop(runner: ScriptRunner) -> None:

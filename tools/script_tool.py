@@ -3,7 +3,8 @@
 The tool reads the skills loaded in this thread from the agent state
 (`loaded_skills`, plus any loaded on the backend instance outside a graph), so
 only their `scripts/` can run, and answers with the `ScriptObservation` as JSON.
-Read docs/THREAT_MODEL.md before enabling it: the runner is not a sandbox.
+Read docs/THREAT_MODEL.md before enabling it: with the default `LocalLauncher` the runner
+is not a sandbox; pass `ScriptRunner(backend, launcher=BubblewrapLauncher())` for one.
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def script_tool(backend: S3Backend, runner: ScriptRunner | None = None) -> BaseT
 
     Args:
         backend: The agent's `S3Backend` (it resolves the user of each call).
-        runner: The `ScriptRunner` with the limits to use; by default one with
-            the defaults (`SKILL_TIMEOUT` or 30 s, 1 MiB of output, 512 MB).
+        runner: The `ScriptRunner` with the limits and launcher to use; by default
+            one with the defaults (`SKILL_TIMEOUT` or 30 s, 1 MiB of output, 512 MB,
+            arguments on stdin, `LocalLauncher`: not a sandbox).
     """
     the_runner = runner or ScriptRunner(backend)
 

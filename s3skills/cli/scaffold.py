@@ -1,7 +1,8 @@
 """`s3skills create`: a new skill from a template (a spec-valid SKILL.md, optionally a script).
 
 The script follows the script runner's contract: its arguments arrive as ONE JSON
-value in `argv[1]`; it prints exactly one JSON value on stdout and exits 0 on success.
+value on stdin (or in `argv[1]` when the runner is set to pass them there); it prints
+exactly one JSON value on stdout and exits 0 on success.
 """
 
 from __future__ import annotations
@@ -28,9 +29,11 @@ SCRIPT_PATH = "scripts/main.py"
 _SCRIPT = '''#!/usr/bin/env python3
 """__NAME__: summarise a list of numbers (an example for the s3skills script runner).
 
-Contract: the arguments arrive as ONE JSON value in argv[1]; the script prints exactly
-one JSON value on stdout and exits 0 on success (1, with {"ok": false, ...}, on bad input).
+Contract: the arguments arrive as ONE JSON value on stdin (or, when given, in argv[1]);
+the script prints exactly one JSON value on stdout and exits 0 on success (1, with
+{"ok": false, ...}, on bad input).
 
+    echo '{"numbers": [3, 1, 2]}' | python3 scripts/main.py
     python3 scripts/main.py '{"numbers": [3, 1, 2]}'
 """
 
@@ -62,7 +65,13 @@ def summarise(args):
 
 def main(argv):
     try:
-        args = json.loads(argv[1]) if len(argv) > 1 else {}
+        if len(argv) > 1:
+            text = argv[1]
+        elif sys.stdin is not None and not sys.stdin.isatty():
+            text = sys.stdin.read()
+        else:
+            text = ""
+        args = json.loads(text) if text.strip() else {}
         result = summarise(args)
     except ValueError as exc:  # json.JSONDecodeError is a ValueError too
         print(json.dumps({"ok": False, "error": str(exc)}))

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Estimate the ITP (Impuesto sobre Transmisiones Patrimoniales) of a property sale.
 
-Contract (s3skills script runner): argv[1] is ONE JSON object,
+Contract (s3skills script runner): ONE JSON object arrives on stdin (the runner's
+default, invisible to other users) or, when given, as argv[1] (`args_via="argv"`),
 
-    {"precio": 250000, "comunidad": "madrid", "valor_referencia": 240000}
+    echo '{"precio": 250000, "comunidad": "madrid", "valor_referencia": 240000}' | python3 calcular_itp.py
 
 and stdout receives exactly one JSON value: the estimate, exit code 0. Invalid input
 prints a JSON object with an "error" key and exits with 2. Standard library only.
@@ -149,15 +150,28 @@ def calcula(datos: object) -> dict[str, Any]:
     }
 
 
+def entrada(argv: list[str]) -> str:
+    """The JSON text: argv[1] when given, else all of stdin (never a terminal)."""
+    if len(argv) > 2:
+        raise EntradaInvalida("se espera como mucho un argumento: un objeto JSON")
+    if len(argv) == 2:
+        return argv[1]
+    if sys.stdin is None or sys.stdin.isatty():
+        raise EntradaInvalida("se espera un objeto JSON en la entrada estándar (stdin) o como argumento")
+    texto = sys.stdin.read()
+    if not texto.strip():
+        raise EntradaInvalida("la entrada está vacía: se espera un objeto JSON en stdin o como argumento")
+    return texto
+
+
 def main(argv: list[str]) -> int:
-    """Run the contract: one JSON argument in, one JSON value out."""
+    """Run the contract: one JSON object in (stdin or argv[1]), one JSON value out."""
     try:
-        if len(argv) != 2:
-            raise EntradaInvalida("se espera exactamente un argumento: un objeto JSON")
+        texto = entrada(argv)
         try:
-            datos = json.loads(argv[1])
+            datos = json.loads(texto)
         except json.JSONDecodeError as exc:
-            raise EntradaInvalida(f"el argumento no es JSON válido ({exc.msg}, columna {exc.colno})") from None
+            raise EntradaInvalida(f"la entrada no es JSON válido ({exc.msg}, columna {exc.colno})") from None
         resultado = calcula(datos)
     except EntradaInvalida as exc:
         error = {"error": str(exc), "comunidades_validas": sorted(TIPOS), "ejemplo": EJEMPLO}
