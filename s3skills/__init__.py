@@ -31,11 +31,13 @@ from s3skills.usage import SkillUsage, usage_stats
 
 if TYPE_CHECKING:  # imported lazily at run time (see __getattr__)
     from s3skills.agent import SkillsContext, create_skills_agent
+    from s3skills.executable import CodeSkill, PromptSkill, SkillContext, SkillResult
 
 __all__ = [
     "AccessDenied",
     "BinaryFile",
     "BucketNotFound",
+    "CodeSkill",
     "Conflict",
     "CredentialsError",
     "FileTooLarge",
@@ -44,6 +46,7 @@ __all__ = [
     "KeyLayout",
     "NotFound",
     "ObjectStore",
+    "PromptSkill",
     "ReadOnly",
     "RequestCounter",
     "S3Backend",
@@ -52,11 +55,13 @@ __all__ = [
     "ScriptRunner",
     "Skill",
     "SkillCatalog",
+    "SkillContext",
     "SkillError",
     "SkillInfo",
     "SkillMetadata",
     "SkillProblem",
     "SkillRegistry",
+    "SkillResult",
     "SkillUsage",
     "SkillsContext",
     "StoreError",
@@ -79,4 +84,8 @@ def __getattr__(name: str) -> object:
         from s3skills import agent
 
         return getattr(agent, name)
+    if name in ("CodeSkill", "PromptSkill", "SkillContext", "SkillResult"):
+        from s3skills import executable
+
+        return getattr(executable, name)
     raise AttributeError(f"module 's3skills' has no attribute {name!r}")
