@@ -95,10 +95,15 @@ def create_skills_agent(
         registry=registry,
     )
     # Outermost of ours, so the tool calls a skill makes pass through the prompt middleware's gating.
-    runner = []
+    runner: list[Any] = []
     if executable:
         agent_model = skill_model or (model if isinstance(model, BaseChatModel) else None)
-        runner = [SkillExecutionMiddleware(backend, registry=registry, model=agent_model, timeout=skill_timeout)]
+        approval = [name for name, rule in (kwargs.get("interrupt_on") or {}).items() if rule]
+        runner = [
+            SkillExecutionMiddleware(
+                backend, registry=registry, model=agent_model, timeout=skill_timeout, approval_required=approval
+            )
+        ]
     kwargs.setdefault("context_schema", SkillsContext)
     return create_deep_agent(
         model=model,

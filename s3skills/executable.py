@@ -67,9 +67,6 @@ __all__ = [
     "run_skill",
 ]
 
-logger = logging.getLogger(__name__)
-
-
 class ToolNotAllowed(SkillError, PermissionError):
     """A skill dispatched a tool it did not declare in `tools_required`."""
 
@@ -476,7 +473,19 @@ def _sync_body(skill: ExecutableSkill, ctx: SkillContext) -> Callable[[], Any]:
     return body
 
 
-def _finish(ctx: SkillContext, kind: str, started: float, result: SkillResult, outcome: str) -> SkillResult:
+def _settle(ctx: SkillContext, kind: str, started: float, done: bool, value: Callable[[], Any]) -> SkillResult:
+    """The result of a run (timed out, failed or returned), recorded in the usage log."""
+    if not done:
+        ctx.guard.expired.set()
+        result = SkillResult(False, error=f"the skill '{ctx.skill_id}' timed out after {ctx.guard.timeout:g} s")
+        outcome = "timeout"
+    else:
+        try:
+            result = _checked(ctx.skill_id, value())
+            outcome = "ok" if result.success else "error"
+        except Exception as exc:
+            ctx.logger.warning("skill raised", exc_info=exc)
+            result, outcome = SkillResult(False, error=_error_text(exc)), "error"
     log_usage(
         "skill_execution",
         skill=ctx.skill_id,
@@ -488,23 +497,7 @@ def _finish(ctx: SkillContext, kind: str, started: float, result: SkillResult, o
         kind=kind,
         depth=ctx.depth,
     )
-    if not result.success:
-        ctx.logger.info("skill failed: %s", result.error)
     return result
-
-
-def _timed_out(ctx: SkillContext) -> SkillResult:
-    ctx.guard.expired.set()
-    return SkillResult(False, error=f"the skill '{ctx.skill_id}' timed out after {ctx.guard.timeout:g} s")
-
-
-def _failed(ctx: SkillContext, exc: BaseException) -> SkillResult:
-    ctx.logger.warning("skill raised", exc_info=exc)
-    return SkillResult(False, error=_error_text(exc))
-
-
-def _outcome(result: SkillResult) -> str:
-    return "ok" if result.success else "error"
 
 
 def run_skill(skill: ExecutableSkill, ctx: SkillContext, chain: tuple[str, ...], kind: str = "code") -> SkillResult:
@@ -516,13 +509,7 @@ def run_skill(skill: ExecutableSkill, ctx: SkillContext, chain: tuple[str, ...],
     started = time.perf_counter()
     future = _in_thread(_sync_body(skill, ctx), chain)
     done, _ = concurrent.futures.wait([future], timeout=ctx.guard.timeout)
-    if not done:
-        return _finish(ctx, kind, started, _timed_out(ctx), "timeout")
-    try:
-        result = _checked(ctx.skill_id, future.result())
-    except Exception as exc:
-        return _finish(ctx, kind, started, _failed(ctx, exc), "error")
-    return _finish(ctx, kind, started, result, _outcome(result))
+    return _settle(ctx, kind, started, bool(done), future.result)
 
 
 async def arun_skill(
@@ -541,9 +528,4 @@ async def arun_skill(
     done, _ = await asyncio.wait({task}, timeout=ctx.guard.timeout)
     if not done:
         task.cancel()
-        return _finish(ctx, kind, started, _timed_out(ctx), "timeout")
-    try:
-        result = _checked(ctx.skill_id, task.result())
-    except Exception as exc:
-        return _finish(ctx, kind, started, _failed(ctx, exc), "error")
-    return _finish(ctx, kind, started, result, _outcome(result))
+    return _settle(ctx, kind, started, bool(done), task.result)

@@ -509,3 +509,34 @@ def test_use_skill_is_added_when_the_registry_holds_a_runnable_skill(backend: S3
         model = ScriptedChatModel(steps=[])
         invoke(create_skills_agent(model, backend, registry=SkillRegistry(skills)))
         assert ("use_skill" in model.tools_seen[0]) is expected
+
+
+def test_a_tool_that_needs_human_approval_cannot_be_called_by_a_skill(backend: S3Backend, s3_client: Any) -> None:
+    def writer(ctx: SkillContext) -> str:
+        return ctx.tools.dispatch("write_file", {"file_path": "/workspace/x.txt", "content": "sin permiso"})
+
+    registry = SkillRegistry([Simple("escritora", writer, ("write_file",))])
+    model = ScriptedChatModel(steps=[call("use_skill", skill_name="escritora")])
+    agent = create_skills_agent(model, backend, registry=registry, interrupt_on={"write_file": True})
+    (result,) = tool_messages(invoke(agent))
+    assert result.content == (
+        "Error: the skill 'escritora' failed: the tool 'write_file' needs a person's approval in this agent; "
+        "a skill cannot call it"
+    )
+    assert "threads/t1/x.txt" not in [o["Key"] for o in s3_client.list_objects_v2(Bucket=backend.bucket)["Contents"]]
+
+
+def test_a_skills_tool_calls_act_for_the_runs_tenant(backend: S3Backend, s3_client: Any) -> None:
+    def report(ctx: SkillContext) -> str:
+        found = ctx.tools.dispatch("glob", {"pattern": "*.txt", "path": "/workspace"})
+        ctx.tools.dispatch("write_file", {"file_path": "/workspace/informe.md", "content": found})
+        return f"{ctx.user_id}/{ctx.thread_id}: {found}"
+
+    registry = SkillRegistry([Simple("informe", report, ("glob", "write_file"))])
+    model = ScriptedChatModel(steps=[call("use_skill", skill_name="informe")])
+    (result,) = tool_messages(invoke(create_skills_agent(model, backend, registry=registry), thread="t2"))
+    assert result.content.startswith("ana/t2: ")
+    assert "/workspace/ajeno.txt" in result.content
+    assert "notas" not in result.content  # thread t1's files are not this run's /workspace
+    body = s3_client.get_object(Bucket=backend.bucket, Key="threads/t2/informe.md")["Body"].read().decode()
+    assert "/workspace/ajeno.txt" in body

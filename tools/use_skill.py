@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any
@@ -116,9 +116,10 @@ def _tool_text(name: str, out: object) -> str:
 class _AgentTools:
     """A `ToolDispatcher` over the agent's own tools, through the middleware handler."""
 
-    def __init__(self, scope: _Scope, runtime: ToolRuntime[Any, Any]) -> None:
+    def __init__(self, scope: _Scope, runtime: ToolRuntime[Any, Any], approval: frozenset[str]) -> None:
         self._scope = scope
         self._runtime = runtime
+        self._approval = approval
         self.tools: dict[str, BaseTool] = {t.name: t for t in runtime.tools}
         self._ids = itertools.count(1)
 
@@ -126,6 +127,8 @@ class _AgentTools:
         tool = self.tools.get(name)
         if tool is None:
             raise SkillToolError(f"the agent has no tool named '{name}'")
+        if name in self._approval:
+            raise SkillToolError(f"the tool '{name}' needs a person's approval in this agent; a skill cannot call it")
         call_id = f"{self._runtime.tool_call_id}.{next(self._ids)}"
         call = ToolCall(name=name, args=args, id=call_id, type="tool_call")
         runtime = replace(self._runtime, tool_call_id=call_id)
@@ -183,6 +186,9 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
             its last model call; it is the same object for every tenant).
         timeout: Seconds one skill may run (nested skills count inside their caller).
         max_depth: How deep skills may call skills through `use_skill`.
+        approval_required: Tools that need a person's approval in this agent
+            (the keys of `interrupt_on`): a skill's call to one is refused, since
+            human-in-the-loop only sees the model's own tool calls.
     """
 
     def __init__(
@@ -193,6 +199,7 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
         model: BaseChatModel | None = None,
         timeout: float = 60.0,
         max_depth: int = 4,
+        approval_required: Iterable[str] = (),
     ) -> None:
         super().__init__()
         if timeout <= 0:
@@ -204,6 +211,7 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
         self.model = model
         self.timeout = timeout
         self.max_depth = max_depth
+        self.approval_required = frozenset(approval_required)
         self._agent_model: BaseChatModel | None = None
         self.tools = [
             StructuredTool.from_function(
@@ -268,7 +276,7 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
             chain = enter_skill(skill_id, self.max_depth)
         except SkillError as exc:
             raise _Refused(str(exc), skill_id) from None
-        dispatcher = _AgentTools(scope, runtime)
+        dispatcher = _AgentTools(scope, runtime, self.approval_required)
         required = list(skill.metadata.tools_required)
         missing = [t for t in required if t not in dispatcher.tools]
         if missing:
