@@ -67,6 +67,7 @@ __all__ = [
     "run_skill",
 ]
 
+
 class ToolNotAllowed(SkillError, PermissionError):
     """A skill dispatched a tool it did not declare in `tools_required`."""
 

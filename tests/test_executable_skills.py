@@ -227,6 +227,10 @@ def test_a_code_skill_reads_the_workspace_through_the_agents_tools_and_asks_the_
 
     # The skill's tool calls ran the agent's own tools, as children of the trace.
     assert [name for name, _ in trace.tools()] == ["use_skill", "glob", "read_file", "read_file"]
+    assert [inputs.get("file_path") for name, inputs in trace.tools() if name == "read_file"] == [
+        "/workspace/notas/a.txt",
+        "/workspace/notas/b.txt",
+    ]
     # The model got one prompt per file, with the file's content read through the backend.
     prompts = [r[-1].text for r in model.requests[1:3]]
     assert "El comprador es Luis." in prompts[0]

@@ -272,6 +272,8 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
             skill_id, skill, kind = await self._resolve(str(skill_name), tenant, runtime)
         except S3SkillsError as exc:
             raise _Refused(str(exc), str(skill_name)) from None
+        except Exception as exc:  # e.g. an application's is_available: never abort the run
+            raise _Refused(f"cannot run '{skill_name}': {type(exc).__name__}: {exc}", str(skill_name)) from exc
         try:
             chain = enter_skill(skill_id, self.max_depth)
         except SkillError as exc:
