@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from s3skills.layout import KeyLayout
     from s3skills.paths import VPath
     from s3skills.runner import ScriptObservation, ScriptRunner
+    from s3skills.skills.executable import CodeSkill, PromptSkill, SkillContext, SkillResult
     from s3skills.skills import (
         InvalidSkill,
         LoadResult,
@@ -62,6 +63,10 @@ if TYPE_CHECKING:
     from s3skills.tenancy import Identity, LangGraphAuthIdentity, Tenant, TenantResolver, context_identity
 
 _LAZY: dict[str, str] = {
+    "CodeSkill": "s3skills.skills.executable",
+    "PromptSkill": "s3skills.skills.executable",
+    "SkillContext": "s3skills.skills.executable",
+    "SkillResult": "s3skills.skills.executable",
     "Config": "s3skills.config",
     "Identity": "s3skills.tenancy",
     "InvalidSkill": "s3skills.skills",
@@ -99,6 +104,7 @@ __all__ = [
     "AccessDenied",
     "BinaryFile",
     "BucketNotFound",
+    "CodeSkill",
     "Config",
     "Conflict",
     "CredentialsError",
@@ -112,6 +118,7 @@ __all__ = [
     "LoadResult",
     "NotFound",
     "ObjectStore",
+    "PromptSkill",
     "ReadOnly",
     "RequestCounter",
     "S3Backend",
@@ -121,6 +128,7 @@ __all__ = [
     "ScriptRunner",
     "Skill",
     "SkillCatalog",
+    "SkillContext",
     "SkillError",
     "SkillId",
     "SkillInfo",
@@ -128,6 +136,7 @@ __all__ = [
     "SkillMetadata",
     "SkillProblem",
     "SkillRegistry",
+    "SkillResult",
     "SkillUsage",
     "SkillsContext",
     "StoreError",

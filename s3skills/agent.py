@@ -11,8 +11,10 @@ from langchain_core.language_models import BaseChatModel
 
 from s3skills.middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware
 from s3skills.fs import S3Backend
-from s3skills.skills.registry import SkillRegistry, tool_name
+from s3skills.skills import SkillRegistry, tool_name
+from s3skills.skills.executable import ExecutableSkill
 from s3skills.tools.skill_tools import skill_tools
+from s3skills.tools.use_skill import USE_SKILL, SkillExecutionMiddleware
 
 __all__ = ["DEEPAGENTS_TOOLS", "SkillsContext", "create_skills_agent"]
 
@@ -45,6 +47,9 @@ def create_skills_agent(
     registry: SkillRegistry | None = None,
     scripts: bool = False,
     mode: Literal["on_demand", "preload"] = "on_demand",
+    executable: bool | None = None,
+    skill_model: BaseChatModel | None = None,
+    skill_timeout: float = 60.0,
     **kwargs: Any,
 ) -> Any:
     """Build a deep agent whose files and skills live in S3.
@@ -63,6 +68,11 @@ def create_skills_agent(
             (not a sandbox: read docs/THREAT_MODEL.md first).
         mode: `on_demand` (index + cargar_habilidad) or `preload` (every
             skill's instructions in the prompt).
+        executable: Add `use_skill`, which runs code skills' `execute` and
+            loaded S3 skills. None (default): only when `registry` holds a skill
+            with an `execute` (a `CodeSkill`).
+        skill_model: The model of `ctx.llm` in skills; default the agent's.
+        skill_timeout: Seconds one `use_skill` run may take.
         **kwargs: Passed to `create_deep_agent` (checkpointer, subagents, ...).
 
     Returns:
@@ -70,8 +80,11 @@ def create_skills_agent(
     """
     code_tools = registry.all_tools() if registry is not None else []
     own = [*tools, *code_tools]
+    if executable is None:
+        executable = registry is not None and any(isinstance(s, ExecutableSkill) for s in registry.skills())
     names = [*DEEPAGENTS_TOOLS, *(tool_name(t) for t in own)]
     names += ["cargar_habilidad", "list_skills", "read_skill"] + (["run_skill_script"] if scripts else [])
+    names += [USE_SKILL] if executable else []
     extra = skill_tools(backend, agent_tools=names, category=category, registry=registry, scripts=scripts)
     prompt_mw = SkillsPromptMiddleware(
         backend,
@@ -81,12 +94,22 @@ def create_skills_agent(
         mode=mode,
         registry=registry,
     )
+    # Outermost of ours, so the tool calls a skill makes pass through the prompt middleware's gating.
+    runner: list[Any] = []
+    if executable:
+        agent_model = skill_model or (model if isinstance(model, BaseChatModel) else None)
+        approval = [name for name, rule in (kwargs.get("interrupt_on") or {}).items() if rule]
+        runner = [
+            SkillExecutionMiddleware(
+                backend, registry=registry, model=agent_model, timeout=skill_timeout, approval_required=approval
+            )
+        ]
     kwargs.setdefault("context_schema", SkillsContext)
     return create_deep_agent(
         model=model,
         tools=[*own, *extra],
         system_prompt=system_prompt,
-        middleware=[prompt_mw, *middleware],
+        middleware=[*runner, prompt_mw, *middleware],
         backend=backend,
         **kwargs,
     )

@@ -113,6 +113,11 @@ class SkillRegistry:
             entry = self._skills.get(skill_id)
         return entry[1] if entry else None
 
+    def skills(self) -> list[Skill]:
+        """Every registered skill, available or not, by id."""
+        with self._lock:
+            return [s for _, (_, s) in sorted(self._skills.items())]
+
     def _available(self, config: Mapping[str, Any] | None) -> list[tuple[str, Skill]]:
         with self._lock:
             items = sorted((sid, s) for sid, (_, s) in self._skills.items())

@@ -1,4 +1,4 @@
-"""The usage log: one structured record per skill load and script run.
+"""The usage log: one structured record per skill load, script run and skill execution.
 
 Records go to the `s3skills.usage` logger with their fields in `extra`
 (`event`, `skill`, `user_id`, `thread_id`, `duration_ms`, `outcome`;
@@ -32,6 +32,8 @@ class SkillUsage:
     failures: int
     users: int
     avg_duration_ms: float
+    executions: int = 0
+    """`use_skill` runs, refused ones included (those count as failures too)."""
 
 
 class _Recorder:
@@ -57,7 +59,11 @@ def log_usage(
     outcome: str,
     **extra: Any,
 ) -> None:
-    """Emit one usage record (`event` is `skill_load` or `script_run`)."""
+    """Emit one usage record.
+
+    `event` is `skill_load`, `script_run` or `skill_execution` (a `use_skill` run);
+    `outcome` is `ok` or what went wrong (`error`, `refused`, `timeout`...).
+    """
     fields = {
         "event": event,
         "skill": skill,
@@ -90,6 +96,7 @@ def usage_stats() -> dict[str, SkillUsage]:
             failures=sum(1 for r in recs if r.get("outcome") not in ("ok", None)),
             users=len({r.get("user_id") for r in recs if r.get("user_id")}),
             avg_duration_ms=round(sum(durations) / len(durations), 1) if durations else 0.0,
+            executions=sum(1 for r in recs if r.get("event") == "skill_execution"),
         )
     return out
 
