@@ -80,7 +80,7 @@ from s3skills.mounts import Mounts
 from s3skills.paths import VPath
 from s3skills.seedapi import SeedAPI
 from s3skills.store import ObjectInfo, ObjectStore
-from s3skills.tenancy import Tenant, resolve_tenant
+from s3skills.tenancy import IdentityFn, Tenant, resolve_tenant
 
 __all__ = ["S3Backend"]
 
@@ -146,6 +146,10 @@ class S3Backend(SeedAPI, BackendProtocol):
             `library`: /skills shows the user's whole library read-only, as
             `/skills/<name>/`, so deepagents' own `SkillsMiddleware(sources=["/skills/"])`
             can read it (no progressive gating then).
+        identity: `(context, config) -> (user_id, thread_id, ticket_id)`, called on
+            every operation for the ids not fixed above, instead of the built-in
+            lookup (e.g. `s3skills.serve.langgraph.langgraph_auth_identity` behind
+            LangGraph Server's auth).
     """
 
     def __init__(
@@ -169,6 +173,7 @@ class S3Backend(SeedAPI, BackendProtocol):
         botocore_config: Config | None = None,
         catalog_ttl: float | None = None,
         skills_mode: Literal["gated", "library"] = "gated",
+        identity: IdentityFn | None = None,
     ) -> None:
         self.store = store or ObjectStore(
             bucket,
@@ -206,6 +211,7 @@ class S3Backend(SeedAPI, BackendProtocol):
             shared_prefix=self.shared_prefix,
             skills_mode=skills_mode,
             ticket_writable=ticket_writable,
+            identity=identity,
         )
 
     @property

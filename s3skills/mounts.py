@@ -24,7 +24,7 @@ from s3skills.layout import (
 )
 from s3skills.paths import VPath
 from s3skills.store import ObjectInfo, ObjectStore
-from s3skills.tenancy import Tenant, resolve_tenant
+from s3skills.tenancy import IdentityFn, Tenant, resolve_tenant
 
 if TYPE_CHECKING:
     from s3skills.catalog import SkillCatalog
@@ -48,6 +48,7 @@ class Mounts:
         shared_prefix: The organisation library, if any.
         skills_mode: `gated` or `library`.
         ticket_writable: Whether /ticket admits writes.
+        identity: Decides the ids not fixed here (else the run's context).
     """
 
     def __init__(
@@ -62,6 +63,7 @@ class Mounts:
         shared_prefix: str | None,
         skills_mode: str,
         ticket_writable: bool,
+        identity: IdentityFn | None = None,
     ) -> None:
         self.store = store
         self.layout = layout
@@ -71,6 +73,7 @@ class Mounts:
         self.skills_mode = skills_mode
         self.ticket_writable = ticket_writable
         self.instance_skills: dict[str | None, list[str]] = {}
+        self.identity = identity
 
     def tenant(self) -> Tenant:
         """The identity of the current call (explicit values, else the run's context)."""
@@ -79,6 +82,7 @@ class Mounts:
             thread_id=self.thread_id,
             ticket_id=self.ticket_id,
             instance_skills=self.instance_skills,
+            identity=self.identity,
         )
 
     async def visible(self) -> Tenant:

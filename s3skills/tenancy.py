@@ -10,15 +10,20 @@ ticket_id), `get_config()["configurable"]` (thread_id) and the agent state key
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from s3skills.paths import check_identity
 
-__all__ = ["LOADED_SKILLS_KEY", "Tenant", "resolve_tenant", "run_config", "run_context"]
+__all__ = ["LOADED_SKILLS_KEY", "IdentityFn", "Tenant", "resolve_tenant", "run_config", "run_context"]
 
 logger = logging.getLogger(__name__)
+
+IdentityFn = Callable[[Any, Mapping[str, Any]], tuple[str | None, str | None, str | None]]
+"""`(context, config) -> (user_id, thread_id, ticket_id)`: who a call is for, decided by the
+application (e.g. `s3skills.serve.langgraph.langgraph_auth_identity`). `config` holds the run's
+`configurable` under `"configurable"`. A None id means "unknown", never "ask elsewhere"."""
 
 LOADED_SKILLS_KEY = "loaded_skills"
 """The agent-state key that holds the ids of the skills loaded in a thread."""
@@ -110,6 +115,7 @@ def resolve_tenant(
     thread_id: str | None,
     ticket_id: str | None,
     instance_skills: Mapping[str | None, Iterable[str]] | None = None,
+    identity: IdentityFn | None = None,
 ) -> Tenant:
     """Resolve the ids of this call and check each one.
 
@@ -118,14 +124,22 @@ def resolve_tenant(
         thread_id: Idem.
         ticket_id: Idem.
         instance_skills: Skills loaded on the instance (outside a graph), per user id.
+        identity: Decides the ids the constructor did not fix, instead of the
+            built-in lookup in the run's context and config.
 
     Raises:
         InvalidPath: An id has characters outside the allow-list.
     """
     context, configurable = run_context()
-    user = _pick(user_id, _field(context, "user_id"), configurable.get("user_id"))
-    thread = _pick(thread_id, configurable.get("thread_id"), _field(context, "thread_id"))
-    ticket = _pick(ticket_id, _field(context, "ticket_id"), configurable.get("ticket_id"))
+    if identity is not None:
+        found_user, found_thread, found_ticket = identity(context, {"configurable": configurable})
+        user = _pick(user_id, found_user)
+        thread = _pick(thread_id, found_thread)
+        ticket = _pick(ticket_id, found_ticket)
+    else:
+        user = _pick(user_id, _field(context, "user_id"), configurable.get("user_id"))
+        thread = _pick(thread_id, configurable.get("thread_id"), _field(context, "thread_id"))
+        ticket = _pick(ticket_id, _field(context, "ticket_id"), configurable.get("ticket_id"))
     own = (instance_skills or {}).get(user, ())
     loaded = list(dict.fromkeys([*_state_loaded_skills(configurable), *own]))
     return Tenant(
