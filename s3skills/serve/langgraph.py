@@ -2,9 +2,10 @@
 
 LangGraph Server (`langgraph dev`, `langgraph up`, LangSmith Deployment) runs every
 graph with a `config["configurable"]` built from the request. Most of it is the
-client's: `config={"configurable": {...}}` and `context={...}` are both copied into
-`configurable`, and the server adds `configurable["user_id"]` from the client's own
-value when it sends one. None of that may decide whose bucket prefix a call reads.
+client's: whichever of `config={"configurable": {...}}` or `context={...}` the client
+sends becomes `configurable` (checked with langgraph-api 0.16), and
+`configurable["user_id"]` is the client's value when it sends one (else the
+authenticated user's id). None of that may decide whose bucket prefix a call reads.
 
 What the client cannot set: before a run is created the server strips its reserved
 keys from the client's `config.configurable` and `context`, then writes, from the
