@@ -60,7 +60,8 @@ if TYPE_CHECKING:
         usage_stats,
     )
     from s3skills.storage import ObjectStore, RequestCounter, S3ObjectStore
-    from s3skills.tenancy import Identity, LangGraphAuthIdentity, Tenant, TenantResolver, context_identity
+    from s3skills.serve.langgraph import LangGraphAuthResolver
+    from s3skills.tenancy import Identity, Tenant, TenantResolver, context_identity
 
 _LAZY: dict[str, str] = {
     "CodeSkill": "s3skills.skills.executable",
@@ -71,7 +72,7 @@ _LAZY: dict[str, str] = {
     "Identity": "s3skills.tenancy",
     "InvalidSkill": "s3skills.skills",
     "KeyLayout": "s3skills.layout",
-    "LangGraphAuthIdentity": "s3skills.tenancy",
+    "LangGraphAuthResolver": "s3skills.serve.langgraph",
     "Limits": "s3skills.config",
     "LoadResult": "s3skills.skills",
     "ObjectStore": "s3skills.storage",
@@ -113,7 +114,7 @@ __all__ = [
     "InvalidPath",
     "InvalidSkill",
     "KeyLayout",
-    "LangGraphAuthIdentity",
+    "LangGraphAuthResolver",
     "Limits",
     "LoadResult",
     "NotFound",

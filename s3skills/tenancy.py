@@ -8,8 +8,9 @@ every call. A `TenantResolver` turns the run (`get_runtime().context` and
 - `context_identity` (the default): `user_id` and `ticket_id` from the run
   context (`context=`), `thread_id` from `config["configurable"]`. Never a
   user or ticket from `configurable`, which a LangGraph Server client controls.
-- `LangGraphAuthIdentity`: the user the deployment's auth handler authenticated
-  (`configurable["langgraph_auth_user"]`); whatever the client sends is ignored.
+- `s3skills.serve.langgraph.LangGraphAuthResolver`: the user LangGraph Server's auth
+  handler authenticated (`configurable["langgraph_auth_user"]`); whatever the client
+  sends is ignored.
 - any callable `(context, config) -> Identity` the application provides.
 
 The skills loaded in the thread come from the agent state key `loaded_skills`
@@ -19,7 +20,7 @@ The skills loaded in the thread come from the agent state key `loaded_skills`
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -29,7 +30,6 @@ from s3skills.paths import check_identity
 __all__ = [
     "LOADED_SKILLS_KEY",
     "Identity",
-    "LangGraphAuthIdentity",
     "Tenant",
     "TenantResolver",
     "context_identity",
@@ -107,33 +107,6 @@ def context_identity(context: Any, config: Mapping[str, Any]) -> Identity:
         thread_id=_text(configurable.get("thread_id")) or _text(_field(context, "thread_id")),
         ticket_id=_text(_field(context, "ticket_id")),
     )
-
-
-class LangGraphAuthIdentity:
-    """The resolver for LangGraph Server: the user its auth handler authenticated.
-
-    LangGraph Server puts the authenticated user in `config["configurable"]
-    ["langgraph_auth_user"]` (an object or mapping with an `identity`) and its id in
-    `["langgraph_auth_user_id"]`; a client cannot set them. The client's `context`
-    (also copied into `configurable`) is ignored. A run without an authenticated
-    user has no user id, so it sees no library and no workspace.
-
-    Args:
-        ticket_of: Optional: the ticket id of a run, from the authenticated user
-            object (e.g. a claim your auth handler put there). Default: no ticket.
-    """
-
-    def __init__(self, ticket_of: Callable[[Any], str | None] | None = None) -> None:
-        self.ticket_of = ticket_of
-
-    def __call__(self, context: Any, config: Mapping[str, Any]) -> Identity:
-        configurable: Mapping[str, Any] = config.get("configurable") or {}
-        user = configurable.get("langgraph_auth_user")
-        user_id = _text(_field(user, "identity")) or _text(configurable.get("langgraph_auth_user_id"))
-        if user_id is None:
-            return Identity(thread_id=_text(configurable.get("thread_id")))
-        ticket = _text(self.ticket_of(user)) if self.ticket_of is not None else None
-        return Identity(user_id=user_id, thread_id=_text(configurable.get("thread_id")), ticket_id=ticket)
 
 
 def _state_loaded_skills(configurable: Mapping[str, Any]) -> list[str]:

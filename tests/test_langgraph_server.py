@@ -1,0 +1,440 @@
+"""LangGraph Server glue: the resolver, and examples/langgraph-server under a real `langgraph dev`.
+
+The end-to-end tests start `langgraph dev` (langgraph-cli[inmem]) on a free loopback port as
+a subprocess, with the example's own `langgraph.json`, auth handler and graph module, against
+the session's moto server, and drive it with `langgraph_sdk` as two users with their own
+tokens. The model is the example's scripted model: each run loads the first skill of its
+index, reads a file of that skill, /workspace/notes.md and /ticket/brief.md, writes
+/workspace/report.md and answers with a JSON report of what it saw.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from s3skills.serve.langgraph import LangGraphAuthResolver, langgraph_auth_identity
+from s3skills.tenancy import Identity
+from s3skills.testing import LOOPBACK, MotoServer, free_port, make_bucket, make_client, unique_bucket_name
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "langgraph-server"
+ALICE_TOKEN = "alice-dev-token-1"
+BOB_TOKEN = "bob-dev-token-22"
+TOKENS = {ALICE_TOKEN: {"identity": "alice", "ticket_id": "T-100"}, BOB_TOKEN: "bob"}
+SKILL = {"alice": "cocina/recetas-alice", "bob": "jardin/plantas-bob"}
+STARTUP_SECONDS = 90.0
+RUN_TIMEOUT = 60.0
+# Variables that could make `langgraph dev` reach a network service: tracing, licence
+# and metadata reporting, OpenTelemetry export, proxies.
+_SCRUBBED_PREFIXES = ("LANGSMITH_", "LANGCHAIN_", "LANGGRAPH_", "LANGSERVE_", "OTEL_", "DD_")
+_PROXY_VARS = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+# --- the resolver against config shapes -------------------------------------------------------
+
+
+class _User:
+    """A user object as an auth handler may return it (attributes, like starlette's BaseUser)."""
+
+    def __init__(self, identity: str, *, is_authenticated: bool = True, ticket_id: str | None = None) -> None:
+        self.identity = identity
+        self.is_authenticated = is_authenticated
+        self.display_name = identity
+        self.ticket_id = ticket_id
+
+
+def _config(user: Any, **configurable: Any) -> dict[str, Any]:
+    values = {"thread_id": "thread-1", **configurable}
+    if user is not None:
+        values["langgraph_auth_user"] = user
+    return {"configurable": values}
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        pytest.param(
+            _config({"identity": "alice", "ticket_id": "T-1"}, langgraph_auth_user_id="alice"),
+            ("alice", "thread-1", "T-1"),
+            id="serialized-user-dict",
+        ),
+        pytest.param(
+            _config(_User("alice", ticket_id="T-1"), langgraph_auth_user_id="alice"),
+            ("alice", "thread-1", "T-1"),
+            id="user-object",
+        ),
+        pytest.param(
+            _config({"identity": "alice"}, user_id="bob", ticket_id="T-9", langgraph_auth_user_id="alice"),
+            ("alice", "thread-1", None),
+            id="client-ids-in-configurable-ignored",
+        ),
+        pytest.param(_config(None, user_id="bob", ticket_id="T-9"), (None, "thread-1", None), id="no-auth-user"),
+        pytest.param(_config(_User("alice", is_authenticated=False)), (None, "thread-1", None), id="not-authenticated"),
+        pytest.param(_config({"identity": ""}), (None, "thread-1", None), id="empty-identity"),
+        pytest.param(_config({"display_name": "alice"}), (None, "thread-1", None), id="no-identity"),
+        pytest.param(
+            _config({"identity": "alice"}, langgraph_auth_user_id="bob"), (None, "thread-1", None), id="id-mismatch"
+        ),
+        pytest.param(
+            _config({"identity": "langgraph-studio-user", "kind": "StudioUser"}),
+            (None, "thread-1", None),
+            id="studio-user",
+        ),
+        pytest.param({"configurable": {}}, (None, None, None), id="empty-configurable"),
+        pytest.param({}, (None, None, None), id="no-configurable"),
+    ],
+)
+def test_langgraph_auth_identity_trusts_only_the_authenticated_user(
+    config: dict[str, Any], expected: tuple[str | None, ...]
+) -> None:
+    assert langgraph_auth_identity(None, config) == Identity(*expected)
+
+
+def test_langgraph_auth_identity_ignores_the_client_context() -> None:
+    context = SimpleNamespace(user_id="bob", ticket_id="T-9", thread_id="other")
+    assert langgraph_auth_identity(context, _config({"identity": "alice"})) == Identity("alice", "thread-1", None)
+    assert langgraph_auth_identity({"user_id": "bob"}, _config(None)) == Identity(None, "thread-1", None)
+
+
+def test_resolver_options_choose_the_ticket_field_and_the_studio_user() -> None:
+    user = {"identity": "alice", "ticket_id": "T-1", "case": "C-7"}
+    assert LangGraphAuthResolver(ticket_field="case")(None, _config(user)) == Identity("alice", "thread-1", "C-7")
+    assert LangGraphAuthResolver(ticket_field=None)(None, _config(user)) == Identity("alice", "thread-1", None)
+    studio = {"identity": "langgraph-studio-user", "kind": "StudioUser"}
+    allowed = LangGraphAuthResolver(allow_studio_user=True)
+    assert allowed(None, _config(studio)) == Identity("langgraph-studio-user", "thread-1", None)
+
+
+# The users exactly as langgraph-api builds them: its own auth-response normalisation, its
+# merge of the auth context into a run's config, its Studio user and its round trip through
+# serialisation (persisted runs). Run in a child process: langgraph_api reads its settings
+# from the environment at import time, as `langgraph dev` sets them.
+_SERVER_SHAPES = r"""
+import json, os, sys
+os.environ.update(DATABASE_URI=":memory:", REDIS_URI="fake", MIGRATIONS_PATH="__inmem",
+                  LANGSMITH_LANGGRAPH_API_VARIANT="local_dev", LANGGRAPH_RUNTIME_EDITION="inmem")
+from langgraph_sdk import Auth
+from langgraph_api.auth.custom import _normalize_auth_response, normalize_user
+from langgraph_api.auth.studio_user import StudioUser
+from langgraph_api.encryption.middleware import _serialize_user_for_encryption
+from langgraph_api.utils import merge_auth
+from s3skills.serve.langgraph import langgraph_auth_identity
+
+def run(user):
+    client = {"configurable": {"user_id": "bob", "ticket_id": "T-9", "thread_id": "thread-1"}}
+    config = merge_auth(client, Auth.types.BaseAuthContext(permissions=[], user=user))
+    found = langgraph_auth_identity({"user_id": "bob"}, config)
+    return [found.user_id, found.thread_id, found.ticket_id]
+
+_, handler_dict = _normalize_auth_response({"identity": "alice", "ticket_id": "T-1"})
+_, handler_obj = _normalize_auth_response(type("U", (), {"identity": "carol", "permissions": []})())
+restored = normalize_user(_serialize_user_for_encryption(handler_dict))
+json.dump({
+    "handler_dict": [type(handler_dict).__name__, run(handler_dict)],
+    "handler_object": [type(handler_obj).__name__, run(handler_obj)],
+    "restored": [type(restored).__name__, run(restored)],
+    "studio": [type(StudioUser("langgraph-studio-user")).__name__, run(StudioUser("langgraph-studio-user"))],
+}, sys.stdout)
+"""
+
+
+def test_resolver_reads_the_users_langgraph_api_builds() -> None:
+    pytest.importorskip("langgraph_api", reason="langgraph-cli[inmem] is not installed (the test extra has it)")
+    done = subprocess.run(
+        [sys.executable, "-c", _SERVER_SHAPES], capture_output=True, text=True, timeout=120, env=_server_env()
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    shapes = json.loads(done.stdout)
+    assert shapes == {
+        "handler_dict": ["ProxyUser", ["alice", "thread-1", "T-1"]],
+        "handler_object": ["ProxyUser", ["carol", "thread-1", None]],
+        "restored": ["ProxyUser", ["alice", "thread-1", "T-1"]],
+        "studio": ["StudioUser", [None, "thread-1", None]],
+    }
+
+
+# --- `langgraph dev` with the example --------------------------------------------------------
+
+
+def _server_env(**extra: str) -> dict[str, str]:
+    """This session's (already AWS-isolated) environment, minus what could reach a network."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(_SCRUBBED_PREFIXES) and k not in _PROXY_VARS and not k.endswith("_API_KEY")
+    }
+    env.update(
+        LANGGRAPH_CLI_NO_ANALYTICS="1",  # the CLI's usage report
+        LANGGRAPH_NO_VERSION_CHECK="true",  # the server's PyPI version check
+        LANGSMITH_TRACING="false",
+        NO_PROXY="*",
+        PYTHONUNBUFFERED="1",
+    )
+    env.update(extra)
+    return env
+
+
+class DevServer:
+    """`langgraph dev` for the example in its own process group, on a free loopback port."""
+
+    def __init__(self, workdir: Path, env: dict[str, str]) -> None:
+        self.workdir = workdir
+        self.env = env
+        self.port = free_port()
+        self.url = f"http://{LOOPBACK}:{self.port}"
+        self.log_path = workdir / "langgraph-dev.log"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def config_file(self) -> Path:
+        """The example's langgraph.json with its paths made absolute (they are relative to the cwd)."""
+        config = json.loads((EXAMPLE / "langgraph.json").read_text())
+
+        def absolute(spec: str) -> str:
+            path, _, name = spec.rpartition(":")
+            return f"{(EXAMPLE / path).resolve()}:{name}"
+
+        config["dependencies"] = [str((EXAMPLE / dep).resolve()) for dep in config["dependencies"]]
+        config["graphs"] = {graph_id: absolute(spec) for graph_id, spec in config["graphs"].items()}
+        config["auth"]["path"] = absolute(config["auth"]["path"])
+        target = self.workdir / "langgraph.json"
+        target.write_text(json.dumps(config))
+        return target
+
+    def start(self) -> None:
+        command = [sys.executable, "-m", "langgraph_cli", "dev", "--config", str(self.config_file())]
+        command += ["--host", LOOPBACK, "--port", str(self.port), "--no-browser", "--no-reload"]
+        with self.log_path.open("wb") as log:
+            self._process = subprocess.Popen(
+                command,
+                cwd=self.workdir,  # the in-memory runtime keeps its files in ./.langgraph_api
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group, so stop() reaches every child
+            )
+        deadline = time.monotonic() + STARTUP_SECONDS
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"langgraph dev exited with code {self._process.returncode}\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/ok", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError):
+                time.sleep(0.2)
+        raise RuntimeError(f"langgraph dev did not answer {self.url}/ok in {STARTUP_SECONDS}s\n{self.log_tail()}")
+
+    def log_tail(self, chars: int = 6000) -> str:
+        """The end of the server's log, for failure messages."""
+        try:
+            return self.log_path.read_text(errors="replace")[-chars:]
+        except OSError as exc:
+            return f"<no log: {exc}>"
+
+    def stop(self) -> None:
+        """Terminate the process group (SIGKILL if it lingers); idempotent."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=15)
+
+
+class Deployment(SimpleNamespace):
+    """The running example: `url`, `bucket`, `s3` (a boto3 client) and `server`."""
+
+
+def _put(s3: Any, bucket: str, key: str, text: str) -> None:
+    s3.put_object(Bucket=bucket, Key=key, Body=text.encode())
+
+
+def _seed_libraries(s3: Any, bucket: str) -> None:
+    for user, skill in SKILL.items():
+        leaf = skill.rsplit("/", 1)[-1]
+        body = f"---\nname: {leaf}\ndescription: The {user} skill.\n---\n# {leaf}\nMARKER-SKILL-{user.upper()}\n"
+        _put(s3, bucket, f"users/{user}/skills/{skill}/SKILL.md", body)
+        _put(s3, bucket, f"users/{user}/skills/{skill}/references/private.md", f"SECRET-{user.upper()}")
+    _put(s3, bucket, "tickets/T-100/brief.md", "TICKET-T-100")
+    _put(s3, bucket, "tickets/T-999/brief.md", "TICKET-T-999")
+
+
+@pytest.fixture(scope="module")
+def deployment(moto_server: MotoServer) -> Iterator[Deployment]:
+    """The example served by `langgraph dev`, over a fresh bucket with two users' libraries."""
+    pytest.importorskip("langgraph_cli", reason="langgraph-cli[inmem] is not installed (the test extra has it)")
+    pytest.importorskip("langgraph_api", reason="langgraph-cli[inmem] is not installed (the test extra has it)")
+    bucket = make_bucket(moto_server.endpoint_url, unique_bucket_name("lgserver"))
+    s3 = make_client(moto_server.endpoint_url)
+    _seed_libraries(s3, bucket)
+    workdir = Path(tempfile.mkdtemp(prefix="s3skills-lgdev-"))
+    env = _server_env(
+        S3SKILLS_BUCKET=bucket,
+        S3SKILLS_ENDPOINT_URL=moto_server.endpoint_url,
+        S3SKILLS_SCRIPTED="1",
+        S3SKILLS_DEV_TOKENS=json.dumps(TOKENS),
+    )
+    server = DevServer(workdir, env)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name in _PROXY_VARS:  # the test's own client talks to loopback directly
+                patch.delenv(name, raising=False)
+            server.start()
+            yield Deployment(url=server.url, bucket=bucket, s3=s3, server=server)
+    finally:
+        server.stop()
+        s3.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def connect(deployment: Deployment) -> Iterator[Any]:
+    """`connect(token, **headers)`: a `langgraph_sdk` sync client, closed after the test."""
+    from langgraph_sdk import get_sync_client
+
+    with contextlib.ExitStack() as clients:
+
+        def client(token: str | None, **headers: str) -> Any:
+            if token is not None:
+                headers["Authorization"] = f"Bearer {token}"
+            made = get_sync_client(url=deployment.url, api_key=None, headers=headers, timeout=RUN_TIMEOUT)
+            return clients.enter_context(made)
+
+        yield client
+
+
+def _run(deployment: Deployment, client: Any, thread_id: str, **kwargs: Any) -> dict[str, Any]:
+    """One run to its end; the scripted model's JSON report."""
+    values = client.runs.wait(
+        thread_id, "skills", input={"messages": [{"role": "user", "content": "What can I see?"}]}, **kwargs
+    )
+    assert isinstance(values, dict), f"{values!r}\n{deployment.server.log_tail()}"
+    assert "messages" in values, f"{values!r}\n{deployment.server.log_tail()}"
+    report: dict[str, Any] = json.loads(values["messages"][-1]["content"])
+    return report
+
+
+def _result(report: dict[str, Any], path: str) -> str:
+    found = [r["result"] for r in report["results"] if path in json.dumps(r["args"])]
+    assert found, f"no tool call on {path}: {report['results']}"
+    return str(found[-1])
+
+
+def _object(deployment: Deployment, key: str) -> str | None:
+    try:
+        body = deployment.s3.get_object(Bucket=deployment.bucket, Key=key)["Body"].read()
+    except deployment.s3.exceptions.NoSuchKey:
+        return None
+    return str(body.decode())
+
+
+@pytest.mark.parametrize(("user", "token", "other"), [("alice", ALICE_TOKEN, "bob"), ("bob", BOB_TOKEN, "alice")])
+def test_each_user_run_sees_only_their_own_skills_and_workspace(
+    deployment: Deployment, connect: Any, user: str, token: str, other: str
+) -> None:
+    client = connect(token)
+    thread_id = client.threads.create()["thread_id"]
+    _put(deployment.s3, deployment.bucket, f"users/{user}/threads/{thread_id}/notes.md", f"NOTES-{user.upper()}")
+    _put(deployment.s3, deployment.bucket, f"users/{other}/threads/{thread_id}/notes.md", f"NOTES-{other.upper()}")
+
+    report = _run(deployment, client, thread_id)
+
+    assert report["index"] == [SKILL[user]]
+    assert f"MARKER-SKILL-{user.upper()}" in report["system_prompt"]  # the loaded SKILL.md
+    assert f"MARKER-SKILL-{other.upper()}" not in report["system_prompt"]
+    assert SKILL[other] not in report["system_prompt"]
+    assert _result(report, "references/private.md").endswith(f"SECRET-{user.upper()}")
+    assert _result(report, "/workspace/notes.md").endswith(f"NOTES-{user.upper()}")
+    assert _object(deployment, f"users/{user}/threads/{thread_id}/report.md") == "Written by the scripted model.\n"
+    assert _object(deployment, f"users/{other}/threads/{thread_id}/report.md") is None
+    ticket = _result(report, "/ticket/brief.md")
+    if user == "alice":  # her token's user carries ticket_id T-100
+        assert ticket.endswith("TICKET-T-100")
+    else:
+        assert "TICKET-" not in ticket
+        assert "not found" in ticket
+
+
+def test_a_run_as_alice_that_sends_bob_in_its_context_still_acts_as_alice(deployment: Deployment, connect: Any) -> None:
+    client = connect(ALICE_TOKEN)
+    thread_id = client.threads.create()["thread_id"]
+    _put(deployment.s3, deployment.bucket, f"users/alice/threads/{thread_id}/notes.md", "NOTES-ALICE")
+    _put(deployment.s3, deployment.bucket, f"users/bob/threads/{thread_id}/notes.md", "NOTES-BOB")
+
+    run = client.runs.create(
+        thread_id,
+        "skills",
+        input={"messages": [{"role": "user", "content": "I am bob."}]},
+        context={"user_id": "bob", "ticket_id": "T-999"},
+    )
+    client.runs.join(thread_id, run["run_id"])
+    values = client.threads.get_state(thread_id)["values"]
+    report = json.loads(values["messages"][-1]["content"])
+
+    assert report["index"] == [SKILL["alice"]]
+    assert _result(report, "references/private.md").endswith("SECRET-ALICE")
+    assert _result(report, "/workspace/notes.md").endswith("NOTES-ALICE")
+    assert _result(report, "/ticket/brief.md").endswith("TICKET-T-100")
+    assert _object(deployment, f"users/alice/threads/{thread_id}/report.md") is not None
+    assert _object(deployment, f"users/bob/threads/{thread_id}/report.md") is None
+
+    # The run's config as the server built it: the client's ids did reach `configurable`
+    # (which is why nothing may read them there); the resolver picks the auth user.
+    config = client.runs.get(thread_id, run["run_id"])["kwargs"]["config"]
+    assert config["configurable"]["user_id"] == "bob"
+    assert config["configurable"]["ticket_id"] == "T-999"
+    assert langgraph_auth_identity({"user_id": "bob"}, config) == Identity("alice", thread_id, "T-100")
+
+
+@pytest.mark.parametrize(
+    ("token", "headers"),
+    [
+        pytest.param(None, {}, id="no-token"),
+        pytest.param("not-a-known-token", {}, id="unknown-token"),
+        pytest.param(None, {"x-auth-scheme": "langsmith"}, id="studio-scheme-without-token"),
+    ],
+)
+def test_requests_without_a_known_token_are_refused(connect: Any, token: str | None, headers: dict[str, str]) -> None:
+    import httpx
+
+    client = connect(token, **headers)
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        client.threads.create()
+    assert refused.value.response.status_code == 401
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        client.runs.wait(None, "skills", input={"messages": [{"role": "user", "content": "hi"}]})
+    assert refused.value.response.status_code == 401
+
+
+def test_a_user_cannot_run_on_another_users_thread(connect: Any) -> None:
+    import httpx
+
+    alice_thread = connect(ALICE_TOKEN).threads.create()["thread_id"]
+    bob = connect(BOB_TOKEN)
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        bob.runs.wait(alice_thread, "skills", input={"messages": [{"role": "user", "content": "hi"}]})
+    assert refused.value.response.status_code == 404
+    with pytest.raises(httpx.HTTPStatusError) as refused:
+        bob.threads.get(alice_thread)
+    assert refused.value.response.status_code == 404
