@@ -14,9 +14,9 @@ import pytest
 import yaml
 from mcp.shared.exceptions import MCPError
 from mcp_harness import (
+    ANY,
     DirectoryParams,
     ReadDirectory,
-    ANY,
     digest,
     get_skill,
     http_server,
@@ -31,8 +31,6 @@ from mcp_harness import (
 from s3skills.examples import LIBRARY
 from s3skills.seed import seed_example_library
 from s3skills.store import ObjectStore
-
-pytest.importorskip("mcp")
 
 PAGE = "3"
 GENERATED = [f"gen/skill-{i:02d}" for i in range(5)]
@@ -96,8 +94,10 @@ async def test_stdio_reads_text_and_binary_files_matching_their_digests(library:
         pdf = await session.read_resource("skill://escrituras/compraventa/resources/plantilla.pdf")
         text = await session.read_resource("skill://escrituras/compraventa/SKILL.md")
     local = (Path(LIBRARY) / "escrituras/compraventa/resources/plantilla.pdf").read_bytes()
-    assert pdf.contents[0].mime_type == "application/pdf" and hasattr(pdf.contents[0], "blob")
-    assert text.contents[0].mime_type == "text/markdown" and hasattr(text.contents[0], "text")
+    assert pdf.contents[0].mime_type == "application/pdf"
+    assert hasattr(pdf.contents[0], "blob")
+    assert text.contents[0].mime_type == "text/markdown"
+    assert hasattr(text.contents[0], "text")
     assert any(r["digest"] == digest(local) for r in entry["resources"])
 
 
@@ -110,7 +110,8 @@ async def test_get_by_folder_name_alias_and_unknown_skill_is_invalid_params(libr
         for uri in ("skill://gen/apagada/SKILL.md", "skill://privado/SKILL.md", "skill://nada/SKILL.md"):
             with pytest.raises(MCPError) as err:
                 await get_skill(session, uri)
-            assert err.value.code == -32602 and "No skill is served" in err.value.message
+            assert err.value.code == -32602
+            assert "No skill is served" in err.value.message
         with pytest.raises(MCPError) as err:
             await session.read_resource("skill://escrituras/compraventa/../hipoteca/SKILL.md")
         assert err.value.code == -32602
@@ -148,7 +149,9 @@ async def test_a_file_changed_after_listing_is_reported_changed_then_fresh_after
         put(s3_client, library, "ana/skills/gen/skill-01/references/notes.md", b"rewritten, longer than before\n")
         with pytest.raises(MCPError) as err:
             await session.read_resource(uri)
-        assert err.value.code == -32602 and "changed" in err.value.message and "skills/get" in err.value.message
+        assert err.value.code == -32602
+        assert "changed" in err.value.message
+        assert "skills/get" in err.value.message
         after = await get_skill(session, "skill://gen/skill-01/SKILL.md")
         data = await read_bytes(session, uri)
     (old,) = [r for r in before["resources"] if r["uri"] == uri]
@@ -185,5 +188,6 @@ async def test_http_token_decides_the_user_and_never_shows_another_users_skills(
             with pytest.raises(MCPError) as err:
                 await get_skill(bob, "skill://escrituras/compraventa/SKILL.md")
             assert err.value.code == -32602
-    assert _ids(ana_entries) == ANA_IDS and pages > 1
+    assert _ids(ana_entries) == ANA_IDS
+    assert pages > 1
     assert _ids(bob_entries) == ["privado"]
