@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from s3skills.layout import KeyLayout
     from s3skills.paths import VPath
     from s3skills.runner import ScriptObservation, ScriptRunner
-    from s3skills.skills.executable import CodeSkill, PromptSkill, SkillContext, SkillResult
+    from s3skills.serve.langgraph import LangGraphAuthResolver
     from s3skills.skills import (
         InvalidSkill,
         LoadResult,
@@ -59,8 +59,8 @@ if TYPE_CHECKING:
         parse_skill_md,
         usage_stats,
     )
+    from s3skills.skills.executable import CodeSkill, PromptSkill, SkillContext, SkillResult
     from s3skills.storage import ObjectStore, RequestCounter, S3ObjectStore
-    from s3skills.serve.langgraph import LangGraphAuthResolver
     from s3skills.tenancy import Identity, Tenant, TenantResolver, context_identity
 
 _LAZY: dict[str, str] = {

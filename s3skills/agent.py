@@ -9,8 +9,8 @@ from typing import Any, Literal
 from deepagents import create_deep_agent
 from langchain_core.language_models import BaseChatModel
 
-from s3skills.middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware
 from s3skills.fs import S3Backend
+from s3skills.middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware
 from s3skills.skills import SkillRegistry, tool_name
 from s3skills.skills.executable import ExecutableSkill
 from s3skills.tools.skill_tools import skill_tools

@@ -19,6 +19,7 @@ from s3skills.cli.context import CliError, Context, Settings, UsageError, global
 from s3skills.cli.demo import demo_command
 from s3skills.cli.library import disable_command, enable_command, info_command, list_command, rm_command
 from s3skills.cli.scaffold import create_command
+from s3skills.cli.serve import mcp_command
 from s3skills.cli.transfer import pull_command, push_command, validate_command
 from s3skills.errors import AccessDenied, BucketNotFound, Conflict, CredentialsError, S3SkillsError, StoreUnavailable
 
@@ -58,6 +59,7 @@ for _command in (
     pull_command,
     rm_command,
     demo_command,
+    mcp_command,
 ):
     cli.add_command(_command)
 

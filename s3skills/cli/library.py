@@ -18,8 +18,8 @@ from s3skills.cli.context import CliError, Context, UsageError, global_options, 
 from s3skills.cli.shared import human_size, problem_line, resolve_skill
 from s3skills.errors import Conflict
 from s3skills.ids import SKILL_FILE
-from s3skills.skills.model import MAX_SKILL_MD_BYTES
 from s3skills.skills import InvalidSkill, parse_skill_md, render_skill_md, validate_skill_md
+from s3skills.skills.model import MAX_SKILL_MD_BYTES
 
 __all__ = ["disable_command", "enable_command", "info_command", "list_command", "rm_command"]
 

@@ -11,8 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn
 
 from s3skills.cli.context import CliError, Context
 from s3skills.errors import InvalidPath
-from s3skills.ids import SkillId
-from s3skills.ids import SKILL_FILE
+from s3skills.ids import SKILL_FILE, SkillId
 
 if TYPE_CHECKING:
     from s3skills.storage import ObjectInfo

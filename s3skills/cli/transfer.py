@@ -15,9 +15,9 @@ from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.cli.shared import human_size, problem_line, progress, resolve_skill
 from s3skills.errors import SkillError
 from s3skills.ids import SKILL_FILE
-from s3skills.transfer.localtree import Finding, check_relative_path, scan_tree
-from s3skills.skills.model import MAX_SKILL_MD_BYTES
 from s3skills.skills import validate_skill_md
+from s3skills.skills.model import MAX_SKILL_MD_BYTES
+from s3skills.transfer.localtree import Finding, check_relative_path, scan_tree
 
 __all__ = ["pull_command", "push_command", "validate_command"]
 

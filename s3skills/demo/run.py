@@ -23,11 +23,11 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
 from s3skills import RequestCounter, S3Backend, SkillsContext, create_skills_agent
 from s3skills.aio import run_sync
-from s3skills.storage import ObjectStore, S3ObjectStore
 from s3skills.demo.result import DemoError, DemoResult, StepRecord
 from s3skills.demo.script import DRAFT_PATH, SKILL_ID, SYSTEM_PROMPT, TASK, demo_steps, message_text, tool_failure
 from s3skills.layout import KeyLayout
 from s3skills.seed import library_prefix, seed_example_library, session_for
+from s3skills.storage import ObjectStore, S3ObjectStore
 from s3skills.testing.scripted import ScriptedChatModel
 
 __all__ = ["DEMO_BUCKET", "DEMO_USER", "MOTO_MISSING", "PromptRecorder", "embedded_s3", "load_model", "run_demo"]

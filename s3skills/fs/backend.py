@@ -25,8 +25,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from dataclasses import replace
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from functools import partial
 from typing import Any, Literal, TypeVar
 

@@ -58,11 +58,16 @@ class SkillHome:
 
 @dataclass(frozen=True, slots=True)
 class SkillFile:
-    """One file of a skill: its path relative to the skill folder, size and ETag."""
+    """One file of a skill: its path relative to the skill folder, size and ETag.
+
+    `key` is the object's key: an opaque identity for caches (two users of one shared
+    library see the same key), never a path to show or to build another key from.
+    """
 
     path: str
     size: int
     etag: str
+    key: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,7 +347,7 @@ class SkillLibrary:
         home = await self.ahome(name, tenant=tenant)
         objects, _ = await self.store.alist(home.prefix)
         return [
-            SkillFile(o.key[len(home.prefix) :], o.size, o.etag)
+            SkillFile(o.key[len(home.prefix) :], o.size, o.etag, o.key)
             for o in objects
             if home.owns(o.key) and not o.key.endswith("/")
         ]

@@ -23,6 +23,8 @@ from s3skills._loop import gather_limited, io_bound, sync_method
 from s3skills.errors import InvalidPath, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.media import content_type_for
+from s3skills.paths import join_key
+from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.transfer.localtree import (
     MAX_FILE_BYTES,
     Finding,
@@ -33,8 +35,6 @@ from s3skills.transfer.localtree import (
     scan_tree,
     skill_of,
 )
-from s3skills.paths import join_key
-from s3skills.storage import ObjectInfo, ObjectStore
 
 __all__ = [
     "MAX_FILE_BYTES",

@@ -1,0 +1,233 @@
+"""The pure parts of the MCP skills server: URIs, cursors, frontmatter, digests, content.
+
+Nothing here does I/O. `skill://` URIs are built and parsed here only:
+
+    skill://<skill-id segments>/<file path>      e.g. skill://escrituras/compraventa/SKILL.md
+
+Each segment is percent-encoded when built and decoded when parsed; a decoded segment is
+checked with `VPath`'s rules (no `..`, `.`, empty segment, `/`, backslash, NUL, control
+characters), so a URI can never name anything outside the skill it resolves to.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import mimetypes
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+from urllib.parse import quote, unquote
+
+import yaml
+
+from s3skills.errors import InvalidPath
+from s3skills.paths import VPath
+
+__all__ = [
+    "SCHEME",
+    "DigestCache",
+    "Fingerprint",
+    "decode_cursor",
+    "digest_of",
+    "encode_cursor",
+    "frontmatter_json",
+    "mime_type",
+    "parse_uri",
+    "text_or_none",
+    "uri_of",
+]
+
+SCHEME = "skill://"
+_SAFE = "-._~!$&'()*+,;=:@"
+_OPEN_RE = re.compile(r"\A(?:\ufeff)?(?:[ \t]*\r?\n)*---[ \t]*\r?\n")
+_CLOSE_RE = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
+_TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/javascript")
+_EXTRA_TYPES = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+    ".toml": "application/toml",
+    ".py": "text/x-python",
+    ".sh": "text/x-shellscript",
+}
+
+
+def uri_of(segments: tuple[str, ...] | list[str]) -> str:
+    """The `skill://` URI of a path (skill id segments, then file segments)."""
+    return SCHEME + "/".join(quote(seg, safe=_SAFE) for seg in segments)
+
+
+def parse_uri(uri: object) -> tuple[str, ...]:
+    """The decoded segments of a `skill://` URI.
+
+    Raises:
+        InvalidPath: Not a `skill://` URI, or a segment that is not allowed.
+    """
+    if not isinstance(uri, str) or not uri.startswith(SCHEME):
+        raise InvalidPath(f"{uri!r} is not a skill:// URI")
+    body = uri[len(SCHEME) :]
+    if body == "" or body.endswith("/") or "?" in body or "#" in body:
+        raise InvalidPath(f"Invalid skill URI {uri!r}: write it without a trailing '/', query or fragment")
+    segments = tuple(unquote(seg, errors="strict") for seg in body.split("/"))
+    if any(seg == "" or "/" in seg for seg in segments):
+        raise InvalidPath(f"Invalid skill URI {uri!r}: empty or encoded '/' segments are not allowed")
+    try:
+        parsed = VPath.parse("/" + "/".join(segments))
+    except InvalidPath as exc:
+        raise InvalidPath(f"Invalid skill URI {uri!r}: {exc}") from None
+    return parsed.parts
+
+
+def encode_cursor(after: str) -> str:
+    """An opaque cursor meaning "the items whose key sorts after `after`"."""
+    return base64.urlsafe_b64encode(json.dumps({"after": after}).encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str | None) -> str | None:
+    """The key a cursor from `encode_cursor` continues after (None: from the start).
+
+    Raises:
+        ValueError: A cursor this server did not issue.
+    """
+    if cursor is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        value = json.loads(raw)["after"]
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        raise ValueError("Invalid cursor: pass back the nextCursor of the previous page unchanged") from None
+    if not isinstance(value, str):
+        raise ValueError("Invalid cursor: pass back the nextCursor of the previous page unchanged")
+    return value
+
+
+def digest_of(data: bytes) -> str:
+    """`sha256:{hex}` of the bytes, as the skills extension writes digests."""
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing aliases (nothing can expand)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.YAMLError("YAML aliases are not allowed in a skill's frontmatter")
+        return super().compose_node(parent, index)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, float) and value != value:  # NaN has no JSON form
+        return None
+    return value
+
+
+def frontmatter_json(data: bytes) -> dict[str, Any]:
+    """The YAML frontmatter of a `SKILL.md`, as written, as a JSON object.
+
+    YAML types are kept as a YAML parser reads them (`version: 1.0` is the number 1.0),
+    so a host that parses the file itself finds the same values; dates become ISO text.
+
+    Raises:
+        ValueError: No frontmatter, YAML that does not parse or is not a mapping, or no
+            text `name` and `description`.
+    """
+    text = data.decode("utf-8")
+    opening = _OPEN_RE.match(text)
+    if opening is None:
+        raise ValueError("SKILL.md has no frontmatter")
+    closing = _CLOSE_RE.search(text, opening.end())
+    if closing is None:
+        raise ValueError("SKILL.md's frontmatter is not closed")
+    try:
+        loaded = yaml.load(text[opening.end() : closing.start()], Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ValueError(f"SKILL.md's frontmatter is not valid YAML: {exc}") from None
+    if not isinstance(loaded, dict):
+        raise ValueError("SKILL.md's frontmatter is not a mapping")
+    out: dict[str, Any] = _jsonable(loaded)
+    for field in ("name", "description"):
+        if not isinstance(out.get(field), str) or not out[field].strip():
+            raise ValueError(f"SKILL.md's frontmatter has no text '{field}'")
+    return out
+
+
+def mime_type(path: str) -> str:
+    """The MIME type of a file, by its extension (`application/octet-stream` when unknown)."""
+    name = path.rsplit("/", 1)[-1]
+    dot = name.rfind(".")
+    ext = name[dot:].lower() if dot > 0 else ""
+    if ext in _EXTRA_TYPES:
+        return _EXTRA_TYPES[ext]
+    guessed, _ = mimetypes.guess_type("x" + ext) if ext else (None, None)
+    return guessed or "application/octet-stream"
+
+
+def text_or_none(data: bytes, mime: str) -> str | None:
+    """The bytes as text when they are UTF-8 of a textual type, else None (send a blob).
+
+    The text encodes back to exactly the same bytes, so a digest of the UTF-8 encoding
+    of the text equals the digest of the file.
+    """
+    textual = mime.startswith("text/") or mime in _TEXT_TYPES or mime == "application/toml"
+    if not textual:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprint:
+    """What the server knows about one version of a file: its digest and size.
+
+    `frontmatter` is set for a `SKILL.md` (None when it does not parse; `problem` says why).
+    """
+
+    digest: str
+    size: int
+    frontmatter: dict[str, Any] | None = None
+    problem: str | None = None
+
+
+class DigestCache:
+    """Fingerprints by (file identity, ETag), least recently used first out.
+
+    An ETag names one version of the bytes, so an entry never goes stale: a changed file
+    has another ETag and misses.
+    """
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[str, str], Fingerprint] = OrderedDict()
+
+    def get(self, identity: str, etag: str) -> Fingerprint | None:
+        """The fingerprint of that version, if known."""
+        hit = self._entries.get((identity, etag))
+        if hit is not None:
+            self._entries.move_to_end((identity, etag))
+        return hit
+
+    def put(self, identity: str, etag: str, value: Fingerprint) -> None:
+        """Remember the fingerprint of a version."""
+        self._entries[(identity, etag)] = value
+        self._entries.move_to_end((identity, etag))
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)

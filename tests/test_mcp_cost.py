@@ -1,0 +1,75 @@
+"""Progressive cost of the MCP skills server, as S3 request counts (in-process client)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp.client.client import Client
+from mcp_harness import ANY, ListSkills
+
+from s3skills.config import Config
+from s3skills.errors import InvalidPath
+from s3skills.seed import seed_example_library
+from s3skills.serve.entries import decode_cursor, encode_cursor, parse_uri, uri_of
+from s3skills.serve.library_source import LibrarySkillSource
+from s3skills.serve.server import SkillsServer
+from s3skills.skills import SkillLibrary
+from s3skills.storage import RequestCounter
+from s3skills.storage import S3ObjectStore as ObjectStore
+
+
+async def test_listing_again_reads_no_file_and_a_change_reads_only_that_file(
+    bucket: str, moto_endpoint: str, s3_client: Any
+) -> None:
+    store = ObjectStore(bucket, endpoint_url=moto_endpoint)
+    seed_example_library(store, "ana")
+    counter = RequestCounter()
+    store.add_request_hook(counter)
+    skills = SkillsServer(LibrarySkillSource(SkillLibrary(store, Config())), user_id="ana")
+    async with Client(skills.server) as client:
+        first = await client.session.send_request(ListSkills(params=None), ANY)
+        cold = counter["GetObject"]
+        counter.reset()
+        again = await client.session.send_request(ListSkills(params=None), ANY)
+        assert counter["GetObject"] == 0  # digests come from the (key, ETag) cache
+        s3_client.put_object(
+            Bucket=bucket,
+            Key="users/ana/skills/escrituras/hipoteca/SKILL.md",
+            Body=b"---\nname: hipoteca\ndescription: New\n---\n",
+        )
+        counter.reset()
+        changed = await client.session.send_request(ListSkills(params=None), ANY)
+    files = sum(len(e["resources"]) for e in first["skills"])
+    assert cold >= files
+    assert again == first
+    assert counter["GetObject"] <= 2  # the changed SKILL.md (and the catalog's read of its head)
+    (entry,) = [e for e in changed["skills"] if e["uri"] == "skill://escrituras/hipoteca/SKILL.md"]
+    assert entry["frontmatter"] == {"name": "hipoteca", "description": "New"}
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "skill://a/../b/SKILL.md",
+        "skill://a/./SKILL.md",
+        "skill://a//SKILL.md",
+        "skill://a/b%2Fc",
+        "skill://a/b%5Cc",
+        "skill://a/%00",
+        "skill://a/",
+        "file:///etc/passwd",
+        "skill://a?x=1",
+    ],
+)
+def test_bad_skill_uris_are_refused(uri: str) -> None:
+    with pytest.raises(InvalidPath):
+        parse_uri(uri)
+
+
+def test_uris_and_cursors_round_trip() -> None:
+    segments = ("escrituras", "compraventa", "resources", "plantilla 1 ñ%.pdf")
+    assert parse_uri(uri_of(segments)) == segments
+    assert decode_cursor(encode_cursor("gen/skill-02")) == "gen/skill-02"
+    with pytest.raises(ValueError, match="Invalid cursor"):
+        decode_cursor("not-a-cursor")
