@@ -123,7 +123,11 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         if loaded:
             lines = [
                 f"- {sid}: "
-                + ("(code skill: its tools are available)" if self._is_code(sid) else f"/skills/{SkillId.parse(sid).leaf}/")
+                + (
+                    "(code skill: its tools are available)"
+                    if self._is_code(sid)
+                    else f"/skills/{SkillId.parse(sid).leaf}/"
+                )
                 for sid in loaded
             ]
             parts.append("### Loaded skills\n" + "\n".join(lines))

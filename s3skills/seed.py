@@ -23,7 +23,7 @@ from s3skills.aio import io_bound, sync_method
 from s3skills.examples import LIBRARY
 from s3skills.layout import KeyLayout
 from s3skills.paths import check_identity
-from s3skills.storage import S3ObjectStore as ObjectStore
+from s3skills.storage import ObjectStore, S3ObjectStore
 from s3skills.transfer import PushReport, apush_tree
 
 __all__ = [
@@ -165,7 +165,7 @@ def _command(
         return 1
     try:
         session = session_for(endpoint_url, region)
-        store = ObjectStore(bucket, endpoint_url=endpoint_url, region_name=session.region_name, session=session)
+        store = S3ObjectStore(bucket, endpoint_url=endpoint_url, region_name=session.region_name, session=session)
         report = seed_example_library(store, user, shared=shared, layout=layout, create_bucket=True)
     except Exception as exc:
         _fail(" ".join(str(exc).split()) or type(exc).__name__)

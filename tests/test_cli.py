@@ -708,7 +708,12 @@ def test_entry_point_runs_a_command_in_a_real_process(moto_endpoint: str, bucket
     s3_client.put_object(Bucket=bucket, Key=PREFIX + "pdf/SKILL.md", Body=skill_md("pdf").encode())
     script = Path(sys.executable).with_name("s3skills")
     command = [str(script)] if script.exists() else [sys.executable, "-m", "s3skills.cli"]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]), "S3SKILLS_BUCKET": bucket, "S3SKILLS_LAYOUT": "seeds"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "S3SKILLS_BUCKET": bucket,
+        "S3SKILLS_LAYOUT": "seeds",
+    }
     argv = ["--user", USER, "--endpoint-url", moto_endpoint, "list", "--json"]
     result = subprocess.run([*command, *argv], capture_output=True, text=True, timeout=120, env=env, check=False)
     assert result.returncode == 0, result.stderr

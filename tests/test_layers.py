@@ -75,7 +75,9 @@ def layer_of(module: str) -> tuple[str, str] | None:
     best: tuple[str, str] | None = None
     for layer, packages in LAYERS:
         for package in packages:
-            if (module == package or module.startswith(package + ".")) and (best is None or len(package) > len(best[1])):
+            if (module == package or module.startswith(package + ".")) and (
+                best is None or len(package) > len(best[1])
+            ):
                 best = (layer, package)
     return best
 
@@ -160,7 +162,9 @@ def test_the_layer_check_catches_a_wrong_import(tmp_path: Path) -> None:
     assert "higher layer (skills)" in found[0]
 
 
-_INTERNALS = re.compile(r"\bbackend\.(store|catalog|mounts|_\w+)\b|(?<!s3skills)\.skills\.(catalog|store)\b|\bcurrent_user\(")
+_INTERNALS = re.compile(
+    r"\bbackend\.(store|catalog|mounts|_\w+)\b|(?<!s3skills)\.skills\.(catalog|store)\b|\bcurrent_user\("
+)
 
 
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if not m.startswith("s3skills.fs")))

@@ -154,7 +154,10 @@ def test_hook_installs_the_mounted_project_then_seeds(tmp_path: Path) -> None:
     copied = set(calls[1:-1])
     assert {"pyproject.toml", "s3skills", "middleware", "tools"} <= copied
     assert not copied & {".git", ".venv", ".mypy_cache"}
-    assert calls[-1] == "python -m s3skills.seed --endpoint-url http://localhost:4566 --bucket s3skills --user ana --layout users"
+    assert (
+        calls[-1]
+        == "python -m s3skills.seed --endpoint-url http://localhost:4566 --bucket s3skills --user ana --layout users"
+    )
     scratch = Path(calls[0].split()[-1]).parent
     assert scratch.name.startswith("s3skills-seed.")
     assert not scratch.exists()  # removed on exit
@@ -169,7 +172,7 @@ def test_hook_without_the_project_fails_clearly(tmp_path: Path) -> None:
 
 
 def test_hook_seeds_seaweedfs(seaweed_bucket: Any, tmp_path: Path) -> None:
-    from servers import make_client
+    from s3skills.testing import make_client
 
     proc = _run_hook(
         seaweed_bucket.endpoint_url,

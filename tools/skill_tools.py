@@ -137,8 +137,7 @@ def _loaded_text(
         code = library.registry.get(skill.id) if library.registry is not None else None
         tools = _tool_names(code.get_tools({}) if code is not None else []) or ["(none)"]
         return (
-            f"Skill '{skill.id}' loaded. Its instructions are now in your system prompt; "
-            f"its tools: {', '.join(tools)}."
+            f"Skill '{skill.id}' loaded. Its instructions are now in your system prompt; its tools: {', '.join(tools)}."
         )
     leaf = SkillId.parse(skill.id).leaf
     unavailable = [

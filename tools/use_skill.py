@@ -37,8 +37,10 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from s3skills.aio import run_sync
-from s3skills.fs import S3Backend
 from s3skills.errors import S3SkillsError, SkillError
+from s3skills.fs import S3Backend
+from s3skills.ids import SkillId
+from s3skills.skills import SkillRegistry, log_usage
 from s3skills.skills.executable import (
     ExecutableSkill,
     PromptSkill,
@@ -50,10 +52,7 @@ from s3skills.skills.executable import (
     make_context,
     run_skill,
 )
-from s3skills.ids import SkillId
-from s3skills.skills import SkillRegistry
 from s3skills.tenancy import Tenant, run_config
-from s3skills.skills import log_usage
 
 __all__ = ["USE_SKILL", "SkillExecutionMiddleware", "UseSkillInput"]
 

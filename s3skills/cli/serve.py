@@ -43,7 +43,16 @@ def mcp_command(
     """Serve skill libraries over MCP (skills/list, skills/get, resources/read)."""
     if importlib.util.find_spec("mcp") is None:
         raise CliError('the MCP server needs the mcp package, which is not installed: pip install "s3skills[mcp]"')
-    argv = ["--bucket", ctx.bucket, "--transport", transport, "--layout", ctx.layout_name, "--page-size", str(page_size)]
+    argv = [
+        "--bucket",
+        ctx.bucket,
+        "--transport",
+        transport,
+        "--layout",
+        ctx.layout_name,
+        "--page-size",
+        str(page_size),
+    ]
     if ctx.endpoint_url:
         argv += ["--endpoint-url", ctx.endpoint_url]
     if ctx.settings.region:

@@ -3,4 +3,4 @@
 from s3skills.fs.backend import S3Backend
 from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir
 
-__all__ = ["Location", "Mounts", "RootDir", "SkillsDir", "S3Backend"]
+__all__ = ["Location", "Mounts", "RootDir", "S3Backend", "SkillsDir"]

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 import aioboto3
 from botocore.config import Config as BotoConfig
@@ -73,7 +73,7 @@ from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, mounts_of
 from s3skills.ids import SkillId
 from s3skills.layout import KeyLayout
 from s3skills.paths import VPath
-from s3skills.skills import SkillInfo, SkillLibrary, SkillRegistry, check_leaf_clash, render
+from s3skills.skills import SkillLibrary, SkillRegistry, render
 from s3skills.storage import ObjectInfo, ObjectStore, S3ObjectStore
 from s3skills.tenancy import Identity, Tenant, TenantResolver, context_identity, resolve_tenant
 
@@ -312,7 +312,11 @@ class S3Backend(BackendProtocol):
             if glob:
                 match = compile_grep_include_glob(glob)
                 files = [(p, o) for p, o in files if match(self._relative(vpath, p))]
-            files = [(p, o) for p, o in files if fileops.is_searchable_path(p) and o.size <= self.config.limits.max_grep_file_bytes]
+            files = [
+                (p, o)
+                for p, o in files
+                if fileops.is_searchable_path(p) and o.size <= self.config.limits.max_grep_file_bytes
+            ]
 
             async def scan(item: tuple[str, ObjectInfo]) -> list[GrepMatch]:
                 file_path, obj = item
@@ -509,15 +513,26 @@ class S3Backend(BackendProtocol):
 
     # -- sync API, generated ----------------------------------------------------------------------
 
-    ls = sync_method(als)
-    read = sync_method(aread)
-    grep = sync_method(agrep)
-    glob = sync_method(aglob)
-    write = sync_method(awrite)
-    edit = sync_method(aedit)
-    delete = sync_method(adelete)
-    upload_files = sync_method(aupload_files)
-    download_files = sync_method(adownload_files)
+    # Built in two steps: assigned directly, mypy would type each twin from the protocol's
+    # declaration (self: BackendProtocol) instead of from our method.
+    _sync_ls = sync_method(als)
+    _sync_read = sync_method(aread)
+    _sync_grep = sync_method(agrep)
+    _sync_glob = sync_method(aglob)
+    _sync_write = sync_method(awrite)
+    _sync_edit = sync_method(aedit)
+    _sync_delete = sync_method(adelete)
+    _sync_upload_files = sync_method(aupload_files)
+    _sync_download_files = sync_method(adownload_files)
+    ls = _sync_ls
+    read = _sync_read
+    grep = _sync_grep
+    glob = _sync_glob
+    write = _sync_write
+    edit = _sync_edit
+    delete = _sync_delete
+    upload_files = _sync_upload_files
+    download_files = _sync_download_files
 
     def close(self) -> None:
         """Close the S3 client."""

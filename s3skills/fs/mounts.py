@@ -118,9 +118,7 @@ class Mounts:
         tenant: The tenant of the current call.
     """
 
-    def __init__(
-        self, store: ObjectStore, config: Config, library: SkillLibrary, tenant: Callable[[], Tenant]
-    ) -> None:
+    def __init__(self, store: ObjectStore, config: Config, library: SkillLibrary, tenant: Callable[[], Tenant]) -> None:
         self.store = store
         self.config = config
         self.library = library

@@ -59,7 +59,6 @@ STUDIO_USER_KIND = "StudioUser"
 """The `kind` (and class name) of the user `langgraph dev` gives LangGraph Studio."""
 
 
-
 def _user_field(user: Any, name: str) -> Any:
     """A field of an auth user: an attribute, else a key (plain dicts, `ProxyUser.get`)."""
     value = getattr(user, name, None)

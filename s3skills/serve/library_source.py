@@ -74,7 +74,5 @@ class LibrarySkillSource:
             FileTooLarge: The file is over `max_file_bytes`.
         """
         check_file_path(path)
-        body = await self.library.aopen(
-            skill_id, path, tenant=Tenant(user_id=user_id), max_bytes=self.max_file_bytes
-        )
+        body = await self.library.aopen(skill_id, path, tenant=Tenant(user_id=user_id), max_bytes=self.max_file_bytes)
         return body.data, body.etag

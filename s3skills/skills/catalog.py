@@ -115,9 +115,7 @@ class SkillCatalog:
         return index
 
     def _fresh(self, index: LibraryIndex) -> bool:
-        return (
-            self.ttl is not None and index.refreshed_at is not None and self._clock() - index.refreshed_at < self.ttl
-        )
+        return self.ttl is not None and index.refreshed_at is not None and self._clock() - index.refreshed_at < self.ttl
 
     async def aindex(self, source: str, prefix: str, *, force: bool = False, cached: bool = False) -> LibraryIndex:
         """The index of one library, refreshed unless it is fresh.
@@ -143,9 +141,7 @@ class SkillCatalog:
             keep = sorted(found)[: self.limits.max_skills_per_library]
             index.truncated = len(found) - len(keep)
             changed = [
-                (sid, found[sid])
-                for sid in keep
-                if (e := index.entries.get(sid)) is None or e.etag != found[sid].etag
+                (sid, found[sid]) for sid in keep if (e := index.entries.get(sid)) is None or e.etag != found[sid].etag
             ]
             jobs = [partial(self._head, obj) for _, obj in changed]
             heads = await gather_limited(jobs, self.limits.concurrency)
@@ -226,4 +222,3 @@ def _parse_all(source: str, items: list[tuple[str, ObjectInfo, tuple[bytes, str]
         info = SkillInfo(id=skill_id, metadata=parsed.metadata, source=source, etag=etag, warnings=parsed.warnings)
         out.append(SkillEntry(skill_id, obj.key, etag, obj.size, info, None))
     return out
-

@@ -454,4 +454,3 @@ def _name(name: object) -> str:
 def _resolves(name: str, known: dict[str, _Known]) -> bool:
     wanted = _name(name)
     return wanted in known or any(SkillId.parse(sid).leaf == wanted for sid in known)
-

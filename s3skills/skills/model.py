@@ -198,8 +198,6 @@ class SkillInfo:
         return SkillId.parse(self.id).category
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class SkillProblem:
     """A skill that was skipped (`level="error"`) or loaded with a remark (`"warning"`)."""

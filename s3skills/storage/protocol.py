@@ -95,7 +95,6 @@ class RequestCounter:
             self._counts.clear()
 
 
-
 @runtime_checkable
 class ObjectStore(Protocol):
     """One bucket seen through the operations the library needs.
