@@ -47,11 +47,9 @@ from s3skills.skills.executable import (
     SkillContext,
     SkillResult,
     SkillToolError,
-    arun_skill,
-    enter_skill,
     make_context,
-    run_skill,
 )
+from s3skills.skills.execution import arun_skill, enter_skill, run_skill
 from s3skills.tenancy import Tenant, run_config
 
 __all__ = ["USE_SKILL", "SkillExecutionMiddleware", "UseSkillInput"]
