@@ -60,12 +60,14 @@ def test_importing_the_cli_imports_no_agent_framework() -> None:
     assert _heavy(modules) == []
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["demo", "--help"], ["push", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["demo", "--help"], ["push", "--help"], ["mcp", "--help"]])
 def test_help_imports_no_agent_framework(argv: list[str]) -> None:
     proc, modules = _run_cli(*argv)
     assert proc.returncode == 0, proc.stderr
     assert "Usage: s3skills" in proc.stdout
     assert _heavy(modules) == []
+    # Nor the S3 client stack: only commands that connect pay for it.
+    assert not [m for m in modules if m.split(".")[0] in ("aioboto3", "aiobotocore", "boto3", "botocore", "mcp")]
 
 
 def test_list_imports_no_agent_framework(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
