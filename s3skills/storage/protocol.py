@@ -166,7 +166,25 @@ class ObjectStore(Protocol):
 
 
 class StoreHelpers:
-    """What every store derives from the contract: `alist` and `aexists`."""
+    """What every store derives from the contract: request hooks, `alist` and `aexists`.
+
+    An implementation sets `self._hooks = []` and calls `self._notify(operation)` once
+    per API call.
+    """
+
+    _hooks: list[RequestHook]
+
+    def add_request_hook(self, hook: RequestHook) -> None:
+        """Call `hook(operation)` once per API call, with S3's operation names (not per retry)."""
+        self._hooks.append(hook)
+
+    def remove_request_hook(self, hook: RequestHook) -> None:
+        """Undo `add_request_hook`."""
+        self._hooks.remove(hook)
+
+    def _notify(self, operation: str) -> None:
+        for hook in list(self._hooks):
+            hook(operation)
 
     def alist_pages(
         self, prefix: str, *, delimiter: str | None = None, page_size: int = 1000

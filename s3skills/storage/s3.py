@@ -104,14 +104,6 @@ class S3ObjectStore(StoreHelpers):
 
     # -- observation -----------------------------------------------------------------
 
-    def add_request_hook(self, hook: RequestHook) -> None:
-        """Call `hook(operation_name)` once for every S3 API call (not per retry)."""
-        self._hooks.append(hook)
-
-    def remove_request_hook(self, hook: RequestHook) -> None:
-        """Undo `add_request_hook`."""
-        self._hooks.remove(hook)
-
     def register_event(self, event_name: str, handler: Callable[..., Any]) -> None:
         """Register a botocore event handler on every client, present and future.
 
@@ -122,9 +114,7 @@ class S3ObjectStore(StoreHelpers):
             client.meta.events.register(event_name, handler)
 
     def _on_call(self, model: Any = None, **_: Any) -> None:
-        name = getattr(model, "name", "unknown")
-        for hook in list(self._hooks):
-            hook(name)
+        self._notify(getattr(model, "name", "unknown"))
 
     # -- clients ---------------------------------------------------------------------
 

@@ -51,21 +51,12 @@ class MemoryObjectStore(StoreHelpers):
 
     # -- observation and faults ---------------------------------------------------------
 
-    def add_request_hook(self, hook: RequestHook) -> None:
-        """Call `hook(operation)` once per call, with S3's operation names."""
-        self._hooks.append(hook)
-
-    def remove_request_hook(self, hook: RequestHook) -> None:
-        """Undo `add_request_hook`."""
-        self._hooks.remove(hook)
-
     def fail_next(self, operation: str, error: S3SkillsError) -> None:
         """Make the next call of `operation` (`GetObject`, `PutObject`...) raise `error`."""
         self._faults.setdefault(operation, []).append(error)
 
     def _call(self, operation: str) -> None:
-        for hook in list(self._hooks):
-            hook(operation)
+        self._notify(operation)
         pending = self._faults.get(operation)
         if pending:
             raise pending.pop(0)

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 import h11
 
+from s3skills.testing._base import Stoppable
 from s3skills.testing._wire import MAX_HEAD, Peer, client_response, proxy_request, reset, upstream_request
 from s3skills.testing.faults import (
     FaultBook,
@@ -72,7 +73,7 @@ _LOOPBACK = "127.0.0.1"
 _REPLAY_LIMIT = 1024 * 1024
 
 
-class FaultProxy:
+class FaultProxy(Stoppable):
     """A loopback HTTP proxy in front of an S3 endpoint, in its own thread.
 
     Args:

@@ -24,11 +24,12 @@ import time
 import urllib.request
 import uuid
 from pathlib import Path
-from types import TracebackType
-from typing import IO, Any, NamedTuple, Self
+from typing import IO, Any, NamedTuple
 
 import boto3
 from botocore.config import Config
+
+from s3skills.testing._base import Stoppable
 
 __all__ = [
     "LOOPBACK",
@@ -152,7 +153,7 @@ def unique_bucket_name(prefix: str = "test") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
-class MotoServer:
+class MotoServer(Stoppable):
     """A moto S3 server on a free loopback port, running in a daemon thread of this process.
 
     Moto's in-process ``mock_aws`` patches botocore and does not work with aioboto3, so the
@@ -189,17 +190,6 @@ class MotoServer:
             self._stopped = True
             self._server.stop()
 
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
-
 
 class SeaweedStartupError(RuntimeError):
     """``weed mini`` exited or never served S3 within the startup timeout."""
@@ -218,7 +208,7 @@ def find_weed() -> str | None:
     return shutil.which("weed")
 
 
-class SeaweedServer:
+class SeaweedServer(Stoppable):
     """A single-process SeaweedFS (``weed mini``) with its S3 gateway on a free loopback port.
 
     Every listener (master, volume, filer, S3, their gRPC ports and the admin server) gets a
@@ -398,14 +388,3 @@ class SeaweedServer:
             for sock in weed_sockets.glob(f"seaweedfs-*-grpc-{port}.sock"):
                 sock.unlink(missing_ok=True)
         shutil.rmtree(self.dir, ignore_errors=True)
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
