@@ -51,11 +51,7 @@ class ReadDirectory(types.Request[DirectoryParams, Literal["resources/directory/
     method: Literal["resources/directory/read"] = "resources/directory/read"
 
 
-def skill_md(name: str, description: str, extra: str = "") -> bytes:
-    return f"---\nname: {name}\ndescription: {description}\n{extra}---\n\n# {name}\n\nDo {name}.\n".encode()
-
-
-def put(client: Any, bucket: str, key: str, body: bytes) -> None:
+def put(client: Any, bucket: str, key: str, body: bytes | str) -> None:
     client.put_object(Bucket=bucket, Key=key, Body=body)
 
 

@@ -10,7 +10,8 @@ Each test takes the `h` fixture (a `Harness`) and runs four times:
 
 each with the sync methods (`ls`, `read`, ...) and with the async ones (`als`, `aread`, ...).
 
-The skill libraries and the tickets are read-only and seeded once per module. Each test's
+Every combination runs on two stores: a moto server, and `MemoryObjectStore` (the object-store
+contract in memory). The skill libraries and the tickets are read-only and seeded once per module. Each test's
 workspace starts empty: the runtime mode gives every test a thread id of its own, and the
 explicit mode's shared backend has its workspace emptied after each test.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import io
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +33,7 @@ from runs import ASYNC_RUN, SYNC_RUN, RunContext, RunState
 
 from s3skills import S3Backend, SkillError, TenantError
 from s3skills.layout import KeyLayout
-from s3skills.testing import MotoServer, make_bucket, make_client
+from s3skills.testing import MemoryObjectStore, MotoServer, make_bucket, make_client, skill_md
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
@@ -41,27 +43,25 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
 PDF = b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<<>>\nendobj\ntrailer\n<<>>\n%%EOF\n"
 
 
-def skill_md(name: str, body: str = "") -> bytes:
-    return f"---\nname: {name}\ndescription: The {name} skill.\n---\n# {name}\n{body}".encode()
-
-
 LIBRARY: dict[str, bytes] = {
     # alice's library
-    "alice/skills/pdf/SKILL.md": skill_md("pdf", "Fill forms with the needle tool.\n"),
+    "alice/skills/pdf/SKILL.md": skill_md("pdf", body="# pdf\nFill forms with the needle tool.\n").encode(),
     "alice/skills/pdf/forms.md": b"# Forms\nneedle in forms\n",
     "alice/skills/pdf/reference/guide.md": b"guide needle\n",
-    "alice/skills/legal/pdf/SKILL.md": skill_md("pdf", "Legal PDFs.\n"),
-    "alice/skills/escrituras/compraventa/SKILL.md": skill_md("compraventa", "Contrato de compraventa.\n"),
+    "alice/skills/legal/pdf/SKILL.md": skill_md("pdf", body="# pdf\nLegal PDFs.\n").encode(),
+    "alice/skills/escrituras/compraventa/SKILL.md": skill_md(
+        "compraventa", body="# compraventa\nContrato de compraventa.\n"
+    ).encode(),
     "alice/skills/escrituras/compraventa/modelo.md": b"clausula needle\n",
-    "alice/skills/escrituras/venta/SKILL.md": skill_md("venta", "VENTA-MARKER needle\n"),
-    "alice/skills/secret/SKILL.md": skill_md("secret", "UNLOADED-MARKER needle\n"),
+    "alice/skills/escrituras/venta/SKILL.md": skill_md("venta", body="# venta\nVENTA-MARKER needle\n").encode(),
+    "alice/skills/secret/SKILL.md": skill_md("secret", body="# secret\nUNLOADED-MARKER needle\n").encode(),
     "alice/skills/secret/notes.md": b"UNLOADED-MARKER needle\n",
     # the organisation's library: `pdf` is overridden by alice's copy
-    "org/skills/pdf/SKILL.md": skill_md("pdf", "ORG-PDF-MARKER\n"),
-    "org/skills/shared-only/SKILL.md": skill_md("shared-only", "SHARED-MARKER needle\n"),
+    "org/skills/pdf/SKILL.md": skill_md("pdf", body="# pdf\nORG-PDF-MARKER\n").encode(),
+    "org/skills/shared-only/SKILL.md": skill_md("shared-only", body="# shared-only\nSHARED-MARKER needle\n").encode(),
     "org/skills/shared-only/extra.md": b"shared extra needle\n",
     # other tenants
-    "bob/skills/pdf/SKILL.md": skill_md("pdf", "BOB-MARKER needle\n"),
+    "bob/skills/pdf/SKILL.md": skill_md("pdf", body="# pdf\nBOB-MARKER needle\n").encode(),
     "bob/skills/pdf/forms.md": b"BOB-MARKER needle\n",
     "threads/other-thread/notes.md": b"OTHER-THREAD-MARKER needle\n",
     "tickets/k1/ticket.md": b"# Ticket\nneedle from the ticket\n",
@@ -147,21 +147,65 @@ class Harness:
         return f"threads/{self.thread_id}/"
 
 
+class MemoryS3:
+    """The few boto3 client calls the harness arranges and inspects with, over a MemoryObjectStore."""
+
+    class exceptions:
+        NoSuchKey = KeyError
+
+    def __init__(self, store: MemoryObjectStore) -> None:
+        self.store = store
+
+    def put_object(self, Bucket: str, Key: str, Body: bytes) -> None:
+        self.store.put_object(Key, Body)
+
+    def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:
+        if Key not in self.store.all_keys():
+            raise KeyError(Key)
+        return {"Body": io.BytesIO(asyncio.run(self.store.aget(Key)).data)}
+
+    def delete_objects(self, Bucket: str, Delete: dict[str, Any]) -> None:
+        asyncio.run(self.store.adelete_many([o["Key"] for o in Delete["Objects"]]))
+
+    def get_paginator(self, name: str) -> Any:
+        store = self.store
+
+        class Pages:
+            def paginate(self, Bucket: str, Prefix: str) -> list[dict[str, Any]]:
+                return [{"Contents": [{"Key": k} for k in store.all_keys() if k.startswith(Prefix)]}]
+
+        return Pages()
+
+
 @dataclass
 class Library:
-    endpoint_url: str
+    kind: str  # "moto" or "memory"
+    endpoint_url: str | None
     bucket: str
     s3: Any
+    store: MemoryObjectStore | None = None
+
+    def backend_options(self) -> dict[str, Any]:
+        """How a backend reaches this library: its own S3 client, or the shared memory store."""
+        if self.store is not None:
+            return {"store": self.store}
+        return {"endpoint_url": self.endpoint_url, "session": SESSION}
 
 
-@pytest.fixture(scope="module")
-def library(moto_server: MotoServer) -> Library:
-    """A bucket holding the read-only libraries and tickets, seeded once for the module."""
+@pytest.fixture(scope="module", params=["moto", "memory"])
+def library(request: pytest.FixtureRequest, moto_server: MotoServer) -> Library:
+    """A bucket holding the read-only libraries and tickets, seeded once for the module: on the
+    moto server, and in a `MemoryObjectStore` (the same suite, every test, both stores)."""
+    if request.param == "memory":
+        store = MemoryObjectStore("conformance")
+        for key, body in LIBRARY.items():
+            store.put_object(key, body)
+        return Library("memory", None, store.bucket, MemoryS3(store), store)
     s3 = make_client(moto_server.endpoint_url)
     bucket = make_bucket(moto_server.endpoint_url, f"conformance-{uuid.uuid4().hex[:12]}")
     for key, body in LIBRARY.items():
         s3.put_object(Bucket=bucket, Key=key, Body=body)
-    return Library(moto_server.endpoint_url, bucket, s3)
+    return Library("moto", moto_server.endpoint_url, bucket, s3)
 
 
 HarnessFactory = Callable[..., Harness]
@@ -181,7 +225,7 @@ def shared_backends(library: Library) -> Iterator[dict[str, S3Backend]]:
     `explicit`: alice, thread `t-explicit`, ticket k1 (each test's workspace is emptied and its
     skills unloaded afterwards). `runtime`: no ids at all, so one instance serves every test.
     """
-    common = {"endpoint_url": library.endpoint_url, "session": SESSION}
+    common = library.backend_options()
     backends = {
         "explicit": S3Backend(
             library.bucket, user_id="alice", thread_id="t-explicit", ticket_id="k1", **common, layout=SEEDS
@@ -218,9 +262,7 @@ def make_harness(
         else:
             thread_id = _fresh_thread_id() if thread else None
             ids = {"user_id": user_id, "thread_id": thread_id, "ticket_id": ticket_id} if mode == "explicit" else {}
-            backend = S3Backend(
-                library.bucket, endpoint_url=library.endpoint_url, session=SESSION, **ids, **kwargs, layout=SEEDS
-            )
+            backend = S3Backend(library.bucket, **library.backend_options(), **ids, **kwargs, layout=SEEDS)
             owned.append(backend)
         harness = Harness(backend, mode, flavour, library.s3, library.bucket, user_id, thread_id, ticket_id)
         made.append(harness)
@@ -529,7 +571,16 @@ def test_edit_reports_a_concurrent_change_instead_of_losing_it(make_harness: Har
             changed.append(params["Key"])
             h.s3.put_object(Bucket=h.bucket, Key=params["Key"], Body=b"alpha beta, changed by someone else\n")
 
-    h.backend.store.register_event("before-parameter-build.s3", change_between_get_and_put)
+    if isinstance(h.backend.store, MemoryObjectStore):
+        key = h.ws + "notes.md"
+
+        def change_before_the_put(operation: str) -> None:
+            if operation == "PutObject" and not changed:
+                change_between_get_and_put({"Key": key}, model=type("Model", (), {"name": "PutObject"})())
+
+        h.backend.store.add_request_hook(change_before_the_put)
+    else:
+        h.backend.store.register_event("before-parameter-build.s3", change_between_get_and_put)
     result = h.call("edit", "/workspace/notes.md", "beta", "gamma")
     assert changed == [h.ws + "notes.md"]
     assert result.error is not None
@@ -855,7 +906,7 @@ def test_missing_user_id_is_reported_not_raised(make_harness: HarnessFactory) ->
 
 def test_missing_user_id_with_skills_in_the_run_state_is_a_clear_error(library: Library) -> None:
     # Inside an agent the loaded skills come from the state; the user id may still be missing.
-    backend = S3Backend(library.bucket, endpoint_url=library.endpoint_url, session=SESSION, layout=SEEDS)
+    backend = S3Backend(library.bucket, **library.backend_options(), layout=SEEDS)
     try:
         h = Harness(backend, "runtime", "sync", library.s3, library.bucket, None, "t-no-user", "k1", ["pdf"])
         for result in [

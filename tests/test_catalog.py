@@ -16,6 +16,7 @@ from s3skills.skills import SkillCatalog, SkillLibrary
 from s3skills.storage import RequestCounter
 from s3skills.storage import S3ObjectStore as ObjectStore
 from s3skills.tenancy import Tenant
+from s3skills.testing import skill_md
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 ALICE = Tenant(user_id="alice")
@@ -38,12 +39,7 @@ def library(
     return SkillLibrary(store, config, catalog=catalog)
 
 
-def skill_md(name: str, description: str, **extra: str) -> bytes:
-    lines = [f"name: {name}", f"description: {description}", *(f"{k}: {v}" for k, v in extra.items())]
-    return ("---\n" + "\n".join(lines) + "\n---\n# " + name + "\n\nInstructions.\n").encode()
-
-
-def put(s3_client: Any, bucket: str, key: str, body: bytes) -> None:
+def put(s3_client: Any, bucket: str, key: str, body: bytes | str) -> None:
     s3_client.put_object(Bucket=bucket, Key=key, Body=body)
 
 
@@ -266,7 +262,7 @@ def test_skill_md_bodies_are_cached_by_etag(
 def test_oversized_skill_md_is_reported_without_being_read(
     s3_client: Any, bucket: str, store: ObjectStore, counter: RequestCounter
 ) -> None:
-    put(s3_client, bucket, "alice/skills/huge/SKILL.md", skill_md("huge", "big") + b"x" * (11 * 1024 * 1024))
+    put(s3_client, bucket, "alice/skills/huge/SKILL.md", skill_md("huge", "big").encode() + b"x" * (11 * 1024 * 1024))
     catalog = library(store)
     assert catalog.index(tenant=ALICE) == []
     (problem,) = catalog.problems(ALICE)

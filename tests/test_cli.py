@@ -19,16 +19,11 @@ from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
 from s3skills.runner import ScriptRunner
 from s3skills.storage import S3ObjectStore as ObjectStore
-from s3skills.testing import free_port
+from s3skills.testing import free_port, skill_md
 from s3skills.transfer import PushRefused, pull_tree, push_tree, scan_tree
 
 USER = "alice"
 PREFIX = f"{USER}/skills/"
-
-
-def skill_md(name: str, description: str = "Does a thing. Use it when a thing is needed.", **extra: str) -> str:
-    fields = "".join(f"{key}: {value}\n" for key, value in extra.items())
-    return f"---\nname: {name}\ndescription: {description}\n{fields}---\n\n# {name}\n\nInstructions.\n"
 
 
 def write(root: Path, rel: str, text: str | bytes) -> Path:

