@@ -51,8 +51,8 @@ __all__ = [
     "free_ports",
     "make_bucket",
     "make_client",
-    "skill_md",
     "match_request",
+    "skill_md",
     "tool_call",
     "unique_bucket_name",
 ]
