@@ -23,13 +23,16 @@ import os
 import shutil
 import socket
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from s3skills.fs import S3Backend
+from s3skills.layout import KeyLayout
+from s3skills.storage import S3ObjectStore
 from s3skills.testing import (
     LiveTarget,
     MotoServer,
@@ -255,3 +258,48 @@ def live_target() -> LiveTarget:
         secret_key=os.environ.get("S3SKILLS_TEST_SECRET_ACCESS_KEY", "testing"),
         region=os.environ.get("S3SKILLS_TEST_REGION", REGION),
     )
+
+
+# --- backends -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def make_backend(moto_endpoint: str, bucket: str) -> Iterator[Callable[..., S3Backend]]:
+    """`make_backend(**options)`: an `S3Backend` on this test's moto bucket, closed afterwards.
+
+    The seeds' key layout unless `layout=` says otherwise (most tests arrange `ana/skills/...`).
+    """
+    made: list[S3Backend] = []
+
+    def make(**options: Any) -> S3Backend:
+        options.setdefault("layout", KeyLayout.seeds())
+        backend = S3Backend(bucket, endpoint_url=moto_endpoint, **options)
+        made.append(backend)
+        return backend
+
+    yield make
+    for backend in made:
+        backend.close()
+
+
+@pytest.fixture(scope="module")
+def module_backend(moto_server: MotoServer) -> Iterator[Callable[[dict[str, bytes]], S3Backend]]:
+    """`module_backend(files)`: one backend for the module (user `ana`, seeds' layout) on a bucket
+    of its own, holding `files`; the bucket is seeded again whenever it is missing (first use, or
+    another module reset the moto server), so module-scoped tests stay cheap."""
+    store = S3ObjectStore(unique_bucket_name("module"), endpoint_url=moto_server.endpoint_url)
+    backend = S3Backend(store.bucket, store=store, user_id="ana", layout=KeyLayout.seeds())
+    client = make_client(moto_server.endpoint_url, region=REGION)
+
+    def seeded(files: dict[str, bytes]) -> S3Backend:
+        try:
+            client.head_bucket(Bucket=store.bucket)
+        except client.exceptions.ClientError:
+            client.create_bucket(Bucket=store.bucket)
+            for key, body in files.items():
+                client.put_object(Bucket=store.bucket, Key=key, Body=body)
+        return backend
+
+    yield seeded
+    backend.close()
+    client.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -71,9 +72,9 @@ def results_in_order(messages: list[BaseMessage]) -> list[Any]:
 
 
 @pytest.fixture
-def backend(moto_endpoint: str, bucket: str, s3_client: Any) -> S3Backend:
+def backend(make_backend: Callable[..., S3Backend], bucket: str, s3_client: Any) -> S3Backend:
     seed(s3_client, bucket)
-    return S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
+    return make_backend()
 
 
 def run(agent: Any, user: str, thread: str, text: str = "Necesito una escritura de compraventa") -> dict[str, Any]:

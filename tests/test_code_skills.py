@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -57,13 +57,13 @@ def call(tool_name: str, **args: Any) -> AIMessage:
 
 
 @pytest.fixture
-def backend(moto_endpoint: str, bucket: str, s3_client: Any) -> S3Backend:
+def backend(make_backend: Callable[..., S3Backend], bucket: str, s3_client: Any) -> S3Backend:
     s3_client.put_object(
         Bucket=bucket,
         Key="ana/skills/pdf/SKILL.md",
         Body=b"---\nname: pdf\ndescription: Trabaja con PDF.\n---\n# PDF\nInstrucciones PDF.",
     )
-    return S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
+    return make_backend()
 
 
 def invoke(agent: Any, user: str = "ana", thread: str = "t") -> dict[str, Any]:

@@ -31,7 +31,6 @@ from s3skills import (
     create_skills_agent,
     usage_stats,
 )
-from s3skills.layout import KeyLayout
 from s3skills.skills.executable import SkillTimeout, SkillToolError
 from s3skills.skills.usage import reset_usage
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
@@ -179,7 +178,7 @@ def tool_messages(out: dict[str, Any]) -> list[ToolMessage]:
 
 
 @pytest.fixture
-def backend(moto_endpoint: str, bucket: str, s3_client: Any) -> S3Backend:
+def backend(make_backend: Callable[..., S3Backend], bucket: str, s3_client: Any) -> S3Backend:
     files = {
         "ana/skills/escrituras/compraventa/SKILL.md": COMPRAVENTA,
         "threads/t1/notas/a.txt": "El comprador es Luis.",
@@ -189,7 +188,7 @@ def backend(moto_endpoint: str, bucket: str, s3_client: Any) -> S3Backend:
     }
     for key, body in files.items():
         s3_client.put_object(Bucket=bucket, Key=key, Body=body.encode())
-    return S3Backend(bucket, endpoint_url=moto_endpoint, layout=KeyLayout.seeds())
+    return make_backend()
 
 
 def invoke(agent: Any, trace: Trace | None = None, *, asynchronous: bool = False, thread: str = "t1") -> Any:

@@ -12,18 +12,15 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
-from s3skills import KeyLayout, S3Backend
-from s3skills.aio import run_sync
+from s3skills import S3Backend
 from s3skills.runner import ScriptRunner
-from s3skills.storage import S3ObjectStore as ObjectStore
-from s3skills.testing import MotoServer, make_client, unique_bucket_name
+from s3skills.testing import skill_md
 
 SKILL = "privado/tenant"
 NOBODY = 65534
@@ -83,31 +80,14 @@ print(json.dumps({"seen_target": seen_target, "hits": sorted(hits), "args_file":
 """
 
 
-@pytest.fixture(scope="module")
-def backend(moto_server: MotoServer) -> Iterator[S3Backend]:
-    client = make_client(moto_server.endpoint_url)
-    store = ObjectStore(unique_bucket_name("runner-args"), endpoint_url=moto_server.endpoint_url)
-    yield S3Backend(store.bucket, store=store, user_id="ana", layout=KeyLayout.seeds())
-    run_sync(store.aclose())
-    client.close()
-
-
 @pytest.fixture
-def runner_for(backend: S3Backend, moto_server: MotoServer) -> Iterator[Any]:
-    client = make_client(moto_server.endpoint_url)
-    try:
-        client.head_bucket(Bucket=backend.store.bucket)
-    except ClientError:  # first use, or another module reset the server
-        client.create_bucket(Bucket=backend.store.bucket)
-        client.put_object(
-            Bucket=backend.store.bucket,
-            Key=f"ana/skills/{SKILL}/SKILL.md",
-            Body=b"---\nname: tenant\ndescription: Holds a secret argument.\n---\n# tenant\n",
-        )
-        for name, text in (("hold.py", HOLD), ("modes.py", MODES)):
-            client.put_object(Bucket=backend.store.bucket, Key=f"ana/skills/{SKILL}/scripts/{name}", Body=text.encode())
-    yield lambda via: ScriptRunner(backend, timeout=30, args_via=via)
-    client.close()
+def runner_for(module_backend: Callable[[dict[str, bytes]], S3Backend]) -> Any:
+    md = skill_md("tenant", "Holds a secret argument.", body="# tenant\n")
+    files = {f"ana/skills/{SKILL}/SKILL.md": md.encode()}
+    scripts = {"hold.py": HOLD, "modes.py": MODES}
+    files.update({f"ana/skills/{SKILL}/scripts/{name}": text.encode() for name, text in scripts.items()})
+    backend = module_backend(files)
+    return lambda via: ScriptRunner(backend, timeout=30, args_via=via)
 
 
 def _scan_as() -> dict[str, Any]:

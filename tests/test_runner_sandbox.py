@@ -15,18 +15,16 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 
-from s3skills import KeyLayout, S3Backend
+from s3skills import S3Backend
 from s3skills.aio import run_sync
 from s3skills.runner import BubblewrapLauncher, Job, Launcher, LaunchError, Limits, LocalLauncher, ScriptRunner
-from s3skills.storage import S3ObjectStore as ObjectStore
-from s3skills.testing import MotoServer, make_client, unique_bucket_name
+from s3skills.testing import skill_md
 
 SKILL = "aislado/caja"
 
@@ -114,27 +112,13 @@ PROBLEM = _bwrap_problem()
 needs_bwrap = pytest.mark.skipif(PROBLEM is not None, reason=f"bubblewrap unavailable: {PROBLEM}")
 
 
-@pytest.fixture(scope="module")
-def backend(moto_server: MotoServer) -> Iterator[S3Backend]:
-    store = ObjectStore(unique_bucket_name("runner-bwrap"), endpoint_url=moto_server.endpoint_url)
-    yield S3Backend(store.bucket, store=store, user_id="ana", layout=KeyLayout.seeds())
-    run_sync(store.aclose())
-
-
 @pytest.fixture
-def seeded(backend: S3Backend, moto_server: MotoServer) -> S3Backend:
-    client = make_client(moto_server.endpoint_url)
-    try:
-        client.head_bucket(Bucket=backend.store.bucket)
-    except ClientError:  # first use, or another module reset the server
-        client.create_bucket(Bucket=backend.store.bucket)
-        md = b"---\nname: caja\ndescription: Scripts that probe the sandbox.\n---\n# caja\n"
-        client.put_object(Bucket=backend.store.bucket, Key=f"ana/skills/{SKILL}/SKILL.md", Body=md)
-        for name, text in SCRIPTS.items():
-            client.put_object(Bucket=backend.store.bucket, Key=f"ana/skills/{SKILL}/scripts/{name}", Body=text.encode())
-    finally:
-        client.close()
-    return backend
+def seeded(module_backend: Callable[[dict[str, bytes]], S3Backend]) -> S3Backend:
+    files = {
+        f"ana/skills/{SKILL}/SKILL.md": skill_md("caja", "Scripts that probe the sandbox.", body="# caja\n").encode()
+    }
+    files.update({f"ana/skills/{SKILL}/scripts/{name}": text.encode() for name, text in SCRIPTS.items()})
+    return module_backend(files)
 
 
 def _runner(backend: S3Backend, launcher: Launcher, **options: Any) -> ScriptRunner:

@@ -6,19 +6,16 @@ time limit, output cap, status, cleanup.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from botocore.exceptions import ClientError
 from deepagents.backends.local_shell import LocalShellBackend
 
-from s3skills import KeyLayout, S3Backend
-from s3skills.aio import run_sync
+from s3skills import S3Backend
 from s3skills.runner import SandboxBackendLauncher, ScriptRunner
-from s3skills.storage import S3ObjectStore as ObjectStore
-from s3skills.testing import MotoServer, make_client, unique_bucket_name
+from s3skills.testing import skill_md
 
 SKILL = "remoto/caja"
 SCRIPTS = {
@@ -41,27 +38,13 @@ print(json.dumps({"tripled": triple(args["n"]), "cwd": os.getcwd(), "same": same
 }
 
 
-@pytest.fixture(scope="module")
-def backend(moto_server: MotoServer) -> Iterator[S3Backend]:
-    store = ObjectStore(unique_bucket_name("runner-sbx"), endpoint_url=moto_server.endpoint_url)
-    yield S3Backend(store.bucket, store=store, user_id="ana", layout=KeyLayout.seeds())
-    run_sync(store.aclose())
-
-
 @pytest.fixture
-def seeded(backend: S3Backend, moto_server: MotoServer) -> S3Backend:
-    client = make_client(moto_server.endpoint_url)
-    try:
-        client.head_bucket(Bucket=backend.store.bucket)
-    except ClientError:  # first use, or another module reset the server
-        client.create_bucket(Bucket=backend.store.bucket)
-        md = b"---\nname: caja\ndescription: Scripts run in a sandbox backend.\n---\n# caja\n"
-        client.put_object(Bucket=backend.store.bucket, Key=f"ana/skills/{SKILL}/SKILL.md", Body=md)
-        for name, text in SCRIPTS.items():
-            client.put_object(Bucket=backend.store.bucket, Key=f"ana/skills/{SKILL}/scripts/{name}", Body=text.encode())
-    finally:
-        client.close()
-    return backend
+def seeded(module_backend: Callable[[dict[str, bytes]], S3Backend]) -> S3Backend:
+    files = {
+        f"ana/skills/{SKILL}/SKILL.md": skill_md("caja", "Scripts run in a sandbox backend.", body="# caja\n").encode()
+    }
+    files.update({f"ana/skills/{SKILL}/scripts/{name}": text.encode() for name, text in SCRIPTS.items()})
+    return module_backend(files)
 
 
 @pytest.fixture
