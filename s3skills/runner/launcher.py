@@ -74,6 +74,19 @@ class Launcher(Protocol):
         ...
 
 
+async def run_job(job: Job, command: Sequence[str]) -> Finished:
+    """Run `command` for `job` on this machine, under the job's rlimits, time limit and output caps."""
+    return await run_process(
+        [*limits_prefix(job.limits), *command],
+        cwd=job.workdir,
+        env=job.env,
+        stdin=job.stdin,
+        timeout=job.timeout,
+        max_output_bytes=job.max_output_bytes,
+        max_stderr_bytes=job.max_stderr_bytes,
+    )
+
+
 class LocalLauncher:
     """Runs the script as a child process of the service, as the service's own user.
 
@@ -90,15 +103,7 @@ class LocalLauncher:
 
     async def launch(self, job: Job) -> Finished:
         """Run `job` locally with its limits; see the class docstring for what that protects."""
-        return await run_process(
-            [*limits_prefix(job.limits), *job.command],
-            cwd=job.workdir,
-            env=job.env,
-            stdin=job.stdin,
-            timeout=job.timeout,
-            max_output_bytes=job.max_output_bytes,
-            max_stderr_bytes=job.max_stderr_bytes,
-        )
+        return await run_job(job, job.command)
 
 
 class BubblewrapLauncher:
@@ -167,15 +172,7 @@ class BubblewrapLauncher:
 
     async def launch(self, job: Job) -> Finished:
         """Run `job` in the sandbox; see the class docstring for what it shows the script."""
-        finished = await run_process(
-            [*limits_prefix(job.limits), *self.sandbox_argv(job)],
-            cwd=job.workdir,
-            env=job.env,
-            stdin=job.stdin,
-            timeout=job.timeout,
-            max_output_bytes=job.max_output_bytes,
-            max_stderr_bytes=job.max_stderr_bytes,
-        )
+        finished = await run_job(job, self.sandbox_argv(job))
         code = finished.returncode
         if code is not None and code > 128 and (code - 128) in signal.valid_signals():
             finished.returncode = -(code - 128)

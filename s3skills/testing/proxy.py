@@ -35,7 +35,6 @@ import contextlib
 import threading
 from collections import Counter
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Self
 from urllib.parse import urlsplit
 
@@ -161,14 +160,6 @@ class FaultProxy(Stoppable):
 
     def __enter__(self) -> Self:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def _url_or_none(self) -> str | None:
         return f"http://{self._host}:{self._port}" if self._port else None
