@@ -48,7 +48,7 @@ class KeyLogStore(MemoryObjectStore):
         return body
 
     async def aget_range(self, key: str, start: int, length: int) -> ObjectBody:
-        self._record("GetObject", key)
+        self._record("GetRange", key)  # the index reads the head of each SKILL.md this way
         body = await super().aget_range(key, start, length)
         self._record("GetObject.bytes", key, len(body.data))
         return body
@@ -67,9 +67,7 @@ class KeyLogStore(MemoryObjectStore):
         content_type: str | None = None,
     ) -> str:
         self._record("PutObject", key)
-        return await super().aput(
-            key, data, if_match=if_match, if_none_match=if_none_match, content_type=content_type
-        )
+        return await super().aput(key, data, if_match=if_match, if_none_match=if_none_match, content_type=content_type)
 
     async def adelete_many(self, keys: Iterable[str]) -> list[str]:
         keys = list(keys)

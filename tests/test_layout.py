@@ -81,7 +81,8 @@ def test_seeds_layout_refuses_a_user_called_threads() -> None:
 
     for user in ("threads", "tickets"):
         result = run_as(user, "t1", lambda: backend.ls("/workspace"))
-        assert result.error is not None and "reserved by the key layout" in result.error
+        assert result.error is not None
+        assert "reserved by the key layout" in result.error
         with pytest.raises(TenantError, match="reserved"):
             run_as(user, "t1", lambda: backend.load_skills())
     with pytest.raises(TenantError, match="reserved"):
@@ -93,7 +94,8 @@ def test_seeds_layout_refuses_a_user_named_like_the_shared_library() -> None:
     store.put_object("org/skills/house-style/SKILL.md", b"---\nname: house-style\ndescription: Org.\n---\nORG\n")
     backend = backend_on(store, KeyLayout.seeds(), shared_prefix="org")
     read = run_as("org", "t1", lambda: backend.read("/workspace/x.md"))
-    assert read.error is not None and "cannot be equal" in read.error
+    assert read.error is not None
+    assert "cannot be equal" in read.error
     with pytest.raises(TenantError, match="cannot be equal"):
         run_as("org", "t1", lambda: backend.load_skills())
     # Another user still sees the shared library.
@@ -104,7 +106,8 @@ def test_seeds_layout_refuses_a_user_named_like_the_shared_library() -> None:
 
 def test_default_layout_reserves_no_id_and_keeps_a_user_named_like_the_library_apart() -> None:
     layout = KeyLayout()
-    assert layout.reserved == {} and layout.distinct == frozenset()
+    assert layout.reserved == {}
+    assert layout.distinct == frozenset()
     config = Config(shared_library="org")
     config.check_tenant(Tenant(user_id="org", thread_id="shared"))
     assert layout.user_prefix("org") == "users/org/skills/"
@@ -223,7 +226,8 @@ def test_no_two_namespaces_meet_in_any_layout_that_builds(
     prefixes = sorted(_prefixes(config, tenants).items())
     for i, (name_a, a) in enumerate(prefixes):
         for name_b, b in prefixes[i + 1 :]:
-            assert not a.startswith(b) and not b.startswith(a), f"{name_a} {a!r} meets {name_b} {b!r} in {spec}"
+            assert not a.startswith(b), f"{name_a} {a!r} is inside {name_b} {b!r} in {spec}"
+            assert not b.startswith(a), f"{name_b} {b!r} is inside {name_a} {a!r} in {spec}"
 
 
 def _builds_with_reserved_ids(spec: dict[str, str]) -> bool:

@@ -33,7 +33,9 @@ def store() -> KeyLogStore:
     return store
 
 
-def run(op: Callable[[], Any], *, context: Any, configurable: Mapping[str, Any], skills: list[str] | None = None) -> Any:
+def run(
+    op: Callable[[], Any], *, context: Any, configurable: Mapping[str, Any], skills: list[str] | None = None
+) -> Any:
     return SYNC_RUN.invoke(
         {"op": op, "loaded_skills": skills or []}, context=context, config={"configurable": dict(configurable)}
     )["result"]
@@ -76,9 +78,7 @@ def test_user_and_ticket_in_configurable_never_make_a_run_act_for_them(store: Ke
 def test_the_same_run_with_the_user_in_its_context_does_act_for_them(store: KeyLogStore) -> None:
     # The counterpart of the test above: the context is the trusted channel.
     backend = S3Backend("memory", store=store)
-    got = run(
-        lambda: backend.read("/workspace/notes.md"), context={"user_id": "bob"}, configurable={"thread_id": "t1"}
-    )
+    got = run(lambda: backend.read("/workspace/notes.md"), context={"user_id": "bob"}, configurable={"thread_id": "t1"})
     assert got.file_data["content"] == "BOB NOTES"
 
 
@@ -92,9 +92,9 @@ def test_a_custom_resolver_decides_who_a_call_is_for(store: KeyLogStore) -> None
         session = "s-1"
 
     backend = S3Backend("memory", store=store, resolver=from_session)
-    assert run(lambda: backend.read("/workspace/notes.md"), context=Ctx(), configurable={}).file_data[
-        "content"
-    ] == ("BOB NOTES")
+    assert run(lambda: backend.read("/workspace/notes.md"), context=Ctx(), configurable={}).file_data["content"] == (
+        "BOB NOTES"
+    )
     # Whatever the context or configurable say is ignored when the resolver does not read it.
     forged = run(lambda: backend.read("/workspace/notes.md"), context={"user_id": "bob"}, configurable=FORGED)
     assert "No user id" in forged.error
@@ -107,7 +107,9 @@ def test_langgraph_auth_resolver_plugs_in_and_ignores_client_ids(store: KeyLogSt
     assert got.file_data["content"] == "BOB NOTES"
     store.take()
     forged = run(
-        lambda: backend.read("/workspace/notes.md"), context={"user_id": "bob", "ticket_id": "k-bob"}, configurable=FORGED
+        lambda: backend.read("/workspace/notes.md"),
+        context={"user_id": "bob", "ticket_id": "k-bob"},
+        configurable=FORGED,
     )
     assert "No user id" in forged.error
     assert store.keys_requested() == []
@@ -135,7 +137,8 @@ def test_ids_with_a_trailing_newline_are_refused_from_the_run_context(store: Key
         configurable={"thread_id": "t1"},
     )
     for result in got:
-        assert result.error is not None and "Invalid user id" in result.error
+        assert result.error is not None
+        assert "Invalid user id" in result.error
     assert store.keys_requested() == []
 
 
@@ -194,6 +197,7 @@ def test_a_lone_surrogate_in_a_path_is_refused_by_the_async_api_too(store: KeyLo
     got = asyncio.run(
         ASYNC_RUN.ainvoke({"op": everything}, context={"user_id": "bob"}, config={"configurable": {"thread_id": "t1"}})
     )["result"]
-    assert "lone surrogates" in got[0].error and "lone surrogates" in got[1].error
+    assert "lone surrogates" in got[0].error
+    assert "lone surrogates" in got[1].error
     assert got[2].error is None or "internal error" not in got[2].error
     assert got[3] is False
