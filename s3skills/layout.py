@@ -36,6 +36,13 @@ PLACEHOLDERS = ("user_id", "thread_id", "ticket_id", "library")
 
 _NAMESPACES = ("user_skills", "shared_skills", "workspace", "ticket")
 _PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
+# Per namespace: the placeholder it must hold, and the ones it may hold.
+_PLACEHOLDERS_OF = {
+    "user_skills": ("user_id", {"user_id"}),
+    "shared_skills": ("library", {"library"}),
+    "workspace": ("thread_id", {"user_id", "thread_id"}),
+    "ticket": ("ticket_id", {"ticket_id", "user_id"}),
+}
 
 _MISSING = {
     "user_id": "No user id for this call: pass user_id= to S3Backend, or run the agent with context={'user_id': ...}",
@@ -82,7 +89,10 @@ class KeyLayout:
         ticket: A ticket's context files.
 
     Raises:
-        ValueError: A template is malformed, or two namespaces always overlap.
+        ValueError: A template is malformed (not ending in `/`, a placeholder that is
+            not a whole segment, unknown, repeated, missing its namespace's own
+            placeholder or not available to that namespace), or two namespaces
+            always overlap.
     """
 
     root: str = ""
@@ -121,6 +131,16 @@ class KeyLayout:
         # Old spelling of the library placeholder.
         object.__setattr__(self, "shared_skills", self.shared_skills.replace("{shared_prefix}", "{library}"))
         templates = {name: _segments(getattr(self, name), name) for name in _NAMESPACES}
+        for name, segments in templates.items():
+            used = [v for s in segments if (v := _var(s)) is not None]
+            needed, allowed = _PLACEHOLDERS_OF[name]
+            if needed not in used:
+                why = f"without it every {needed.replace('_', ' ')} shares one prefix"
+                raise ValueError(f"KeyLayout.{name} must hold {{{needed}}}: {why}")
+            if len(set(used)) != len(used):
+                raise ValueError(f"KeyLayout.{name}: a placeholder appears twice")
+            if stray := sorted(set(used) - allowed):
+                raise ValueError(f"KeyLayout.{name} cannot use {', '.join(stray)}: use {sorted(allowed)}")
         reserved: dict[str, set[str]] = {}
         distinct: set[tuple[str, str]] = set()
         for (a, ta), (b, tb) in combinations(templates.items(), 2):

@@ -18,6 +18,7 @@ from s3skills import __version__
 from s3skills.cli.context import CliError, Context, Settings, UsageError, global_options
 from s3skills.cli.demo import demo_command
 from s3skills.cli.library import disable_command, enable_command, info_command, list_command, rm_command
+from s3skills.cli.migrate import migrate_command
 from s3skills.cli.scaffold import create_command
 from s3skills.cli.serve import mcp_command
 from s3skills.cli.transfer import pull_command, push_command, validate_command
@@ -60,6 +61,7 @@ for _command in (
     rm_command,
     demo_command,
     mcp_command,
+    migrate_command,
 ):
     cli.add_command(_command)
 

@@ -8,7 +8,7 @@ catalog (and through it aioboto3) is imported by `list` only, so `--help` stays 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
@@ -17,9 +17,12 @@ from rich.text import Text
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
 from s3skills.cli.shared import human_size, problem_line, resolve_skill
 from s3skills.errors import Conflict
-from s3skills.ids import SKILL_FILE
+from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.skills import InvalidSkill, parse_skill_md, render_skill_md, validate_skill_md
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
+
+if TYPE_CHECKING:
+    from s3skills.storage import ObjectInfo
 
 __all__ = ["disable_command", "enable_command", "info_command", "list_command", "rm_command"]
 
@@ -198,7 +201,10 @@ def rm_command(ctx: Context, name: str, yes: bool) -> int:
     terminal is asked for confirmation; anything else is refused.
     """
     skill_id, objects = resolve_skill(ctx, name)
+    objects, nested = _own_objects(ctx.prefix, skill_id, objects)
     folder = ctx.location(ctx.prefix + skill_id + "/")
+    if nested:
+        ctx.warn(f"kept the nested skill(s) {', '.join(nested)}: a skill is one folder; remove them by name")
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError(f"rm would delete {len(objects)} file(s) of '{skill_id}'; pass --yes to confirm")
@@ -217,3 +223,15 @@ def rm_command(ctx: Context, name: str, yes: bool) -> int:
     else:
         ctx.print(f"Deleted skill '{skill_id}' ({len(keys)} file(s)).")
     return 0
+
+
+def _own_objects(prefix: str, skill_id: str, objects: list[ObjectInfo]) -> tuple[list[ObjectInfo], list[str]]:
+    """The objects of `skill_id` itself, and the ids of the skills nested in its folder.
+
+    A folder holding its own `SKILL.md` is another skill, never part of the outer one:
+    `rm escrituras` leaves `escrituras/compraventa` alone.
+    """
+    ids = [str(sid) for o in objects if (sid := SkillId.from_key(o.key, prefix)) is not None]
+    nested = nested_in(skill_id, ids)
+    cut = tuple(f"{prefix}{sid}/" for sid in nested)
+    return [o for o in objects if not o.key.startswith(cut)], nested

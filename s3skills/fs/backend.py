@@ -69,6 +69,7 @@ from s3skills.errors import (
     TenantError,
 )
 from s3skills.fs import fileops
+from s3skills.fs.grep import grep_files
 from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, mounts_of
 from s3skills.ids import SkillId
 from s3skills.layout import KeyLayout
@@ -302,7 +303,16 @@ class S3Backend(BackendProtocol):
     async def agrep(
         self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
     ) -> GrepResult:
-        """Literal search. Lists the area, then GETs only text candidates, concurrently."""
+        """Literal search, bounded per call. Lists the area, then fetches text candidates in
+        path order and stops as soon as the answer is known.
+
+        At most `max_count` (and `Limits.max_grep_matches`) matches come back; files over
+        `Limits.max_grep_file_bytes` are skipped and at most `Limits.max_grep_scan_bytes`
+        are fetched. Whenever a limit cuts the search the result has `truncated=True`,
+        and a limit of the library (not the caller's `max_count`) also sets `error` to a
+        message saying what was left out and how to narrow the search (deepagents'
+        grep tool shows it above the partial matches).
+        """
 
         async def run() -> GrepResult:
             if not isinstance(pattern, str) or pattern == "":
@@ -312,27 +322,8 @@ class S3Backend(BackendProtocol):
             if glob:
                 match = compile_grep_include_glob(glob)
                 files = [(p, o) for p, o in files if match(self._relative(vpath, p))]
-            files = [
-                (p, o)
-                for p, o in files
-                if fileops.is_searchable_path(p) and o.size <= self.config.limits.max_grep_file_bytes
-            ]
-
-            async def scan(item: tuple[str, ObjectInfo]) -> list[GrepMatch]:
-                file_path, obj = item
-                try:
-                    body = await self.store.aget(obj.key, max_bytes=self.config.limits.max_grep_file_bytes)
-                    text = fileops.decode_text(body.data, file_path)
-                except (NotFound, BinaryFile, FileTooLarge):
-                    return []  # deleted since the listing, or not text
-                return list(fileops.grep_lines(file_path, text, pattern))
-
-            jobs = [partial(scan, item) for item in sorted(files, key=lambda f: f[0])]
-            found = await gather_limited(jobs, self.config.limits.concurrency)
-            matches = [m for chunk in found for m in chunk]
-            if max_count is not None and len(matches) > max_count:
-                return GrepResult(matches=matches[:max_count], truncated=True)
-            return GrepResult(matches=matches)
+            files = sorted(((p, o) for p, o in files if fileops.is_searchable_path(p)), key=lambda f: f[0])
+            return await grep_files(self.store, self.config.limits, pattern, files, max_count)
 
         return await self._guard(run(), path or "/", "search", lambda m: GrepResult(error=m))
 
@@ -547,7 +538,9 @@ class S3Backend(BackendProtocol):
     async def agrep_raw(self, pattern: str, path: str | None = None, glob: str | None = None) -> list[GrepMatch] | str:
         """Seed alias of `agrep`: the matches, or the error string."""
         result = await self.agrep(pattern, path, glob)
-        return result.error if result.error is not None else (result.matches or [])
+        if result.matches:
+            return result.matches  # a search cut by a limit still returns what it found
+        return result.error if result.error is not None else []
 
     async def aglob_info(self, pattern: str, path: str = "/") -> list[FileInfo]:
         """Seed alias of `aglob`: the matches, or `[]` on error."""

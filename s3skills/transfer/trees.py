@@ -12,8 +12,11 @@ folder and never outside it. Both run on the private I/O loop; `push_tree` and
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import mimetypes
 import os
+import secrets
+import stat
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
@@ -268,28 +271,96 @@ def _prepare_dest(dest: Path) -> Path:
     return root.resolve()
 
 
-def _write_atomic(target: Path, data: bytes) -> None:
-    tmp = target.with_name(f".{target.name}.s3skills-tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_dir(dest: Path, parts: list[str], *, create: bool) -> int:
+    """A descriptor of the folder `dest/parts...`, walked one segment at a time.
+
+    No symlink is ever followed below `dest` (`O_NOFOLLOW` on every segment, relative to
+    the parent's descriptor, so a link swapped in meanwhile is refused too) and a
+    folder is created only inside one already opened this way.
+
+    Raises:
+        InvalidPath: A segment is a symlink or a file.
+        FileNotFoundError: A folder is missing and not `create`.
+    """
+    fd = os.open(dest, _DIR_FLAGS)
+    try:
+        for part in parts:
+            try:
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):  # a concurrent download made it
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                child = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            except OSError:  # ELOOP: a symlink; ENOTDIR: a file or a link to one
+                why = f"'{part}' is a symlink or a file, not a folder: nothing is written through it"
+                raise InvalidPath(why) from None
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _write_atomic(dest: Path, rel: str, data: bytes) -> None:
+    """Write `dest/rel` through a fresh, unpredictable temporary name, then rename it."""
+    *folders, name = rel.split("/")
+    fd = _open_dir(dest, folders, create=True)
+    try:
+        _check_leaf(fd, name)
+        tmp = f".{name}.{secrets.token_hex(8)}.s3skills-tmp"
+        out = os.open(tmp, _TMP_FLAGS, 0o666, dir_fd=fd)
+        try:
+            with os.fdopen(out, "wb") as handle:
+                handle.write(data)
+            os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            raise
+    finally:
+        os.close(fd)
+
+
+def _check_leaf(fd: int, name: str) -> None:
+    try:
+        info = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(info.st_mode):
+        raise InvalidPath("a symlink is in the way: nothing is written through it")
+    if not stat.S_ISREG(info.st_mode):
+        raise InvalidPath("a folder or a special file is in the way")
 
 
 def _local_target(dest: Path, rel: str) -> Path:
     """The local path of a key's relative path, checked to stay inside `dest`.
 
+    Only checks (nothing is created): the path is plain, and no existing component
+    below `dest` is a symlink or in the way.
+
     Raises:
-        InvalidPath: The path is unsafe or would leave `dest`.
+        InvalidPath: The path is unsafe, would leave `dest`, or crosses a symlink.
     """
     why = check_relative_path(rel)
     if why is not None:
         raise InvalidPath(why)
-    target = dest.joinpath(*rel.split("/"))
-    if target.is_symlink():
-        raise InvalidPath("a symlink is in the way")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    if not target.parent.resolve().is_relative_to(dest) or target.is_dir():
-        raise InvalidPath("the path leaves the destination or a folder is in the way")
-    return target
+    *folders, name = rel.split("/")
+    try:
+        fd = _open_dir(dest, folders, create=False)
+    except FileNotFoundError:
+        return dest.joinpath(*rel.split("/"))  # created, symlink-free, when written
+    try:
+        _check_leaf(fd, name)
+    finally:
+        os.close(fd)
+    return dest.joinpath(*rel.split("/"))
 
 
 @io_bound
@@ -354,8 +425,12 @@ async def apull_tree(
         async def run() -> None:
             nonlocal done
             body = await store.aget(obj.key, max_bytes=max_file_bytes)
-            await asyncio.to_thread(_write_atomic, target, body.data)
             rel = obj.key[len(prefix) :]
+            try:
+                await asyncio.to_thread(_write_atomic, real, rel, body.data)
+            except (InvalidPath, OSError) as exc:  # something appeared in the way since the check
+                report.refused.append(Item(rel, str(exc), obj.size))
+                return
             report.downloaded.append(Item(rel, "downloaded", len(body.data)))
             done += 1
             if progress is not None:
@@ -369,7 +444,9 @@ async def apull_tree(
 
 
 def _same_file(target: Path, obj: ObjectInfo) -> bool:
-    return target.is_file() and target.stat().st_size == obj.size and file_md5(target) == obj.etag
+    if target.is_symlink() or not target.is_file():
+        return False
+    return target.stat().st_size == obj.size and file_md5(target) == obj.etag
 
 
 push_tree = sync_method(apush_tree)
