@@ -21,6 +21,7 @@ from s3skills.cli.library import disable_command, enable_command, info_command, 
 from s3skills.cli.scaffold import create_command
 from s3skills.cli.serve import mcp_command
 from s3skills.cli.transfer import pull_command, push_command, validate_command
+from s3skills.cli.versions import diff_command, history_command, rollback_command, versioning_group
 from s3skills.errors import AccessDenied, BucketNotFound, Conflict, CredentialsError, S3SkillsError, StoreUnavailable
 
 __all__ = ["cli", "describe", "main"]
@@ -60,6 +61,10 @@ for _command in (
     rm_command,
     demo_command,
     mcp_command,
+    history_command,
+    rollback_command,
+    diff_command,
+    versioning_group,
 ):
     cli.add_command(_command)
 

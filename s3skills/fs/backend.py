@@ -69,12 +69,12 @@ from s3skills.errors import (
     TenantError,
 )
 from s3skills.fs import fileops
-from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, mounts_of
+from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, loaded_skill_of, mounts_of
 from s3skills.ids import SkillId
 from s3skills.layout import KeyLayout
 from s3skills.paths import VPath
-from s3skills.skills import SkillLibrary, SkillRegistry, render
-from s3skills.storage import ObjectInfo, ObjectStore, S3ObjectStore
+from s3skills.skills import SkillLibrary, SkillRegistry, read_pinned, render
+from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore, S3ObjectStore
 from s3skills.tenancy import Identity, Tenant, TenantResolver, context_identity, resolve_tenant
 
 __all__ = ["S3Backend"]
@@ -261,7 +261,7 @@ class S3Backend(BackendProtocol):
         if not isinstance(target, Location) or not target.rel:
             raise NotFound(str(vpath))
         try:
-            body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
+            body = await self._read_object(tenant, target, self.config.limits.max_file_bytes)
         except NotFound:
             if vpath.suffix:
                 raise
@@ -269,8 +269,16 @@ class S3Backend(BackendProtocol):
             target = Location(
                 target.vbase, target.prefix, (*target.rel[:-1], target.rel[-1] + ".md"), target.writable, target.mount
             )
-            body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
+            body = await self._read_object(tenant, target, self.config.limits.max_file_bytes)
         return target, body.data, body.etag, body.last_modified
+
+    async def _read_object(self, tenant: Tenant, target: Location, max_bytes: int) -> ObjectBody:
+        """GET one object (1 request); a loaded skill's file as the thread loaded it (its pin)."""
+        skill_id = loaded_skill_of(tenant, target)
+        pin = tenant.skill_versions.get(skill_id) if skill_id is not None else None
+        if pin is None:
+            return await self.store.aget(target.key, max_bytes=max_bytes)
+        return await read_pinned(self.store, target.key, "/".join(target.rel), pin, max_bytes=max_bytes)
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
         """Read a window of lines (1 GET). Images/PDF/audio/video come back base64."""
@@ -288,9 +296,16 @@ class S3Backend(BackendProtocol):
     # -- grep / glob ------------------------------------------------------------------------
 
     async def _candidates(self, tenant: Tenant, vpath: VPath) -> list[tuple[str, ObjectInfo]]:
+        return [(p, o) for p, o, _ in await self._located(tenant, vpath)]
+
+    async def _located(self, tenant: Tenant, vpath: VPath) -> list[tuple[str, ObjectInfo, Location]]:
         roots = await self.mounts.search_roots(tenant, vpath)
         listings = await asyncio.gather(*(self.mounts.objects_under(loc) for loc in roots))
-        return [(loc.vpath(o.key), o) for loc, objs in zip(roots, listings, strict=True) for o in objs]
+        return [
+            (loc.vpath(o.key), o, loc.with_rel(tuple(o.key[len(loc.prefix) :].split("/"))))
+            for loc, objs in zip(roots, listings, strict=True)
+            for o in objs
+        ]
 
     @staticmethod
     def _relative(vpath: VPath, file_path: str) -> str:
@@ -308,20 +323,21 @@ class S3Backend(BackendProtocol):
             if not isinstance(pattern, str) or pattern == "":
                 return GrepResult(error="The search pattern is empty.")
             vpath = VPath.parse(path or "/")
-            files = await self._candidates(await self.mounts.visible(), vpath)
+            tenant = await self.mounts.visible()
+            files = await self._located(tenant, vpath)
             if glob:
                 match = compile_grep_include_glob(glob)
-                files = [(p, o) for p, o in files if match(self._relative(vpath, p))]
+                files = [(p, o, loc) for p, o, loc in files if match(self._relative(vpath, p))]
             files = [
-                (p, o)
-                for p, o in files
+                (p, o, loc)
+                for p, o, loc in files
                 if fileops.is_searchable_path(p) and o.size <= self.config.limits.max_grep_file_bytes
             ]
 
-            async def scan(item: tuple[str, ObjectInfo]) -> list[GrepMatch]:
-                file_path, obj = item
+            async def scan(item: tuple[str, ObjectInfo, Location]) -> list[GrepMatch]:
+                file_path, _, loc = item
                 try:
-                    body = await self.store.aget(obj.key, max_bytes=self.config.limits.max_grep_file_bytes)
+                    body = await self._read_object(tenant, loc, self.config.limits.max_grep_file_bytes)
                     text = fileops.decode_text(body.data, file_path)
                 except (NotFound, BinaryFile, FileTooLarge):
                     return []  # deleted since the listing, or not text
@@ -486,10 +502,11 @@ class S3Backend(BackendProtocol):
         async def one(path: str) -> FileDownloadResponse:
             try:
                 vpath = VPath.parse(path)
-                target = await self.mounts.resolve(await self.mounts.visible(), vpath)
+                tenant = await self.mounts.visible()
+                target = await self.mounts.resolve(tenant, vpath)
                 if not isinstance(target, Location) or not target.rel:
                     return FileDownloadResponse(path=path, error="is_directory")
-                body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
+                body = await self._read_object(tenant, target, self.config.limits.max_file_bytes)
             except Exception as exc:
                 return FileDownloadResponse(path=path, error=self._op_error(exc, str(path), "download"))
             return FileDownloadResponse(path=path, content=body.data)
