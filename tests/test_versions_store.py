@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
+import aioboto3
 import pytest
 
 from s3skills.errors import Conflict, NotFound, SkillError
@@ -25,15 +26,19 @@ from s3skills.testing import MemoryObjectStore
 FOLDER = "ana/skills/pdf/"
 
 
-@pytest.fixture(params=["memory", "moto"])
+@pytest.fixture(params=["memory", "moto", pytest.param("seaweedfs", marks=pytest.mark.seaweedfs)])
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[ObjectStore]:
-    """A store with versioning on: in memory, or an S3ObjectStore on moto."""
+    """A store with versioning on: in memory, or an S3ObjectStore on moto or SeaweedFS."""
     if request.param == "memory":
         yield MemoryObjectStore(versioning=True)
         return
-    endpoint = request.getfixturevalue("moto_endpoint")
-    bucket = request.getfixturevalue("bucket")
-    s3 = S3ObjectStore(bucket, endpoint_url=endpoint, region_name="us-east-1")
+    if request.param == "seaweedfs":
+        sw = request.getfixturevalue("seaweed_bucket")
+        session = aioboto3.Session(aws_access_key_id=sw.access_key, aws_secret_access_key=sw.secret_key)
+        s3 = S3ObjectStore(sw.bucket, endpoint_url=sw.endpoint_url, region_name="us-east-1", session=session)
+    else:
+        endpoint = request.getfixturevalue("moto_endpoint")
+        s3 = S3ObjectStore(request.getfixturevalue("bucket"), endpoint_url=endpoint, region_name="us-east-1")
     assert await s3.aget_versioning() == ""
     await s3.aput_versioning(True)
     yield s3
