@@ -80,9 +80,17 @@ def test_with_versioning_a_thread_keeps_the_version_it_loaded(
 
     push(s3_client, bucket, "v2")  # during the thread
 
-    second = ScriptedChatModel(steps=[call("read_file", file_path="/skills/compraventa/references/guia.md")])
+    second = ScriptedChatModel(
+        steps=[
+            call("grep", pattern="la v", path="/skills/compraventa", output_mode="content"),
+            call("read_file", file_path="/skills/compraventa/references/guia.md"),
+        ]
+    )
     out = run(agent_with(second, backend, saver), "t1", "Sigue")
-    assert "Guía de la v1" in last_tool_result(out)
+    grepped, read = [str(m.content) for m in out["messages"] if isinstance(m, ToolMessage)][-2:]
+    assert "Guía de la v1" in grepped
+    assert "v2" not in grepped
+    assert "Guía de la v1" in read
     for prompt in second.system_prompts():
         assert "Instrucciones de la v1" in prompt
         assert "v2" not in prompt
@@ -129,6 +137,31 @@ def test_with_versioning_a_thread_keeps_the_version_it_loaded(
     third = ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="compraventa")])
     out3 = run(agent_with(third, backend, saver), "t3")
     assert out3["skill_versions"]["escrituras/compraventa"]["version"] == v1
+
+
+def test_with_versioning_a_file_added_after_the_load_is_not_in_the_thread(
+    moto_endpoint: str, bucket: str, s3_client: Any
+) -> None:
+    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    push(s3_client, bucket, "v1")
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
+    saver = InMemorySaver()
+    run(agent_with(ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="compraventa")]), backend, saver), "t")
+    s3_client.put_object(Bucket=bucket, Key=FOLDER + "references/nuevo.md", Body=b"Solo en la v2")
+    model = ScriptedChatModel(
+        steps=[
+            call("ls", path="/skills/compraventa/references"),
+            call("glob", pattern="**/*.md", path="/skills/compraventa"),
+            call("read_file", file_path="/skills/compraventa/references/nuevo.md"),
+        ]
+    )
+    out = run(agent_with(model, backend, saver), "t", "Sigue")
+    listed, globbed, read = [str(m.content) for m in out["messages"] if isinstance(m, ToolMessage)][-3:]
+    assert "guia.md" in listed
+    assert "nuevo.md" not in listed
+    assert "guia.md" in globbed
+    assert "nuevo.md" not in globbed
+    assert read == "Error: File '/skills/compraventa/references/nuevo.md' not found"
 
 
 def test_without_versioning_a_changed_skill_asks_for_a_reload_and_reload_works(

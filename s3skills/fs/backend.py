@@ -237,10 +237,11 @@ class S3Backend(BackendProtocol):
             leaves = sorted({SkillId.parse(s).leaf for s in tenant.loaded_skills})
             return [fileops.file_info(f"/skills/{leaf}/", is_dir=True) for leaf in leaves]
         objects, prefixes = await self.store.alist(target.dir_prefix, delimiter="/")
+        shown = self._in_pinned_version(tenant, target)
         entries = [
             fileops.file_info(target.vpath(o.key), is_dir=False, size=o.size, modified=o.last_modified)
             for o in objects
-            if o.key != target.dir_prefix and not o.key.endswith("/") and target.owns(o.key)
+            if o.key != target.dir_prefix and not o.key.endswith("/") and target.owns(o.key) and shown(o.key)
         ]
         entries.extend(fileops.file_info(target.vpath(p), is_dir=True) for p in prefixes if target.owns(p))
         entries.sort(key=lambda e: e["path"])
@@ -301,11 +302,26 @@ class S3Backend(BackendProtocol):
     async def _located(self, tenant: Tenant, vpath: VPath) -> list[tuple[str, ObjectInfo, Location]]:
         roots = await self.mounts.search_roots(tenant, vpath)
         listings = await asyncio.gather(*(self.mounts.objects_under(loc) for loc in roots))
+        shown = [self._in_pinned_version(tenant, loc) for loc in roots]
         return [
             (loc.vpath(o.key), o, loc.with_rel(tuple(o.key[len(loc.prefix) :].split("/"))))
-            for loc, objs in zip(roots, listings, strict=True)
+            for loc, objs, keep in zip(roots, listings, shown, strict=True)
             for o in objs
+            if keep(o.key)
         ]
+
+    @staticmethod
+    def _in_pinned_version(tenant: Tenant, loc: Location) -> Callable[[str], bool]:
+        """Which keys of `loc` exist in the version of its skill the thread reads.
+
+        Only a versioned pin knows (a file added since the load is not part of it);
+        otherwise every key is shown, and reading a changed one asks for a reload.
+        """
+        skill_id = loaded_skill_of(tenant, loc)
+        pin = tenant.skill_versions.get(skill_id) if skill_id is not None else None
+        if pin is None or not pin.files or not all(f.version_id for f in pin.files.values()):
+            return lambda _key: True
+        return lambda key: key[len(loc.prefix) :] in pin.files
 
     @staticmethod
     def _relative(vpath: VPath, file_path: str) -> str:

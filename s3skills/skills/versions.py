@@ -13,7 +13,9 @@ differs from the pinned one raises `SkillChanged` (the agent is told to reload).
 
 `history` rebuilds the versions of a skill from `ListObjectVersions`: writes are
 replayed in time order and a version ends at each `SKILL.md` write (a push writes it
-last) or after a pause of `gap` seconds between writes.
+last) or after a pause of `gap` seconds between writes. S3 reports write times to the
+second, so writes of one second are ordered by their rank among their key's versions:
+two pushes within one second that add different files can be told apart wrongly.
 """
 
 from __future__ import annotations
