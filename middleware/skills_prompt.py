@@ -136,6 +136,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
                 parts.append(_FORMATTERS[self.index_format](pending, self.budget_chars))
             else:
                 parts.append("(Every skill in the index is loaded.)")
+        pins = parse_pins(state.get(SKILL_VERSIONS_KEY)) if loaded else {}
         if loaded:
             lines = [
                 f"- {sid}: "
@@ -143,12 +144,12 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
                     "(code skill: its tools are available)"
                     if self._is_code(sid)
                     else f"/skills/{SkillId.parse(sid).leaf}/"
+                    + (f" (version {pins[sid].version})" if sid in pins else "")
                 )
                 for sid in loaded
             ]
             parts.append("### Loaded skills\n" + "\n".join(lines))
         if current:
-            pins = parse_pins(state.get(SKILL_VERSIONS_KEY))
             parts.append(await self._current(str(current), by_id.get(str(current)), pins.get(str(current))))
         return "\n\n".join(parts)
 

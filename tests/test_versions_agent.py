@@ -92,6 +92,7 @@ def test_with_versioning_a_thread_keeps_the_version_it_loaded(
     assert "v2" not in grepped
     assert "Guía de la v1" in read
     for prompt in second.system_prompts():
+        assert f"- escrituras/compraventa: /skills/compraventa/ (version {v1})" in prompt
         assert "Instrucciones de la v1" in prompt
         assert "v2" not in prompt
 
