@@ -215,3 +215,20 @@ def test_pins_from_a_checkpoint_are_checked() -> None:
     parsed = parse_pins({"pdf": good.to_state(), "../x": good.to_state(), "bad": {"version": 3}})
     assert parsed == {"pdf": good}
     assert parse_pins("nonsense") == {}
+
+
+async def test_restore_deletes_files_the_old_version_lacked_and_keeps_them_in_history() -> None:
+    store = MemoryObjectStore(versioning=True)
+    await store.aput(FOLDER + "SKILL.md", b"one")
+    await store.aput(FOLDER + "extra.md", b"e")
+    await store.aput(FOLDER + "SKILL.md", b"two")
+    versions = await store.alist_versions(FOLDER)
+    newest, old = history("pdf", FOLDER, versions, lambda _k: True)
+    assert [f.path for f in old.files] == ["SKILL.md"]
+    assert sorted(await restore(store, old, newest)) == ["SKILL.md", "extra.md"]
+    assert store.keys() == [FOLDER + "SKILL.md"]
+    after = history("pdf", FOLDER, await store.alist_versions(FOLDER), lambda _k: True)
+    assert [v.id for v in after] == [old.id, newest.id, old.id]
+    extra = newest.file("extra.md")
+    assert extra is not None
+    assert (await store.aget(extra.key, version_id=extra.version_id)).data == b"e"

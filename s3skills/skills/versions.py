@@ -304,8 +304,8 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
     Each file that differs is copied from its old version (GET by VersionId) as a new
     version with a PUT conditioned on the current ETag (`IfMatch`, or `IfNoneMatch`
     when absent), so a push in between is reported rather than overwritten. Files the
-    target lacks are deleted (a delete marker: history keeps them). `SKILL.md` goes
-    last, as with a push. Later versions stay in the history.
+    target lacks are deleted first (a delete marker: history keeps them); `SKILL.md`
+    goes last, as with a push. Later versions stay in the history.
 
     Returns:
         The paths written or deleted.
@@ -321,10 +321,14 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
         )
     now = {f.path: f for f in current.files}
     changed = [f for f in target.files if (c := now.get(f.path)) is None or c.etag != f.etag]
-    changed.sort(key=lambda f: f.path == SKILL_FILE)
     gone = [f for f in current.files if target.file(f.path) is None]
     done: list[str] = []
-    for f in changed:
+    if gone:  # first: the SKILL.md write that ends the rollback must see the target's files only
+        failed = await store.adelete_many([f.key for f in gone])
+        if failed:
+            raise SkillError(f"{len(failed)} file(s) could not be deleted during the rollback")
+        done.extend(f.path for f in gone)
+    for f in sorted(changed, key=lambda f: f.path == SKILL_FILE):
         body = await store.aget(f.key, version_id=f.version_id)
         was = now.get(f.path)
         try:
@@ -335,9 +339,4 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
         except (Conflict, NotFound) as exc:
             raise Conflict(f"{f.path} changed while the rollback ran; run it again") from exc
         done.append(f.path)
-    if gone:
-        failed = await store.adelete_many([f.key for f in gone])
-        if failed:
-            raise SkillError(f"{len(failed)} file(s) could not be deleted during the rollback")
-        done.extend(f.path for f in gone)
     return done

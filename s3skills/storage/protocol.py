@@ -224,10 +224,15 @@ class ObjectStore(Protocol):
 
 
 def sort_versions(versions: Iterable[ObjectVersion]) -> list[ObjectVersion]:
-    """Versions by key, newest first within a key (a delete marker and a version of one
-    instant: the latest first), the order every store returns."""
+    """Versions by key, newest first within a key, the order every store returns.
+
+    S3 lists versions and delete markers apart, with times to the second: a marker and
+    a version of one second are ordered marker first (newer) unless the version is the
+    latest, so `put, delete, put` within a second replays as written. Each input list
+    is already newest first and keeps its order (the sort is stable).
+    """
     epoch = datetime.min.replace(tzinfo=UTC)
-    by_time = sorted(versions, key=lambda v: (v.is_latest, v.last_modified or epoch), reverse=True)
+    by_time = sorted(versions, key=lambda v: (v.is_latest, v.last_modified or epoch, v.is_delete_marker), reverse=True)
     return sorted(by_time, key=lambda v: v.key)
 
 

@@ -21,8 +21,8 @@ import hashlib
 import itertools
 import threading
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.storage.protocol import (
@@ -67,6 +67,7 @@ class MemoryObjectStore(StoreHelpers):
         self._history: dict[str, list[_Version]] = {}  # oldest first
         self._versioning: VersioningStatus = "Enabled" if versioning else ""
         self._version_ids = itertools.count(1)
+        self._last_write = datetime.min.replace(tzinfo=UTC)
         self._lock = threading.Lock()
         self._hooks: list[RequestHook] = []
         self._faults: dict[str, list[S3SkillsError]] = {}
@@ -107,6 +108,11 @@ class MemoryObjectStore(StoreHelpers):
 
     def _store(self, key: str, obj: _Object | None) -> str:
         """Make `obj` (None: a delete marker) the current state of `key`; call with the lock held."""
+        # Write times strictly increase, so versions replay in write order (S3 has seconds only).
+        now = max(datetime.now(UTC), self._last_write + timedelta(microseconds=1))
+        self._last_write = now
+        if obj is not None:
+            obj = replace(obj, modified=now)
         if obj is None:
             self._objects.pop(key, None)
         else:
@@ -120,7 +126,7 @@ class MemoryObjectStore(StoreHelpers):
             if obj is None and not self._versioning:
                 history.clear()
         if obj is not None or self._versioning:
-            history.append(_Version(version_id, obj, obj.modified if obj is not None else datetime.now(UTC)))
+            history.append(_Version(version_id, obj, now))
         if not history:
             del self._history[key]
         return version_id
