@@ -5,6 +5,11 @@ it): the compact index of the skills not yet loaded, where the loaded ones can
 be read, and the full `SKILL.md` body of the current skill. With an unchanged
 library this costs at most one LIST per model call (none within the catalog's
 TTL): `SKILL.md` bodies are cached by ETag.
+
+The current skill's `SKILL.md` is the version the thread loaded (`skill_versions`,
+recorded by `cargar_habilidad`): an edit pushed mid-thread does not change the
+instructions under the agent. Checking it costs no request (the pinned ETag is
+compared with the index's); a pinned older version is read once, then cached.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from s3skills.aio import run_sync
 from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
-from s3skills.skills import SkillInfo, SkillRegistry, render, tool_name
+from s3skills.skills import SkillChanged, SkillInfo, SkillRegistry, render, tool_name
+from s3skills.tenancy import SKILL_VERSIONS_KEY, SkillPin, parse_pins
 
-__all__ = ["IndexFormat", "SkillsPromptMiddleware", "SkillsState", "merge_loaded_skills"]
+__all__ = ["IndexFormat", "SkillsPromptMiddleware", "SkillsState", "merge_loaded_skills", "merge_skill_versions"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +43,21 @@ def merge_loaded_skills(left: list[str] | None, right: list[str] | None) -> list
     return list(dict.fromkeys([*(left or []), *(right or [])]))
 
 
+def merge_skill_versions(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
+    """Reducer of `skill_versions`: per skill id, the newest load wins (a reload moves the pin)."""
+    return {**(left or {}), **(right or {})}
+
+
 class SkillsState(AgentState[Any]):
-    """Agent state with the skills of the thread (checkpointed with it)."""
+    """Agent state with the skills of the thread (checkpointed with it).
+
+    `skill_versions` maps each loaded skill id to the version it was loaded at
+    (`s3skills.tenancy.SkillPin.to_state`).
+    """
 
     current_skill: NotRequired[str | None]
     loaded_skills: NotRequired[Annotated[list[str], merge_loaded_skills]]
+    skill_versions: NotRequired[Annotated[dict[str, Any], merge_skill_versions]]
 
 
 _HEADER = """## Skills
@@ -120,6 +136,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
                 parts.append(_FORMATTERS[self.index_format](pending, self.budget_chars))
             else:
                 parts.append("(Every skill in the index is loaded.)")
+        pins = parse_pins(state.get(SKILL_VERSIONS_KEY)) if loaded else {}
         if loaded:
             lines = [
                 f"- {sid}: "
@@ -127,22 +144,28 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
                     "(code skill: its tools are available)"
                     if self._is_code(sid)
                     else f"/skills/{SkillId.parse(sid).leaf}/"
+                    + (f" (version {pins[sid].version})" if sid in pins else "")
                 )
                 for sid in loaded
             ]
             parts.append("### Loaded skills\n" + "\n".join(lines))
         if current:
-            parts.append(await self._current(str(current), by_id.get(str(current))))
+            parts.append(await self._current(str(current), by_id.get(str(current)), pins.get(str(current))))
         return "\n\n".join(parts)
 
     def _is_code(self, skill_id: str) -> bool:
         return self.registry is not None and self.registry.get(skill_id) is not None
 
-    async def _current(self, skill_id: str, skill: SkillInfo | None) -> str:
+    async def _current(self, skill_id: str, skill: SkillInfo | None, pin: SkillPin | None = None) -> str:
         if skill is None:
             return f"### Current skill: {skill_id}\n(It is no longer in the library, or it was disabled.)"
         try:
-            body = _clip(await self.library.ainstructions_of(skill), self.instructions_budget_chars)
+            body = _clip(await self.library.ainstructions_pinned(skill, pin), self.instructions_budget_chars)
+        except SkillChanged:
+            return (
+                f"### Current skill: {skill_id}\n(Its SKILL.md changed since you loaded it, and the old version "
+                "is not kept: reload it with cargar_habilidad to get its new instructions.)"
+            )
         except S3SkillsError as exc:
             return f"### Current skill: {skill_id}\n(Its SKILL.md cannot be read right now: {exc})"
         if skill.source == "code":

@@ -14,7 +14,9 @@ every call. A `TenantResolver` turns the run (`get_runtime().context` and
 - any callable `(context, config) -> Identity` the application provides.
 
 The skills loaded in the thread come from the agent state key `loaded_skills`
-(read the way deepagents' `StateBackend` reads `files`).
+(read the way deepagents' `StateBackend` reads `files`), and the version each
+was loaded at from `skill_versions` (`SkillPin`): reads of a loaded skill serve
+that version for the rest of the thread.
 """
 
 from __future__ import annotations
@@ -29,10 +31,14 @@ from s3skills.paths import check_identity
 
 __all__ = [
     "LOADED_SKILLS_KEY",
+    "SKILL_VERSIONS_KEY",
     "Identity",
+    "PinnedFile",
+    "SkillPin",
     "Tenant",
     "TenantResolver",
     "context_identity",
+    "parse_pins",
     "resolve_tenant",
     "run_config",
     "run_context",
@@ -44,14 +50,84 @@ LOADED_SKILLS_KEY = "loaded_skills"
 """The agent-state key that holds the ids of the skills loaded in a thread."""
 
 
+SKILL_VERSIONS_KEY = "skill_versions"
+"""The agent-state key that holds the version each loaded skill was loaded at (`SkillPin.to_state`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PinnedFile:
+    """One file of a pinned skill: the ETag it had at load, and its S3 VersionId if it has one."""
+
+    etag: str
+    version_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SkillPin:
+    """The version of a skill a thread loaded: reads serve it until the skill is loaded again.
+
+    Attributes:
+        version: The skill's short version id (`s3skills.skills.versions.version_id_of`).
+        files: Path relative to the skill folder -> the file as loaded.
+    """
+
+    version: str
+    files: Mapping[str, PinnedFile] = field(default_factory=dict, hash=False)
+
+    def to_state(self) -> dict[str, Any]:
+        """The JSON-able form kept in the agent state (checkpointed with the thread)."""
+        return {
+            "version": self.version,
+            "files": {
+                path: {"etag": f.etag, **({"version_id": f.version_id} if f.version_id else {})}
+                for path, f in sorted(self.files.items())
+            },
+        }
+
+    @classmethod
+    def from_state(cls, value: Any) -> SkillPin | None:
+        """Parse `to_state`'s form; None for anything malformed (state comes from checkpoints)."""
+        if not isinstance(value, Mapping) or not isinstance(value.get("version"), str):
+            return None
+        files = value.get("files")
+        if not isinstance(files, Mapping):
+            return None
+        out: dict[str, PinnedFile] = {}
+        for path, item in files.items():
+            if not isinstance(path, str) or not isinstance(item, Mapping) or not isinstance(item.get("etag"), str):
+                return None
+            version_id = item.get("version_id")
+            out[path] = PinnedFile(item["etag"], version_id if isinstance(version_id, str) and version_id else None)
+        return cls(value["version"], out)
+
+
+def parse_pins(value: Any) -> dict[str, SkillPin]:
+    """The `skill_versions` state value as `{skill_id: SkillPin}`; malformed entries are dropped."""
+    if not isinstance(value, Mapping):
+        return {}
+    out: dict[str, SkillPin] = {}
+    for skill_id, raw in value.items():
+        pin = SkillPin.from_state(raw)
+        if isinstance(skill_id, str) and SkillId.is_valid(skill_id) and pin is not None:
+            out[skill_id] = pin
+        else:
+            logger.warning("ignored a malformed entry of the state's skill_versions")
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Tenant:
-    """The identity of one call. Ids are already checked against the allow-list."""
+    """The identity of one call. Ids are already checked against the allow-list.
+
+    `skill_versions` holds the version each skill was loaded at in this thread
+    (empty outside a graph, or for skills loaded before versions were recorded).
+    """
 
     user_id: str | None = None
     thread_id: str | None = None
     ticket_id: str | None = None
     loaded_skills: tuple[str, ...] = field(default=())
+    skill_versions: Mapping[str, SkillPin] = field(default_factory=dict, compare=False, hash=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +185,26 @@ def context_identity(context: Any, config: Mapping[str, Any]) -> Identity:
     )
 
 
+def _state_value(configurable: Mapping[str, Any], key: str) -> Any:
+    """A channel of the run's state, read fresh; None outside a graph or without the channel."""
+    try:
+        from langgraph._internal._constants import CONFIG_KEY_READ
+    except ImportError:  # pragma: no cover - langgraph moved it
+        return None
+    read = configurable.get(CONFIG_KEY_READ)
+    if read is None:
+        return None
+    try:
+        return read(key, True)
+    except Exception:  # the graph has no such channel (no skills middleware)
+        return None
+
+
+def _state_skill_versions(configurable: Mapping[str, Any]) -> dict[str, SkillPin]:
+    """The pins of the run's state (`skill_versions`), read the way `loaded_skills` is."""
+    return parse_pins(_state_value(configurable, SKILL_VERSIONS_KEY))
+
+
 def _state_loaded_skills(configurable: Mapping[str, Any]) -> list[str]:
     try:
         from langgraph._internal._constants import CONFIG_KEY_READ
@@ -153,11 +249,13 @@ def resolve_tenant(
     own = (instance_skills or {}).get(user, ())
     configurable: Mapping[str, Any] = config.get("configurable") or {}
     loaded = list(dict.fromkeys([*_state_loaded_skills(configurable), *own]))
+    pins = _state_skill_versions(configurable) if configurable else {}
     return Tenant(
         user_id=check_identity(user, "user id") if user is not None else None,
         thread_id=check_identity(thread, "thread id") if thread is not None else None,
         ticket_id=check_identity(ticket, "ticket id") if ticket is not None else None,
         loaded_skills=tuple(loaded),
+        skill_versions={k: v for k, v in pins.items() if k in loaded},
     )
 
 

@@ -320,7 +320,7 @@ def test_library_mode_lets_deepagents_skills_middleware_list_the_library(
     assert json.dumps(out["messages"][-1].content)
 
 
-async def test_cargar_habilidad_costs_two_lists_and_one_get(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
+async def test_cargar_habilidad_costs_the_index_one_version_listing_and_one_get(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
     from langgraph.types import Command
 
     from s3skills.tools import load_skill_update
@@ -335,5 +335,5 @@ async def test_cargar_habilidad_costs_two_lists_and_one_get(moto_endpoint: str, 
     assert update.update is not None
     (message,) = update.update["messages"]  # type: ignore[index]
     assert "/skills/compraventa/resources/plantilla.pdf" in message.content
-    # the index (1 LIST), the SKILL.md body (1 GET), the skill's file list (1 LIST)
-    assert counter.counts == {"ListObjectsV2": 2, "GetObject": 1}
+    # the index (1 LIST), the SKILL.md body (1 GET), the skill's files with their versions (1 LIST)
+    assert counter.counts == {"ListObjectsV2": 1, "ListObjectVersions": 1, "GetObject": 1}

@@ -235,7 +235,7 @@ def test_a_write_over_the_file_limit_is_refused_and_nothing_is_stored() -> None:
     )
     assert results[1].error is not None
     assert "too large" in results[1].error
-    assert store.keys() == []
+    assert store.all_keys() == []
 
 
 def test_an_edit_that_grows_a_file_past_the_limit_is_refused_and_the_file_kept() -> None:
@@ -263,7 +263,7 @@ def test_push_of_a_20mb_file_is_refused_with_its_size_and_writes_nothing(tree_wi
         push_tree(store, tree_with_a_20mb_file, "users/ana/skills/")
     reasons = {item.path: item.reason for item in refused.value.report.refused}
     assert reasons == {"pdf/big.bin": f"the file is {20 * MB} bytes; the limit is {10 * MiB} (10 MiB)"}
-    assert store.keys() == []
+    assert store.all_keys() == []
     assert [op for op, _ in store.take() if op == "PutObject"] == []
 
 

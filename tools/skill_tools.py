@@ -1,8 +1,9 @@
 """The skill tools: `cargar_habilidad` ("load skill"), `list_skills`, `read_skill` (seeds 000/001).
 
 `cargar_habilidad` records the load in the thread's state (`loaded_skills`,
-`current_skill`) with a `Command`, so the load is checkpointed with the thread
-and seen by every process that serves it. Every tool names a skill by its id or
+`current_skill`, and the version loaded in `skill_versions`) with a `Command`, so
+the load is checkpointed with the thread and seen by every process that serves it;
+until the skill is loaded again, the thread reads that version of it. Every tool names a skill by its id or
 by its folder name when that is unique, and talks to the skills only through the
 backend's `SkillLibrary`.
 """
@@ -22,7 +23,8 @@ from s3skills.aio import run_sync
 from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
-from s3skills.skills import SkillInfo, SkillLibrary, SkillRegistry, log_usage, render, tool_name
+from s3skills.skills import SkillInfo, SkillLibrary, SkillRegistry, SkillVersion, log_usage, render, tool_name
+from s3skills.tenancy import SKILL_VERSIONS_KEY
 
 __all__ = ["load_skill_update", "skill_tools"]
 
@@ -93,13 +95,15 @@ async def load_skill_update(
         pending: Names loaded by earlier calls of the same model message.
 
     Returns:
-        A `Command` that sets `current_skill`, adds to `loaded_skills` and carries
-        the `ToolMessage`; or an error string for the model to act on.
+        A `Command` that sets `current_skill`, adds to `loaded_skills`, pins the
+        version loaded in `skill_versions` and carries the `ToolMessage`; or an
+        error string for the model to act on.
     """
     started = time.perf_counter()
     tenant = None
     outcome = "error"
     skill = str(skill_path)
+    version: SkillVersion | None = None
     try:
         tenant = library.tenant()
         others = list(loaded)
@@ -109,14 +113,14 @@ async def load_skill_update(
             except S3SkillsError:
                 continue  # that call fails on its own
         result = await library.aload(skill_path, others, tenant=tenant)
-        skill = result.skill.id
+        skill, version = result.skill.id, result.version
         problem = _tools_problem(result.skill, agent_tools)
         if problem:
             outcome = "refused"
             return problem
         outcome = "ok"
-        text = _loaded_text(result.skill, result.files, agent_tools, result.is_code, library)
-        return _command(result.skill.id, text, tool_call_id)
+        text = _loaded_text(result.skill, result.files, agent_tools, result.is_code, library, version)
+        return _command(result.skill.id, text, tool_call_id, version)
     except S3SkillsError as exc:
         return f"Error: {exc}"
     finally:
@@ -127,12 +131,19 @@ async def load_skill_update(
             thread=tenant.thread_id if tenant else None,
             duration_ms=(time.perf_counter() - started) * 1000,
             outcome=outcome,
+            version=version.id if version is not None else None,
         )
 
 
 def _loaded_text(
-    skill: SkillInfo, files: list[str], agent_tools: set[str] | None, is_code: bool, library: SkillLibrary
+    skill: SkillInfo,
+    files: list[str],
+    agent_tools: set[str] | None,
+    is_code: bool,
+    library: SkillLibrary,
+    version: SkillVersion | None = None,
 ) -> str:
+    version_note = f" (version {version.id})" if version is not None else ""
     if is_code:
         code = library.registry.get(skill.id) if library.registry is not None else None
         tools = _tool_names(code.get_tools({}) if code is not None else []) or ["(none)"]
@@ -149,20 +160,21 @@ def _loaded_text(
     shown = files[:50] + ([f"... and {len(files) - 50} more"] if len(files) > 50 else [])
     listed = " Files: " + ", ".join(shown) + "." if shown else ""
     return (
-        f"Skill '{skill.id}' loaded. Its instructions are now in your system prompt; "
+        f"Skill '{skill.id}' loaded{version_note}. Its instructions are now in your system prompt; "
         f"its files are under /skills/{leaf}/ (start with /skills/{leaf}/SKILL.md if you need "
         f"the full text).{listed}{note}"
     )
 
 
-def _command(skill_id: str, text: str, tool_call_id: str) -> Command[Any]:
-    return Command(
-        update={
-            "current_skill": skill_id,
-            "loaded_skills": [skill_id],
-            "messages": [ToolMessage(content=text, tool_call_id=tool_call_id, name=LOAD_TOOL)],
-        }
-    )
+def _command(skill_id: str, text: str, tool_call_id: str, version: SkillVersion | None = None) -> Command[Any]:
+    update: dict[str, Any] = {
+        "current_skill": skill_id,
+        "loaded_skills": [skill_id],
+        "messages": [ToolMessage(content=text, tool_call_id=tool_call_id, name=LOAD_TOOL)],
+    }
+    if version is not None:
+        update[SKILL_VERSIONS_KEY] = {skill_id: version.pin().to_state()}
+    return Command(update=update)
 
 
 def _tools_problem(info: SkillInfo, agent_tools: set[str] | None) -> str | None:

@@ -22,6 +22,7 @@ from s3skills.cli.migrate import migrate_command
 from s3skills.cli.scaffold import create_command
 from s3skills.cli.serve import mcp_command
 from s3skills.cli.transfer import pull_command, push_command, validate_command
+from s3skills.cli.versions import diff_command, history_command, rollback_command, versioning_group
 from s3skills.errors import AccessDenied, BucketNotFound, Conflict, CredentialsError, S3SkillsError, StoreUnavailable
 
 __all__ = ["cli", "describe", "main"]
@@ -62,6 +63,10 @@ for _command in (
     demo_command,
     mcp_command,
     migrate_command,
+    history_command,
+    rollback_command,
+    diff_command,
+    versioning_group,
 ):
     cli.add_command(_command)
 

@@ -18,7 +18,7 @@ from s3skills.cli.context import CliError, Context, UsageError, global_options, 
 from s3skills.cli.shared import human_size, problem_line, resolve_skill
 from s3skills.errors import Conflict
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
-from s3skills.skills import InvalidSkill, parse_skill_md, render_skill_md, validate_skill_md
+from s3skills.skills import InvalidSkill, parse_skill_md, render_skill_md, validate_skill_md, version_id_of
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
 
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
                         "category": s.category,
                         "enabled": s.metadata.enabled,
                         "version": s.metadata.version,
+                        "version_id": s.version,
                         "tags": s.metadata.tags,
                         "warnings": list(s.warnings),
                     }
@@ -91,7 +92,8 @@ def info_command(ctx: Context, name: str) -> int:
     """
     skill_id, objects = resolve_skill(ctx, name)
     folder = ctx.prefix + skill_id + "/"
-    body = ctx.run(ctx.store.aget(folder + SKILL_FILE, max_bytes=MAX_SKILL_MD_BYTES))
+    key_md = folder + SKILL_FILE
+    body = ctx.run(ctx.store.aget(key_md, max_bytes=MAX_SKILL_MD_BYTES))
     problems = validate_skill_md(body.data, folder=skill_id.rsplit("/", 1)[-1])
     try:
         meta: dict[str, Any] | None = parse_skill_md(body.data, folder=skill_id).metadata.model_dump(
@@ -101,6 +103,12 @@ def info_command(ctx: Context, name: str) -> int:
         meta = None
     files = [(o.key[len(folder) :], o.size) for o in sorted(objects, key=lambda o: o.key)]
     total = sum(size for _, size in files)
+    nested = [o.key[: -len(SKILL_FILE)] for o in objects if o.key.endswith("/" + SKILL_FILE) and o.key != key_md]
+    version_id = version_id_of(
+        (o.key[len(folder) :], o.etag)
+        for o in objects
+        if not o.key.endswith("/") and not any(o.key.startswith(n) for n in nested)
+    )
     if ctx.json:
         ctx.emit(
             {
@@ -109,6 +117,7 @@ def info_command(ctx: Context, name: str) -> int:
                 "files": [{"path": path, "size": size} for path, size in files],
                 "total_size": total,
                 "etag": body.etag,
+                "version_id": version_id,
                 "problems": [{"level": p.level, "message": p.message, "fatal": p.fatal} for p in problems],
             }
         )
@@ -121,6 +130,7 @@ def info_command(ctx: Context, name: str) -> int:
             shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
             table.add_row(key, Text(shown))
     table.add_row("SKILL.md ETag", body.etag)
+    table.add_row("version", version_id)
     table.add_row("total size", f"{human_size(total)} in {len(files)} file(s)")
     ctx.console.print(table)
     listing = Table(show_header=True)

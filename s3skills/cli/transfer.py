@@ -13,6 +13,7 @@ import click
 
 from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.cli.shared import human_size, problem_line, progress, resolve_skill
+from s3skills.cli.versions import pushed_versions
 from s3skills.errors import SkillError
 from s3skills.ids import SKILL_FILE
 from s3skills.skills import validate_skill_md
@@ -119,8 +120,9 @@ def push_command(ctx: Context, directory: str, dry_run: bool, delete: bool, forc
             if p.fatal:
                 ctx.warn(problem_line(str(Path(directory) / p.path), p.level, p.message))
         raise CliError(f"push refused: {exc} (see 's3skills validate {directory}')") from exc
+    versions = pushed_versions(ctx, report.skills) if not dry_run and report.skills else {}
     if ctx.json:
-        ctx.emit({"ok": True, **report.to_dict()})
+        ctx.emit({"ok": True, **report.to_dict(), "versions": versions})
         return 0
     for item in report.refused:
         ctx.warn(f"left out {Path(directory) / item.path}: {item.reason}")
@@ -130,6 +132,8 @@ def push_command(ctx: Context, directory: str, dry_run: bool, delete: bool, forc
         f"{len(report.skills)} skill(s) to {ctx.location(prefix)}; {len(report.skipped)} unchanged, "
         f"{len(report.deleted)} {deleted}."
     )
+    for skill_id, version in sorted(versions.items()):
+        ctx.print(f"{skill_id}: version {version}")
     errors = sum(1 for p in report.problems if p.level == "error")
     if errors:
         ctx.warn(f"{errors} SKILL.md problem(s); see 's3skills validate {directory}'")

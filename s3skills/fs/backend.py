@@ -70,12 +70,12 @@ from s3skills.errors import (
 )
 from s3skills.fs import fileops
 from s3skills.fs.grep import grep_files
-from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, mounts_of
+from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, loaded_skill_of, mounts_of
 from s3skills.ids import SkillId
 from s3skills.layout import KeyLayout
 from s3skills.paths import VPath
-from s3skills.skills import SkillLibrary, SkillRegistry, render
-from s3skills.storage import ObjectInfo, ObjectStore, S3ObjectStore
+from s3skills.skills import SkillLibrary, SkillRegistry, read_pinned, render
+from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore, S3ObjectStore
 from s3skills.tenancy import Identity, Tenant, TenantResolver, context_identity, resolve_tenant
 
 __all__ = ["S3Backend"]
@@ -238,10 +238,11 @@ class S3Backend(BackendProtocol):
             leaves = sorted({SkillId.parse(s).leaf for s in tenant.loaded_skills})
             return [fileops.file_info(f"/skills/{leaf}/", is_dir=True) for leaf in leaves]
         objects, prefixes = await self.store.alist(target.dir_prefix, delimiter="/")
+        shown = self._in_pinned_version(tenant, target)
         entries = [
             fileops.file_info(target.vpath(o.key), is_dir=False, size=o.size, modified=o.last_modified)
             for o in objects
-            if o.key != target.dir_prefix and not o.key.endswith("/") and target.owns(o.key)
+            if o.key != target.dir_prefix and not o.key.endswith("/") and target.owns(o.key) and shown(o.key)
         ]
         entries.extend(fileops.file_info(target.vpath(p), is_dir=True) for p in prefixes if target.owns(p))
         entries.sort(key=lambda e: e["path"])
@@ -262,7 +263,7 @@ class S3Backend(BackendProtocol):
         if not isinstance(target, Location) or not target.rel:
             raise NotFound(str(vpath))
         try:
-            body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
+            body = await self._read_object(tenant, target, self.config.limits.max_file_bytes)
         except NotFound:
             if vpath.suffix:
                 raise
@@ -270,8 +271,16 @@ class S3Backend(BackendProtocol):
             target = Location(
                 target.vbase, target.prefix, (*target.rel[:-1], target.rel[-1] + ".md"), target.writable, target.mount
             )
-            body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
+            body = await self._read_object(tenant, target, self.config.limits.max_file_bytes)
         return target, body.data, body.etag, body.last_modified
+
+    async def _read_object(self, tenant: Tenant, target: Location, max_bytes: int) -> ObjectBody:
+        """GET one object (1 request); a loaded skill's file as the thread loaded it (its pin)."""
+        skill_id = loaded_skill_of(tenant, target)
+        pin = tenant.skill_versions.get(skill_id) if skill_id is not None else None
+        if pin is None:
+            return await self.store.aget(target.key, max_bytes=max_bytes)
+        return await read_pinned(self.store, target.key, "/".join(target.rel), pin, max_bytes=max_bytes)
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
         """Read a window of lines (1 GET). Images/PDF/audio/video come back base64."""
@@ -289,9 +298,31 @@ class S3Backend(BackendProtocol):
     # -- grep / glob ------------------------------------------------------------------------
 
     async def _candidates(self, tenant: Tenant, vpath: VPath) -> list[tuple[str, ObjectInfo]]:
+        return [(p, o) for p, o, _ in await self._located(tenant, vpath)]
+
+    async def _located(self, tenant: Tenant, vpath: VPath) -> list[tuple[str, ObjectInfo, Location]]:
         roots = await self.mounts.search_roots(tenant, vpath)
         listings = await asyncio.gather(*(self.mounts.objects_under(loc) for loc in roots))
-        return [(loc.vpath(o.key), o) for loc, objs in zip(roots, listings, strict=True) for o in objs]
+        shown = [self._in_pinned_version(tenant, loc) for loc in roots]
+        return [
+            (loc.vpath(o.key), o, loc.with_rel(tuple(o.key[len(loc.prefix) :].split("/"))))
+            for loc, objs, keep in zip(roots, listings, shown, strict=True)
+            for o in objs
+            if keep(o.key)
+        ]
+
+    @staticmethod
+    def _in_pinned_version(tenant: Tenant, loc: Location) -> Callable[[str], bool]:
+        """Which keys of `loc` exist in the version of its skill the thread reads.
+
+        Only a versioned pin knows (a file added since the load is not part of it);
+        otherwise every key is shown, and reading a changed one asks for a reload.
+        """
+        skill_id = loaded_skill_of(tenant, loc)
+        pin = tenant.skill_versions.get(skill_id) if skill_id is not None else None
+        if pin is None or not pin.files or not all(f.version_id for f in pin.files.values()):
+            return lambda _key: True
+        return lambda key: key[len(loc.prefix) :] in pin.files
 
     @staticmethod
     def _relative(vpath: VPath, file_path: str) -> str:
@@ -318,12 +349,18 @@ class S3Backend(BackendProtocol):
             if not isinstance(pattern, str) or pattern == "":
                 return GrepResult(error="The search pattern is empty.")
             vpath = VPath.parse(path or "/")
-            files = await self._candidates(await self.mounts.visible(), vpath)
+            tenant = await self.mounts.visible()
+            files = await self._located(tenant, vpath)
             if glob:
                 match = compile_grep_include_glob(glob)
-                files = [(p, o) for p, o in files if match(self._relative(vpath, p))]
-            files = sorted(((p, o) for p, o in files if fileops.is_searchable_path(p)), key=lambda f: f[0])
-            return await grep_files(self.store, self.config.limits, pattern, files, max_count)
+                files = [(p, o, loc) for p, o, loc in files if match(self._relative(vpath, p))]
+            where = {p: loc for p, _, loc in files}
+
+            async def fetch(file_path: str, obj: ObjectInfo, max_bytes: int) -> bytes:
+                return (await self._read_object(tenant, where[file_path], max_bytes)).data
+
+            searchable = sorted(((p, o) for p, o, _ in files if fileops.is_searchable_path(p)), key=lambda f: f[0])
+            return await grep_files(fetch, self.config.limits, pattern, searchable, max_count)
 
         return await self._guard(run(), path or "/", "search", lambda m: GrepResult(error=m))
 
@@ -477,10 +514,11 @@ class S3Backend(BackendProtocol):
         async def one(path: str) -> FileDownloadResponse:
             try:
                 vpath = VPath.parse(path)
-                target = await self.mounts.resolve(await self.mounts.visible(), vpath)
+                tenant = await self.mounts.visible()
+                target = await self.mounts.resolve(tenant, vpath)
                 if not isinstance(target, Location) or not target.rel:
                     return FileDownloadResponse(path=path, error="is_directory")
-                body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
+                body = await self._read_object(tenant, target, self.config.limits.max_file_bytes)
             except Exception as exc:
                 return FileDownloadResponse(path=path, error=self._op_error(exc, str(path), "download"))
             return FileDownloadResponse(path=path, content=body.data)

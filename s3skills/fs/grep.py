@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 from deepagents.backends.protocol import GrepMatch, GrepResult
 
@@ -19,7 +20,7 @@ from s3skills._loop import offload
 from s3skills.config import Limits
 from s3skills.errors import BinaryFile, FileTooLarge, NotFound
 from s3skills.fs import fileops
-from s3skills.storage import ObjectInfo, ObjectStore
+from s3skills.storage import ObjectInfo
 
 __all__ = ["grep_files", "grep_text"]
 
@@ -60,8 +61,14 @@ def grep_text(path: str, data: bytes, pattern: str, limit: int) -> list[GrepMatc
     return out
 
 
+Fetch = Callable[[str, ObjectInfo, int], Awaitable[bytes]]
+"""`fetch(virtual path, object, max_bytes)`: the bytes to search (the caller decides which
+version of the object: a loaded skill's file as the thread pinned it). Raises `NotFound` or
+`FileTooLarge` when the object is gone or grew since the listing."""
+
+
 async def grep_files(
-    store: ObjectStore, limits: Limits, pattern: str, files: list[tuple[str, ObjectInfo]], max_count: int | None
+    fetch: Fetch, limits: Limits, pattern: str, files: list[tuple[str, ObjectInfo]], max_count: int | None
 ) -> GrepResult:
     """Search `files` (virtual path, object; in the order to search) within `limits`.
 
@@ -77,7 +84,7 @@ async def grep_files(
         budget -= item[1].size
         planned.append(item)
     unscanned = [p for p, o in files if o.size <= limits.max_grep_file_bytes][len(planned) :]
-    found, searched, more = await _scan(store, limits, pattern, planned, cap)
+    found, searched, more = await _scan(fetch, limits, pattern, planned, cap)
     notes: list[str] = []
     if more and cap < (max_count if max_count is not None else cap + 1):
         notes.append(
@@ -105,7 +112,7 @@ async def grep_files(
 
 
 async def _scan(
-    store: ObjectStore, limits: Limits, pattern: str, files: list[tuple[str, ObjectInfo]], cap: int
+    fetch_object: Fetch, limits: Limits, pattern: str, files: list[tuple[str, ObjectInfo]], cap: int
 ) -> tuple[list[GrepMatch], int, bool]:
     """Fetch and search `files` in order until `cap` matches are known to be exceeded.
 
@@ -120,9 +127,9 @@ async def _scan(
     """
     window = limits.max_grep_file_bytes
 
-    async def fetch(key: str) -> bytes | None:
+    async def fetch(file_path: str, obj: ObjectInfo) -> bytes | None:
         try:
-            return (await store.aget(key, max_bytes=limits.max_grep_file_bytes)).data
+            return await fetch_object(file_path, obj, limits.max_grep_file_bytes)
         except (NotFound, FileTooLarge):
             return None  # deleted or grown since the listing
 
@@ -136,7 +143,7 @@ async def _scan(
                 file_path, obj = files[position]
                 if inflight and inflight_bytes + obj.size > window:
                     break
-                inflight.append((file_path, obj.size, asyncio.ensure_future(fetch(obj.key))))
+                inflight.append((file_path, obj.size, asyncio.ensure_future(fetch(file_path, obj))))
                 inflight_bytes += obj.size
                 position += 1
             file_path, size, task = inflight.popleft()

@@ -23,7 +23,16 @@ from s3skills.skills import SkillLibrary
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.tenancy import Tenant
 
-__all__ = ["ARTIFACT_DIRS", "Location", "Mounts", "Resolved", "RootDir", "SkillsDir", "mounts_of"]
+__all__ = [
+    "ARTIFACT_DIRS",
+    "Location",
+    "Mounts",
+    "Resolved",
+    "RootDir",
+    "SkillsDir",
+    "loaded_skill_of",
+    "mounts_of",
+]
 
 ARTIFACT_DIRS = ("large_tool_results", "conversation_history")
 """Root folders that deepagents writes through the backend; they live in the thread."""
@@ -106,6 +115,16 @@ def _loaded_with_leaf(tenant: Tenant, leaf: str) -> str:
         if SkillId.parse(skill_id).leaf == leaf:
             return skill_id
     raise NotFound(f"/skills/{leaf} is not a loaded skill")
+
+
+def loaded_skill_of(tenant: Tenant, loc: Location) -> str | None:
+    """The id of the loaded skill a `/skills/<leaf>/...` location belongs to (None elsewhere)."""
+    if loc.mount != "skills" or len(loc.vbase.parts) < 2:
+        return None
+    try:
+        return _loaded_with_leaf(tenant, loc.vbase.parts[1])
+    except NotFound:
+        return None
 
 
 class Mounts:

@@ -354,9 +354,12 @@ class ScriptRunner:
         return ("invalid_output", None, problem) if problem else ("ok", result, None)
 
     def _log(self, skill: str, script: object, outcome: str, started: float) -> None:
+        version = None
         try:
             tenant = self.library.tenant()
             user, thread = tenant.user_id, tenant.thread_id
+            pin = tenant.skill_versions.get(skill)
+            version = pin.version if pin is not None else None  # the version the thread loaded
         except S3SkillsError:
             user = thread = None
         log_usage(
@@ -366,5 +369,6 @@ class ScriptRunner:
             thread=thread,
             duration_ms=(time.monotonic() - started) * 1000,
             outcome=outcome,
+            version=version,
             script=str(script),
         )

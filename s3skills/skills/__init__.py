@@ -1,5 +1,5 @@
 """The skills layer: `SkillLibrary` (the seam), the catalog, SKILL.md parsing and rendering,
-matching, code skills and usage events."""
+matching, code skills, versions and usage events."""
 
 from s3skills.skills.catalog import LibraryIndex, SkillCatalog, SkillEntry
 from s3skills.skills.library import LoadResult, SkillFile, SkillHome, SkillLibrary, SkillPage, check_leaf_clash
@@ -7,8 +7,10 @@ from s3skills.skills.model import InvalidSkill, ParsedSkill, Problem, SkillInfo,
 from s3skills.skills.parse import get_skill_doc, parse_skill_md, render_skill_md, validate_skill_md
 from s3skills.skills.registry import Skill, SkillRegistry, merge_index, skill_id_of, tool_name
 from s3skills.skills.usage import SkillUsage, log_usage, usage_stats
+from s3skills.skills.versions import FileVersion, SkillChanged, SkillVersion, read_pinned, version_id_of
 
 __all__ = [
+    "FileVersion",
     "InvalidSkill",
     "LibraryIndex",
     "LoadResult",
@@ -16,6 +18,7 @@ __all__ = [
     "Problem",
     "Skill",
     "SkillCatalog",
+    "SkillChanged",
     "SkillEntry",
     "SkillFile",
     "SkillHome",
@@ -26,14 +29,17 @@ __all__ = [
     "SkillProblem",
     "SkillRegistry",
     "SkillUsage",
+    "SkillVersion",
     "check_leaf_clash",
     "get_skill_doc",
     "log_usage",
     "merge_index",
     "parse_skill_md",
+    "read_pinned",
     "render_skill_md",
     "skill_id_of",
     "tool_name",
     "usage_stats",
     "validate_skill_md",
+    "version_id_of",
 ]

@@ -18,7 +18,7 @@ import asyncio
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 from s3skills._loop import gather_limited
@@ -27,6 +27,7 @@ from s3skills.errors import FileTooLarge, NotFound
 from s3skills.ids import SkillId
 from s3skills.skills.model import InvalidSkill, SkillInfo
 from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
+from s3skills.skills.versions import versions_by_skill
 from s3skills.storage import ObjectInfo, ObjectStore
 
 __all__ = ["LibraryIndex", "SkillCatalog", "SkillEntry"]
@@ -149,7 +150,7 @@ class SkillCatalog:
             parsed = await asyncio.to_thread(_parse_all, source, items) if items else []
             entries = {sid: index.entries[sid] for sid in keep if sid in index.entries}
             entries.update((e.skill_id, e) for e in parsed)
-            index.entries = entries
+            index.entries = _with_versions(entries, versions_by_skill(prefix, objects, entries))
             index.refreshed_at = self._clock()
             return index
 
@@ -221,4 +222,15 @@ def _parse_all(source: str, items: list[tuple[str, ObjectInfo, tuple[bytes, str]
             continue
         info = SkillInfo(id=skill_id, metadata=parsed.metadata, source=source, etag=etag, warnings=parsed.warnings)
         out.append(SkillEntry(skill_id, obj.key, etag, obj.size, info, None))
+    return out
+
+
+def _with_versions(entries: dict[str, SkillEntry], versions: dict[str, str]) -> dict[str, SkillEntry]:
+    """The entries with each skill's current version id (computed from the listing: no request)."""
+    out = {}
+    for sid, entry in entries.items():
+        version = versions.get(sid)
+        if entry.info is not None and entry.info.version != version:
+            entry = replace(entry, info=replace(entry.info, version=version))
+        out[sid] = entry
     return out

@@ -18,12 +18,13 @@ Every coroutine has a generated sync twin (`index`, `get`, ...).
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from s3skills._loop import io_bound, sync_method
 from s3skills.config import Config
-from s3skills.errors import InvalidPath, NotFound, SkillError, TenantError
+from s3skills.errors import AccessDenied, InvalidPath, NotFound, SkillError, StoreError, TenantError
 from s3skills.ids import SkillId, nested_in
 from s3skills.paths import VPath, join_key
 from s3skills.skills.catalog import SkillCatalog, SkillEntry
@@ -31,8 +32,10 @@ from s3skills.skills.matching import closest_ids, rank
 from s3skills.skills.model import SkillInfo, SkillProblem
 from s3skills.skills.parse import get_skill_doc
 from s3skills.skills.registry import SkillRegistry, merge_index
-from s3skills.storage import ObjectBody, ObjectStore
-from s3skills.tenancy import Identity, Tenant, resolve_tenant, run_config
+from s3skills.skills.versions import SkillVersion, current_from_objects, current_version, read_pinned
+from s3skills.skills.versions import history as version_history
+from s3skills.storage import ObjectBody, ObjectStore, ObjectVersion
+from s3skills.tenancy import Identity, SkillPin, Tenant, resolve_tenant, run_config
 
 __all__ = ["LoadResult", "SkillFile", "SkillHome", "SkillLibrary", "SkillPage", "check_leaf_clash"]
 
@@ -81,11 +84,16 @@ class SkillPage:
 
 @dataclass(frozen=True, slots=True)
 class LoadResult:
-    """What loading a skill gives: the skill, its instructions and its files' virtual paths."""
+    """What loading a skill gives: the skill, its instructions and its files' virtual paths.
+
+    `version` is the version loaded (its id, and each file's ETag and VersionId), for
+    the thread to pin (`version.pin()`); None for a code skill.
+    """
 
     skill: SkillInfo
     instructions: str
     files: list[str]
+    version: SkillVersion | None = None
 
     @property
     def is_code(self) -> bool:
@@ -143,6 +151,7 @@ class SkillLibrary:
         self.registry = registry
         self.catalog = catalog or SkillCatalog(store, limits=self.config.limits, ttl=self.config.catalog_ttl)
         self._tenant = tenant or (lambda: self.config.check_tenant(resolve_tenant(Identity())))
+        self._pinned_md: OrderedDict[tuple[str, str], str] = OrderedDict()  # (folder, ETag) -> SKILL.md body
 
     def tenant(self) -> Tenant:
         """The tenant of the current call."""
@@ -343,13 +352,20 @@ class SkillLibrary:
 
     @io_bound
     async def afiles(self, name: str, *, tenant: Tenant | None = None) -> list[SkillFile]:
-        """The files of an enabled S3 skill (1 LIST per 1,000 keys), nested skills left out."""
+        """The files of an enabled S3 skill (1 LIST per 1,000 keys), nested skills left out.
+
+        A skill the tenant's thread pinned at a versioned load lists only the files of
+        that version (those `aopen` can read).
+        """
+        tenant = self._user(tenant)
         home = await self.ahome(name, tenant=tenant)
         objects, _ = await self.store.alist(home.prefix)
+        pin = tenant.skill_versions.get(home.skill.id)
+        pinned = pin.files if pin is not None and all(f.version_id for f in pin.files.values()) else None
         return [
             SkillFile(o.key[len(home.prefix) :], o.size, o.etag, o.key)
             for o in objects
-            if home.owns(o.key) and not o.key.endswith("/")
+            if home.owns(o.key) and not o.key.endswith("/") and (pinned is None or o.key[len(home.prefix) :] in pinned)
         ]
 
     @io_bound
@@ -358,18 +374,25 @@ class SkillLibrary:
     ) -> ObjectBody:
         """Read one file of an enabled S3 skill (1 GET). `path` is relative to the skill folder.
 
+        When the tenant's thread loaded the skill (`Tenant.skill_versions`), the file is
+        read as it was at that load (see `s3skills.skills.versions.read_pinned`).
+
         Raises:
             InvalidPath: A path that is not plainly inside the folder.
             NotFound: No such file (or it belongs to a nested skill).
+            SkillChanged: The skill changed since the thread loaded it (no versioning).
         """
         rel = VPath.parse("/" + path.lstrip("/") if isinstance(path, str) else path).parts
         if not rel:
             raise InvalidPath("Give the path of a file inside the skill")
+        tenant = self._user(tenant)
         home = await self.ahome(name, tenant=tenant)
         key = join_key(home.prefix, rel)
         if not home.owns(key):
             raise NotFound(path)
-        return await self.store.aget(key, max_bytes=max_bytes or self.config.limits.max_file_bytes)
+        limit = max_bytes or self.config.limits.max_file_bytes
+        pin = tenant.skill_versions.get(home.skill.id)
+        return await read_pinned(self.store, key, "/".join(rel), pin, max_bytes=limit)
 
     @io_bound
     async def aload(self, name: str, loaded: Sequence[str] = (), *, tenant: Tenant | None = None) -> LoadResult:
@@ -388,14 +411,60 @@ class SkillLibrary:
             return LoadResult(hit.info, self._code_instructions(hit.info.id), [])
         text = await self.catalog.atext(hit.entry)
         home = self._home(await self._known(tenant, cached=True), hit)
-        objects, _ = await self.store.alist(home.prefix)
+        version = await self._current(home)
         leaf = SkillId.parse(hit.info.id).leaf
-        files = sorted(
-            f"/skills/{leaf}/{o.key[len(home.prefix) :]}"
-            for o in objects
-            if home.owns(o.key) and not o.key.endswith("/")
-        )
-        return LoadResult(hit.info, get_skill_doc(text), files)
+        files = sorted(f"/skills/{leaf}/{f.path}" for f in version.files)
+        return LoadResult(hit.info, get_skill_doc(text), files, version)
+
+    async def _current(self, home: SkillHome) -> SkillVersion:
+        """The current version of a skill: 1 ListObjectVersions (a plain LIST without the permission)."""
+        try:
+            versions = await self.store.alist_versions(home.prefix)
+        except (AccessDenied, StoreError):  # no s3:ListBucketVersions, or a store without it
+            objects, _ = await self.store.alist(home.prefix)
+            return current_from_objects(home.skill.id, home.prefix, objects, home.owns)
+        return current_version(home.skill.id, home.prefix, versions, home.owns)
+
+    # -- versions -----------------------------------------------------------------------------
+
+    @io_bound
+    async def aversion(self, name: str, *, tenant: Tenant | None = None) -> SkillVersion:
+        """The current version of an enabled S3 skill (1 ListObjectVersions)."""
+        return await self._current(await self.ahome(name, tenant=tenant, cached=False))
+
+    @io_bound
+    async def ahistory(self, name: str, *, tenant: Tenant | None = None) -> list[SkillVersion]:
+        """The versions of an enabled S3 skill, newest first (1 ListObjectVersions per 1,000)."""
+        home = await self.ahome(name, tenant=tenant, cached=False)
+        versions: list[ObjectVersion] = await self.store.alist_versions(home.prefix)
+        return version_history(home.skill.id, home.prefix, versions, home.owns)
+
+    async def ainstructions_pinned(
+        self, skill: SkillInfo, pin: SkillPin | None, *, tenant: Tenant | None = None
+    ) -> str:
+        """The instructions of `skill` as the thread loaded it (`pin`), for the prompt.
+
+        No request when the pinned `SKILL.md` is the indexed one (its body is cached
+        by ETag) or was read before; otherwise 1 GET of the pinned version.
+
+        Raises:
+            SkillChanged: The `SKILL.md` changed and the bucket keeps no old versions.
+        """
+        pinned = pin.files.get("SKILL.md") if pin is not None else None
+        if pinned is None or pinned.etag == skill.etag or skill.source == "code":
+            return await self.ainstructions_of(skill, tenant=tenant)
+        home = await self.ahome(skill.id, tenant=tenant)
+        cache_key = (home.prefix, pinned.etag)
+        text = self._pinned_md.get(cache_key)
+        if text is None:
+            body = await read_pinned(
+                self.store, home.prefix + "SKILL.md", "SKILL.md", pin, max_bytes=self.config.limits.max_skill_md_bytes
+            )
+            text = get_skill_doc(body.data.decode("utf-8-sig", errors="replace"))
+            self._pinned_md[cache_key] = text
+            while len(self._pinned_md) > 256:
+                self._pinned_md.popitem(last=False)
+        return text
 
     # -- housekeeping -----------------------------------------------------------------------
 
@@ -444,6 +513,8 @@ class SkillLibrary:
     files = sync_method(afiles)
     open = sync_method(aopen)
     load = sync_method(aload)
+    version = sync_method(aversion)
+    history = sync_method(ahistory)
 
 
 def _name(name: object) -> str:

@@ -9,7 +9,7 @@ loaded with a remark. Parsing lives in `s3skills.skills.parse`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Literal
 
@@ -177,6 +177,9 @@ class SkillInfo:
         source: Where it comes from: `user`, `shared` or `code`.
         etag: The ETag of the SKILL.md it was read from, if any.
         warnings: What the loader tolerated (see `parse_skill_md`).
+        version: The short id of the skill's current version (all its files; see
+            `s3skills.skills.versions`), from the index's listing; None for a code
+            skill. Not part of equality.
     """
 
     id: str
@@ -184,6 +187,7 @@ class SkillInfo:
     source: str = "user"
     etag: str = ""
     warnings: tuple[str, ...] = ()
+    version: str | None = field(default=None, compare=False)
 
     @property
     def leaf(self) -> str:

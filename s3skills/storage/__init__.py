@@ -8,12 +8,33 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from s3skills.storage.protocol import ListPage, ObjectBody, ObjectInfo, ObjectStore, RequestCounter, RequestHook
+from s3skills.storage.protocol import (
+    ListPage,
+    ObjectBody,
+    ObjectInfo,
+    ObjectStore,
+    ObjectVersion,
+    RequestCounter,
+    RequestHook,
+    VersioningStatus,
+    sort_versions,
+)
 
 if TYPE_CHECKING:
     from s3skills.storage.s3 import S3ObjectStore
 
-__all__ = ["ListPage", "ObjectBody", "ObjectInfo", "ObjectStore", "RequestCounter", "RequestHook", "S3ObjectStore"]
+__all__ = [
+    "ListPage",
+    "ObjectBody",
+    "ObjectInfo",
+    "ObjectStore",
+    "ObjectVersion",
+    "RequestCounter",
+    "RequestHook",
+    "S3ObjectStore",
+    "VersioningStatus",
+    "sort_versions",
+]
 
 
 def __getattr__(name: str) -> Any:

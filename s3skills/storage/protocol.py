@@ -2,7 +2,9 @@
 
 `ObjectStore` is a Protocol: list (paginated, with or without a delimiter), get,
 ranged get, head, conditional put and batch delete, plus request hooks (request
-counts are a tested property of the library). `S3ObjectStore` implements it on
+counts are a tested property of the library), and object versions: a listing of
+every version under a prefix, a GET of one version, and the bucket's versioning
+status (`ObjectVersion`, `VersioningStatus`). `S3ObjectStore` implements it on
 aioboto3; `s3skills.testing.MemoryObjectStore` implements it in memory for unit
 tests. `StoreHelpers` derives `alist` and `aexists` from the contract once, for
 every implementation. Errors leave a store only as the project's exceptions.
@@ -14,12 +16,26 @@ import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
 from s3skills.errors import NotFound
 
-__all__ = ["ListPage", "ObjectBody", "ObjectInfo", "ObjectStore", "RequestCounter", "RequestHook", "StoreHelpers"]
+__all__ = [
+    "ListPage",
+    "ObjectBody",
+    "ObjectInfo",
+    "ObjectStore",
+    "ObjectVersion",
+    "RequestCounter",
+    "RequestHook",
+    "StoreHelpers",
+    "VersioningStatus",
+    "sort_versions",
+]
+
+VersioningStatus = str
+"""A bucket's versioning status as S3 reports it: `Enabled`, `Suspended`, or `""` (never enabled)."""
 
 RequestHook = Callable[[str], None]
 """Called with the S3 operation name (`GetObject`, `ListObjectsV2`...) once per API call."""
@@ -48,6 +64,32 @@ class ObjectBody:
     size: int
     last_modified: datetime | None = None
     content_type: str | None = None
+    version_id: str | None = None
+    """The object version read (`"null"` for an object written without versioning; None if unknown)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectVersion:
+    """One version of an object, as `ListObjectVersions` describes it.
+
+    Attributes:
+        key: The object key.
+        version_id: S3's `VersionId`; `"null"` for an object written while the
+            bucket's versioning was off (such a version is overwritten in place).
+        etag: The version's ETag (empty for a delete marker).
+        size: Its size in bytes (0 for a delete marker).
+        last_modified: When it was written.
+        is_latest: Whether it is the current version of its key.
+        is_delete_marker: A delete marker: the key was deleted at this point.
+    """
+
+    key: str
+    version_id: str
+    etag: str
+    size: int
+    last_modified: datetime | None
+    is_latest: bool
+    is_delete_marker: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +166,24 @@ class ObjectStore(Protocol):
         """Every object and common prefix under `prefix` (all pages)."""
         ...
 
-    async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
-        """A whole object (1 request)."""
+    async def aget(self, key: str, *, max_bytes: int | None = None, version_id: str | None = None) -> ObjectBody:
+        """A whole object, or one version of it with `version_id` (1 request)."""
+        ...
+
+    async def alist_versions(self, prefix: str) -> list[ObjectVersion]:
+        """Every version and delete marker under `prefix`: by key, newest first within a key.
+
+        Costs 1 request per 1,000 versions. On a bucket that never had versioning
+        each key has one version, `"null"`.
+        """
+        ...
+
+    async def aget_versioning(self) -> VersioningStatus:
+        """The bucket's versioning status (1 request)."""
+        ...
+
+    async def aput_versioning(self, enabled: bool) -> None:
+        """Enable (or suspend) versioning on the bucket (1 request)."""
         ...
 
     async def aget_range(self, key: str, start: int, length: int) -> ObjectBody:
@@ -163,6 +221,19 @@ class ObjectStore(Protocol):
     async def acreate_bucket(self) -> None:
         """Create the bucket if it does not exist (demo, tests, `push --create-bucket`)."""
         ...
+
+
+def sort_versions(versions: Iterable[ObjectVersion]) -> list[ObjectVersion]:
+    """Versions by key, newest first within a key, the order every store returns.
+
+    S3 lists versions and delete markers apart, with times to the second: a marker and
+    a version of one second are ordered marker first (newer) unless the version is the
+    latest, so `put, delete, put` within a second replays as written. Each input list
+    is already newest first and keeps its order (the sort is stable).
+    """
+    epoch = datetime.min.replace(tzinfo=UTC)
+    by_time = sorted(versions, key=lambda v: (v.is_latest, v.last_modified or epoch, v.is_delete_marker), reverse=True)
+    return sorted(by_time, key=lambda v: v.key)
 
 
 class StoreHelpers:

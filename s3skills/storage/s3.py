@@ -23,7 +23,16 @@ from botocore.config import Config
 
 from s3skills._loop import close_at_exit
 from s3skills.errors import FileTooLarge, NotFound, S3SkillsError, StoreUnavailable, translate_error
-from s3skills.storage.protocol import ListPage, ObjectBody, ObjectInfo, RequestHook, StoreHelpers
+from s3skills.storage.protocol import (
+    ListPage,
+    ObjectBody,
+    ObjectInfo,
+    ObjectVersion,
+    RequestHook,
+    StoreHelpers,
+    VersioningStatus,
+    sort_versions,
+)
 
 __all__ = ["S3ObjectStore"]
 
@@ -185,19 +194,25 @@ class S3ObjectStore(StoreHelpers):
                 return
             kwargs["ContinuationToken"] = token
 
-    async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
-        """Read a whole object (1 GetObject; again only if the body arrives cut short).
+    async def aget(self, key: str, *, max_bytes: int | None = None, version_id: str | None = None) -> ObjectBody:
+        """Read a whole object, or one version of it (1 GetObject; again only if the body arrives cut short).
 
         Raises:
-            NotFound: No such key. AccessDenied is never reported as NotFound.
+            NotFound: No such key (or no such version). AccessDenied is never reported as NotFound.
             FileTooLarge: The object is larger than `max_bytes` (nothing is read).
         """
         client = await self._client()
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if version_id is not None:
+            kwargs["VersionId"] = version_id
         for attempt in range(1, self.max_attempts + 1):
             try:
-                resp = await client.get_object(Bucket=self.bucket, Key=key)
+                resp = await client.get_object(**kwargs)
             except Exception as exc:
-                raise translate_error(exc, "get") from exc
+                err = translate_error(exc, "get")
+                if version_id is not None and ("NoSuchVersion" in str(err) or "InvalidArgument" in str(err)):
+                    raise NotFound("get: the store answered NoSuchVersion") from exc
+                raise err from exc
             try:
                 return await self._body(key, resp, max_bytes=max_bytes, total=None)
             except StoreUnavailable:
@@ -250,6 +265,7 @@ class S3ObjectStore(StoreHelpers):
             size=total if total is not None else length,
             last_modified=resp.get("LastModified"),
             content_type=resp.get("ContentType"),
+            version_id=resp.get("VersionId"),
         )
 
     async def ahead(self, key: str) -> ObjectInfo:
@@ -315,6 +331,67 @@ class S3ObjectStore(StoreHelpers):
                 raise translate_error(exc, "delete") from exc
             failed.extend(e["Key"] for e in resp.get("Errors", []) or [])
         return failed
+
+    async def alist_versions(self, prefix: str) -> list[ObjectVersion]:
+        """Every version and delete marker under `prefix` (1 ListObjectVersions per 1,000).
+
+        Sorted by key, newest first within a key (S3's own order).
+        """
+        client = await self._client()
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": prefix, "MaxKeys": 1000}
+        out: list[ObjectVersion] = []
+        while True:
+            try:
+                resp = await client.list_object_versions(**kwargs)
+            except Exception as exc:
+                raise translate_error(exc, "list versions") from exc
+            page = [
+                ObjectVersion(
+                    key=v["Key"],
+                    version_id=str(v.get("VersionId") or "null"),
+                    etag=_etag(v.get("ETag")),
+                    size=int(v.get("Size", 0) or 0),
+                    last_modified=v.get("LastModified"),
+                    is_latest=bool(v.get("IsLatest")),
+                )
+                for v in resp.get("Versions", []) or []
+            ]
+            page += [
+                ObjectVersion(
+                    key=m["Key"],
+                    version_id=str(m.get("VersionId") or "null"),
+                    etag="",
+                    size=0,
+                    last_modified=m.get("LastModified"),
+                    is_latest=bool(m.get("IsLatest")),
+                    is_delete_marker=True,
+                )
+                for m in resp.get("DeleteMarkers", []) or []
+            ]
+            out.extend(page)
+            if not resp.get("IsTruncated"):
+                break
+            kwargs["KeyMarker"] = resp.get("NextKeyMarker")
+            kwargs["VersionIdMarker"] = resp.get("NextVersionIdMarker")
+        return sort_versions(out)
+
+    async def aget_versioning(self) -> VersioningStatus:
+        """`Enabled`, `Suspended`, or `""` when versioning was never enabled (1 GetBucketVersioning)."""
+        client = await self._client()
+        try:
+            resp = await client.get_bucket_versioning(Bucket=self.bucket)
+        except Exception as exc:
+            raise translate_error(exc, "get versioning") from exc
+        return str(resp.get("Status") or "")
+
+    async def aput_versioning(self, enabled: bool) -> None:
+        """Enable (or suspend) the bucket's versioning (1 PutBucketVersioning)."""
+        client = await self._client()
+        status = "Enabled" if enabled else "Suspended"
+        try:
+            await client.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": status})
+        except Exception as exc:
+            raise translate_error(exc, "put versioning") from exc
 
     async def acreate_bucket(self) -> None:
         """Create the bucket if it does not exist (demo, tests, CLI)."""

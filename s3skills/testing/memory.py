@@ -8,18 +8,32 @@ operation names as on S3 (`ListObjectsV2`, `GetObject`, `HeadObject`, `PutObject
 `DeleteObjects`), so request counts can be asserted on either store.
 
 `fail_next(operation, error)` makes the next call of an operation raise, for fault tests.
+
+Versioning behaves as on S3: `MemoryObjectStore(versioning=True)` (or
+`aput_versioning(True)`) keeps every overwritten or deleted object as an older
+version (`alist_versions`, `aget(..., version_id=...)`); without it each key has
+one `"null"` version, replaced in place.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
-from s3skills.storage.protocol import ListPage, ObjectBody, ObjectInfo, RequestHook, StoreHelpers
+from s3skills.storage.protocol import (
+    ListPage,
+    ObjectBody,
+    ObjectInfo,
+    ObjectVersion,
+    RequestHook,
+    StoreHelpers,
+    VersioningStatus,
+)
 
 __all__ = ["MemoryObjectStore"]
 
@@ -32,16 +46,28 @@ class _Object:
     content_type: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Version:
+    version_id: str
+    obj: _Object | None  # None: a delete marker
+    modified: datetime
+
+
 class MemoryObjectStore(StoreHelpers):
     """One bucket in memory. Thread-safe.
 
     Args:
         bucket: The bucket name (only reported).
+        versioning: Start with versioning enabled.
     """
 
-    def __init__(self, bucket: str = "memory") -> None:
+    def __init__(self, bucket: str = "memory", *, versioning: bool = False) -> None:
         self.bucket = bucket
         self._objects: dict[str, _Object] = {}
+        self._history: dict[str, list[_Version]] = {}  # oldest first
+        self._versioning: VersioningStatus = "Enabled" if versioning else ""
+        self._version_ids = itertools.count(1)
+        self._last_write = datetime.min.replace(tzinfo=UTC)
         self._lock = threading.Lock()
         self._hooks: list[RequestHook] = []
         self._faults: dict[str, list[S3SkillsError]] = {}
@@ -68,8 +94,33 @@ class MemoryObjectStore(StoreHelpers):
         body = data.encode("utf-8") if isinstance(data, str) else bytes(data)
         etag = hashlib.md5(body, usedforsecurity=False).hexdigest()
         with self._lock:
-            self._objects[key] = _Object(body, etag, datetime.now(UTC), content_type)
+            self._store(key, _Object(body, etag, datetime.now(UTC), content_type))
         return etag
+
+    def _store(self, key: str, obj: _Object | None) -> str:
+        """Make `obj` (None: a delete marker) the current state of `key`; call with the lock held."""
+        # Write times strictly increase, so versions replay in write order (S3 has seconds only).
+        now = max(datetime.now(UTC), self._last_write + timedelta(microseconds=1))
+        self._last_write = now
+        if obj is not None:
+            obj = replace(obj, modified=now)
+        if obj is None:
+            self._objects.pop(key, None)
+        else:
+            self._objects[key] = obj
+        history = self._history.setdefault(key, [])
+        if self._versioning == "Enabled":
+            version_id = f"{next(self._version_ids):016x}"
+        else:  # unversioned or suspended: the "null" version is replaced in place
+            version_id = "null"
+            history[:] = [v for v in history if v.version_id != "null"]
+            if obj is None and not self._versioning:
+                history.clear()
+        if obj is not None or self._versioning:
+            history.append(_Version(version_id, obj, now))
+        if not history:
+            del self._history[key]
+        return version_id
 
     def all_keys(self) -> list[str]:
         """Every key, in order."""
@@ -114,13 +165,53 @@ class MemoryObjectStore(StoreHelpers):
             raise NotFound("get: the store answered NoSuchKey")
         return obj
 
-    async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
-        """A whole object."""
+    def _get_version(self, key: str, version_id: str | None) -> tuple[_Object, str]:
+        with self._lock:
+            history = list(self._history.get(key, ()))
+        if version_id is None:
+            if not history or history[-1].obj is None:
+                raise NotFound("get: the store answered NoSuchKey")
+            return history[-1].obj, history[-1].version_id
+        for version in history:
+            if version.version_id == version_id:
+                if version.obj is None:
+                    raise NotFound("get: the store answered MethodNotAllowed (a delete marker)")
+                return version.obj, version_id
+        raise NotFound("get: the store answered NoSuchVersion")
+
+    async def aget(self, key: str, *, max_bytes: int | None = None, version_id: str | None = None) -> ObjectBody:
+        """A whole object, or one version of it."""
         self._call("GetObject")
-        obj = self._get(key)
+        obj, vid = self._get_version(key, version_id)
         if max_bytes is not None and len(obj.data) > max_bytes:
             raise FileTooLarge(f"get: the object is {len(obj.data)} bytes; the limit is {max_bytes}")
-        return ObjectBody(key, obj.data, obj.etag, len(obj.data), obj.modified, obj.content_type)
+        return ObjectBody(key, obj.data, obj.etag, len(obj.data), obj.modified, obj.content_type, vid)
+
+    async def alist_versions(self, prefix: str) -> list[ObjectVersion]:
+        """Every version under `prefix`, by key, newest first (one hook call per 1,000)."""
+        with self._lock:
+            items = sorted((k, list(h)) for k, h in self._history.items() if k.startswith(prefix))
+        out: list[ObjectVersion] = []
+        for key, history in items:
+            for i, v in enumerate(reversed(history)):
+                if v.obj is None:
+                    out.append(ObjectVersion(key, v.version_id, "", 0, v.modified, i == 0, True))
+                else:
+                    out.append(ObjectVersion(key, v.version_id, v.obj.etag, len(v.obj.data), v.modified, i == 0))
+        for _ in range(max(1, -(-len(out) // 1000))):
+            self._call("ListObjectVersions")
+        return out
+
+    async def aget_versioning(self) -> VersioningStatus:
+        """`Enabled`, `Suspended` or `""`."""
+        self._call("GetBucketVersioning")
+        return self._versioning
+
+    async def aput_versioning(self, enabled: bool) -> None:
+        """Enable or suspend versioning."""
+        self._call("PutBucketVersioning")
+        with self._lock:
+            self._versioning = "Enabled" if enabled else "Suspended"
 
     async def aget_range(self, key: str, start: int, length: int) -> ObjectBody:
         """`length` bytes from `start` (what exists of them)."""
@@ -155,7 +246,7 @@ class MemoryObjectStore(StoreHelpers):
                 if current is None:
                     raise NotFound("put: the store answered NoSuchKey")
                 raise Conflict("put: the store answered PreconditionFailed")
-            self._objects[key] = _Object(bytes(data), etag, datetime.now(UTC), content_type)
+            self._store(key, _Object(bytes(data), etag, datetime.now(UTC), content_type))
         return etag
 
     async def adelete_many(self, keys: Iterable[str]) -> list[str]:
@@ -165,7 +256,8 @@ class MemoryObjectStore(StoreHelpers):
             self._call("DeleteObjects")
             with self._lock:
                 for key in pending[start : start + 1000]:
-                    self._objects.pop(key, None)
+                    if key in self._objects:
+                        self._store(key, None)
         return []
 
     async def aclose(self) -> None:

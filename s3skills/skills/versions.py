@@ -1,0 +1,342 @@
+"""Skill versions: what a version of a skill is, its history, pinned reads, rollback and diff.
+
+A skill's version is the set of its files' object versions. It is summarised as one
+short id, the first 12 hex digits of a SHA-256 over the sorted `(path, ETag)` pairs
+of its files (`version_id_of`): the id depends only on the content, so it can be
+computed from any listing at no extra request, it is the same on a versioned and an
+unversioned bucket, and a rollback brings the old id back.
+
+On a bucket with versioning on, each file of a version also has an S3 `VersionId`;
+a thread that loaded the skill reads exactly those (`read_pinned`: 1 GET with
+`VersionId`). Without versioning an overwritten file is gone, so a read whose ETag
+differs from the pinned one raises `SkillChanged` (the agent is told to reload).
+
+`history` rebuilds the versions of a skill from `ListObjectVersions`: writes are
+replayed in time order and a version ends at each `SKILL.md` write (a push writes it
+last) or after a pause of `gap` seconds between writes. S3 reports write times to the
+second, so writes of one second are ordered by their rank among their key's versions:
+two pushes within one second that add different files can be told apart wrongly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from s3skills.errors import Conflict, NotFound, SkillError
+from s3skills.ids import SKILL_FILE
+from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore, ObjectVersion
+from s3skills.tenancy import PinnedFile, SkillPin
+
+__all__ = [
+    "VERSION_ID_CHARS",
+    "FileVersion",
+    "SkillChanged",
+    "SkillVersion",
+    "current_from_objects",
+    "current_version",
+    "find_version",
+    "history",
+    "read_pinned",
+    "restore",
+    "version_from_listing",
+    "version_id_of",
+    "versions_by_skill",
+]
+
+VERSION_ID_CHARS = 12
+"""Length of a short version id (hex digits of a SHA-256)."""
+
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+class SkillChanged(SkillError):
+    """A loaded skill changed in the store and the old version cannot be read (no versioning)."""
+
+
+def version_id_of(files: Iterable[tuple[str, str]]) -> str:
+    """The short id of a skill version from its `(path, etag)` pairs (order does not matter)."""
+    digest = hashlib.sha256()
+    for path, etag in sorted(files):
+        digest.update(f"{path}\0{etag}\n".encode())
+    return digest.hexdigest()[:VERSION_ID_CHARS]
+
+
+@dataclass(frozen=True, slots=True)
+class FileVersion:
+    """One file of a skill version.
+
+    Attributes:
+        path: Relative to the skill folder (`SKILL.md`, `references/a.md`).
+        etag: Its ETag.
+        version_id: Its S3 VersionId; None on an unversioned bucket (or a `"null"`
+            version, which a later write replaces in place).
+        size: Bytes.
+        last_modified: When it was written.
+        key: The object key (opaque: for reads, never to show).
+    """
+
+    path: str
+    etag: str
+    version_id: str | None
+    size: int
+    last_modified: datetime | None
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class SkillVersion:
+    """One version of a skill: its files, summarised by `id`.
+
+    Attributes:
+        skill_id: The skill.
+        id: The short version id (`version_id_of`).
+        files: Its files, by path.
+        created: When it came to be (the last write that made it).
+        latest: Whether it is the skill's current state.
+    """
+
+    skill_id: str
+    id: str
+    files: tuple[FileVersion, ...]
+    created: datetime | None
+    latest: bool = False
+
+    @property
+    def size(self) -> int:
+        """Bytes of all its files."""
+        return sum(f.size for f in self.files)
+
+    @property
+    def versioned(self) -> bool:
+        """Every file can be read back by VersionId (the bucket keeps old versions)."""
+        return bool(self.files) and all(f.version_id for f in self.files)
+
+    def file(self, path: str) -> FileVersion | None:
+        """The file at `path`, if the version has it."""
+        return next((f for f in self.files if f.path == path), None)
+
+    def pin(self) -> SkillPin:
+        """The pin a thread records when it loads this version."""
+        return SkillPin(self.id, {f.path: PinnedFile(f.etag, f.version_id) for f in self.files})
+
+
+def _version_id(v: ObjectVersion) -> str | None:
+    return v.version_id if v.version_id and v.version_id != "null" else None
+
+
+def version_from_listing(skill_id: str, prefix: str, objects: Iterable[ObjectInfo], owns: Callable[[str], bool]) -> str:
+    """The version id of a skill from a plain listing (`ListObjectsV2`: no extra request)."""
+    return version_id_of((o.key[len(prefix) :], o.etag) for o in objects if owns(o.key) and not o.key.endswith("/"))
+
+
+def versions_by_skill(prefix: str, objects: Iterable[ObjectInfo], skill_ids: Iterable[str]) -> dict[str, str]:
+    """The version id of every skill of a library, from one listing of the library.
+
+    Each object belongs to the deepest skill folder holding it (a nested skill's files
+    are its own), as `SkillLibrary` decides.
+    """
+    known = set(skill_ids)
+    files: dict[str, list[tuple[str, str]]] = {sid: [] for sid in known}
+    for obj in objects:
+        rel = obj.key[len(prefix) :]
+        if not obj.key.startswith(prefix) or rel.endswith("/"):
+            continue
+        parts = rel.split("/")
+        owner = next(
+            (sid for n in (2, 1) if len(parts) > n and (sid := "/".join(parts[:n])) in known),
+            None,
+        )
+        if owner is not None:
+            files[owner].append((rel[len(owner) + 1 :], obj.etag))
+    return {sid: version_id_of(pairs) for sid, pairs in files.items()}
+
+
+def current_version(
+    skill_id: str, prefix: str, versions: Iterable[ObjectVersion], owns: Callable[[str], bool]
+) -> SkillVersion:
+    """The skill's current version from a `ListObjectVersions` of its folder."""
+    files = tuple(
+        FileVersion(v.key[len(prefix) :], v.etag, _version_id(v), v.size, v.last_modified, v.key)
+        for v in versions
+        if v.is_latest and not v.is_delete_marker and owns(v.key) and not v.key.endswith("/")
+    )
+    created = max((f.last_modified or _EPOCH for f in files), default=None)
+    return SkillVersion(skill_id, version_id_of((f.path, f.etag) for f in files), files, created, latest=True)
+
+
+def current_from_objects(
+    skill_id: str, prefix: str, objects: Iterable[ObjectInfo], owns: Callable[[str], bool]
+) -> SkillVersion:
+    """The current version from a plain listing (no VersionIds: reads are checked by ETag)."""
+    files = tuple(
+        FileVersion(o.key[len(prefix) :], o.etag, None, o.size, o.last_modified, o.key)
+        for o in objects
+        if owns(o.key) and not o.key.endswith("/")
+    )
+    created = max((f.last_modified or _EPOCH for f in files), default=None)
+    return SkillVersion(skill_id, version_id_of((f.path, f.etag) for f in files), files, created, latest=True)
+
+
+def history(
+    skill_id: str,
+    prefix: str,
+    versions: Iterable[ObjectVersion],
+    owns: Callable[[str], bool],
+    *,
+    gap: float = 10.0,
+) -> list[SkillVersion]:
+    """The versions of a skill, newest first, from a `ListObjectVersions` of its folder.
+
+    Writes are replayed oldest first; a version ends at each `SKILL.md` write and
+    after a pause longer than `gap` seconds. States without a `SKILL.md` (the skill
+    did not exist) are left out, and consecutive identical states are shown once.
+    """
+    mine = [v for v in versions if owns(v.key) and not v.key.endswith("/")]
+    # Within a key the listing is newest first: number each key's versions oldest first,
+    # so writes of one instant (S3 keeps seconds) still replay in a sensible order.
+    ordinal: dict[str, int] = {}
+    counts: dict[str, int] = {}
+    for v in mine:
+        counts[v.key] = counts.get(v.key, 0) + 1
+    events: list[tuple[datetime, int, bool, ObjectVersion]] = []
+    for v in mine:
+        ordinal[v.key] = ordinal.get(v.key, 0) + 1
+        events.append((v.last_modified or _EPOCH, counts[v.key] - ordinal[v.key], v.key == prefix + SKILL_FILE, v))
+    events.sort(key=lambda e: (e[0], e[1], e[2]))
+    state: dict[str, FileVersion] = {}
+    out: list[SkillVersion] = []
+    skill_md = prefix + SKILL_FILE
+
+    def close(at: datetime) -> None:
+        if skill_md not in {f.key for f in state.values()}:
+            return
+        files = tuple(sorted(state.values(), key=lambda f: f.path))
+        vid = version_id_of((f.path, f.etag) for f in files)
+        if out and out[-1].id == vid and [f.version_id for f in out[-1].files] == [f.version_id for f in files]:
+            return
+        out.append(SkillVersion(skill_id, vid, files, at))
+
+    for i, (when, _, _, v) in enumerate(events):
+        path = v.key[len(prefix) :]
+        if v.is_delete_marker:
+            state.pop(path, None)
+        else:
+            state[path] = FileVersion(path, v.etag, _version_id(v), v.size, v.last_modified, v.key)
+        nxt = events[i + 1][0] if i + 1 < len(events) else None
+        if v.key == skill_md or nxt is None or (nxt - when).total_seconds() > gap:
+            close(when)
+    if out:
+        last = out[-1]
+        out[-1] = SkillVersion(last.skill_id, last.id, last.files, last.created, latest=True)
+    return list(reversed(out))
+
+
+def find_version(versions: Sequence[SkillVersion], wanted: str) -> SkillVersion:
+    """The newest version whose id is `wanted` or starts with it (at least 4 characters).
+
+    Raises:
+        SkillError: No such version, or the prefix names several.
+    """
+    wanted = wanted.strip().lower()
+    if len(wanted) < 4:
+        raise SkillError(f"'{wanted}' is too short for a version id: give at least 4 characters")
+    hits = [v for v in versions if v.id.startswith(wanted)]
+    if len({v.id for v in hits}) > 1:
+        raise SkillError(f"'{wanted}' names several versions: {', '.join(sorted({v.id for v in hits}))}")
+    if not hits:
+        known = ", ".join(dict.fromkeys(v.id for v in versions)) or "none"
+        raise SkillError(f"No version '{wanted}' of this skill (its versions: {known})")
+    return hits[0]
+
+
+async def read_pinned(
+    store: ObjectStore, key: str, path: str, pin: SkillPin | None, *, max_bytes: int | None = None
+) -> ObjectBody:
+    """Read one file of a skill as the thread loaded it (1 GET, whatever happens).
+
+    Args:
+        store: The store.
+        key: The file's key.
+        path: Its path relative to the skill folder (the pin's key).
+        pin: The version the thread loaded; None reads the current object.
+        max_bytes: Largest object read.
+
+    Raises:
+        NotFound: The file was not part of the pinned version.
+        SkillChanged: The file changed or disappeared since the load, and the bucket
+            keeps no old versions.
+    """
+    if pin is None:
+        return await store.aget(key, max_bytes=max_bytes)
+    pinned = pin.files.get(path)
+    versioned = bool(pin.files) and all(f.version_id for f in pin.files.values())
+    if pinned is not None and pinned.version_id:
+        return await store.aget(key, max_bytes=max_bytes, version_id=pinned.version_id)
+    try:
+        body = await store.aget(key, max_bytes=max_bytes)
+    except NotFound:
+        if pinned is None:
+            raise
+        raise SkillChanged(_changed(path, "was deleted")) from None
+    if pinned is None:
+        if versioned:
+            raise NotFound(path)  # added after the version the thread reads
+        raise SkillChanged(_changed(path, "was added"))
+    if body.etag != pinned.etag:
+        raise SkillChanged(_changed(path, "changed"))
+    return body
+
+
+def _changed(path: str, what: str) -> str:
+    return (
+        f"The skill changed since it was loaded ({path} {what}), and this bucket keeps no old "
+        "versions: reload it with cargar_habilidad to read the new version, then follow its "
+        "new instructions."
+    )
+
+
+async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersion) -> list[str]:
+    """Make `target`'s content the newest version of each file (rollback), conditionally.
+
+    Each file that differs is copied from its old version (GET by VersionId) as a new
+    version with a PUT conditioned on the current ETag (`IfMatch`, or `IfNoneMatch`
+    when absent), so a push in between is reported rather than overwritten. Files the
+    target lacks are deleted first (a delete marker: history keeps them); `SKILL.md`
+    goes last, as with a push. Later versions stay in the history.
+
+    Returns:
+        The paths written or deleted.
+
+    Raises:
+        SkillError: The target has files without a VersionId (versioning was off).
+        Conflict: A file changed since `current` was listed; nothing after it is written.
+    """
+    if not target.versioned:
+        raise SkillError(
+            f"Version {target.id} cannot be restored: some of its files have no VersionId "
+            "(they were written while the bucket's versioning was off)."
+        )
+    now = {f.path: f for f in current.files}
+    changed = [f for f in target.files if (c := now.get(f.path)) is None or c.etag != f.etag]
+    gone = [f for f in current.files if target.file(f.path) is None]
+    done: list[str] = []
+    if gone:  # first: the SKILL.md write that ends the rollback must see the target's files only
+        failed = await store.adelete_many([f.key for f in gone])
+        if failed:
+            raise SkillError(f"{len(failed)} file(s) could not be deleted during the rollback")
+        done.extend(f.path for f in gone)
+    for f in sorted(changed, key=lambda f: f.path == SKILL_FILE):
+        body = await store.aget(f.key, version_id=f.version_id)
+        was = now.get(f.path)
+        try:
+            if was is None:
+                await store.aput(f.key, body.data, if_none_match=True, content_type=body.content_type)
+            else:
+                await store.aput(f.key, body.data, if_match=was.etag, content_type=body.content_type)
+        except (Conflict, NotFound) as exc:
+            raise Conflict(f"{f.path} changed while the rollback ran; run it again") from exc
+        done.append(f.path)
+    return done
