@@ -4,6 +4,22 @@ Every exception derives from `S3SkillsError` and, where one fits, from the built
 that callers already catch (`NotFound` is a `FileNotFoundError`), as cloudpathlib does.
 Messages never carry a bucket name or an object key: the layer that knows the
 virtual path (the backend) writes the message the agent sees.
+
+    S3SkillsError
+    ├── InvalidPath (ValueError)       a path or id outside the rules; never resolved
+    ├── TenantError (LookupError)      no user/thread for the call, or ids a layout refuses
+    ├── NotFound (FileNotFoundError)
+    │   └── BucketNotFound
+    ├── AccessDenied (PermissionError) the store said 403 (never reported as NotFound)
+    ├── ReadOnly (PermissionError)     a write to /skills or /ticket
+    ├── Conflict                       a conditional write lost (IfMatch / IfNoneMatch)
+    ├── FileTooLarge                   over a size limit (`Limits`)
+    ├── LimitExceeded                  over a per-call limit; the message says how to narrow
+    ├── BinaryFile                     bytes that are not text where text is needed
+    ├── SkillError                     unknown, disabled, ambiguous or clashing skill
+    └── StoreError (OSError)
+        ├── StoreUnavailable           unreachable or throttled, after retries
+        └── CredentialsError
 """
 
 from __future__ import annotations
@@ -18,6 +34,7 @@ __all__ = [
     "CredentialsError",
     "FileTooLarge",
     "InvalidPath",
+    "LimitExceeded",
     "NotFound",
     "ReadOnly",
     "S3SkillsError",
@@ -67,6 +84,10 @@ class FileTooLarge(S3SkillsError):
 
 class BinaryFile(S3SkillsError):
     """A binary file was asked for as text."""
+
+
+class LimitExceeded(S3SkillsError):
+    """A call would do more work than one call may (`Limits`); the message says how to narrow it."""
 
 
 class SkillError(S3SkillsError):

@@ -320,7 +320,9 @@ def test_library_mode_lets_deepagents_skills_middleware_list_the_library(
     assert json.dumps(out["messages"][-1].content)
 
 
-async def test_cargar_habilidad_costs_the_index_one_version_listing_and_one_get(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
+async def test_cargar_habilidad_costs_the_index_one_version_listing_and_one_get(
+    moto_endpoint: str, bucket: str, s3_client: Any
+) -> None:
     from langgraph.types import Command
 
     from s3skills.tools import load_skill_update

@@ -274,3 +274,49 @@ def test_validate_reports_the_20mb_file_with_its_size(
     out = json.loads(capsys.readouterr().out)
     assert code == 1
     assert f"the file is {20 * MB} bytes" in json.dumps(out)
+
+
+# --- listing and glob limits -----------------------------------------------------------------------
+
+
+def test_ls_of_a_folder_over_the_listing_limit_says_how_to_narrow_and_stops_listing() -> None:
+    store = KeyLogStore()
+    for i in range(30):
+        store.put_object(f"users/ana/threads/t1/many/f{i:03d}.md", b"x")
+    backend = S3Backend("memory", store=store, limits=Limits(max_ls_entries=10))
+    store.take()
+    result = as_ana(lambda: backend.ls("/workspace/many"))
+    assert result.entries is None
+    assert result.error is not None
+    assert "more than 10 entries" in result.error
+    assert "glob" in result.error
+    ok = as_ana(lambda: backend.ls("/workspace"))
+    assert [e["path"] for e in ok.entries] == ["/workspace/many/"]
+
+
+def test_glob_returns_at_most_its_limit_and_says_the_answer_is_partial() -> None:
+    store = KeyLogStore()
+    for i in range(30):
+        store.put_object(f"users/ana/threads/t1/f{i:03d}.md", b"x")
+    backend = S3Backend("memory", store=store, limits=Limits(max_glob_results=7))
+    result = as_ana(lambda: backend.glob("*.md", "/workspace"))
+    assert len(result.matches) == 7
+    assert result.truncated is True
+    assert result.truncation_reason == "budget"
+
+
+def test_the_model_sees_that_a_glob_was_cut_short() -> None:
+    store = KeyLogStore()
+    for i in range(12):
+        store.put_object(f"users/ana/threads/t1/f{i:03d}.md", b"x")
+    backend = S3Backend("memory", store=store, limits=Limits(max_glob_results=5))
+    call = tool_call("glob", {"pattern": "*.md", "path": "/workspace"})
+    model = ScriptedChatModel(steps=[AIMessage(content="", tool_calls=[call])])
+    agent = create_skills_agent(model, backend)
+    out = agent.invoke(
+        {"messages": [{"role": "user", "content": "hola"}]},
+        context={"user_id": "ana"},
+        config={"configurable": {"thread_id": "t1"}},
+    )
+    (message,) = [m for m in out["messages"] if isinstance(m, ToolMessage) and m.name == "glob"]
+    assert "incomplete" in str(message.content)

@@ -1,18 +1,20 @@
 """`S3Backend`: deepagents' file protocol over S3, with mounts, tenancy and skill gating.
 
-The virtual filesystem an agent sees:
+The virtual filesystem an agent sees (keys in the default layout, `KeyLayout()`):
 
-| path                        | storage                                    | access     |
-|-----------------------------|--------------------------------------------|------------|
-| `/workspace/...`            | `threads/{thread_id}/...`                  | read-write |
-| `/ticket/...`               | `tickets/{ticket_id}/...`                  | read-only  |
-| `/skills/<leaf>/...`        | the loaded skill's folder                  | read-only  |
-| `/large_tool_results/...`,  | `threads/{thread_id}/large_tool_results/`, | read-write |
-| `/conversation_history/...` | `threads/{thread_id}/conversation_history/`|            |
+| path                        | storage                                          | access     |
+|-----------------------------|--------------------------------------------------|------------|
+| `/workspace/...`            | `users/{user_id}/threads/{thread_id}/...`        | read-write |
+| `/ticket/...`               | `tickets/{ticket_id}/...`                        | read-only  |
+| `/skills/<leaf>/...`        | the loaded skill's folder (as the thread pinned) | read-only  |
+| `/large_tool_results/...`,  | the thread's `large_tool_results/` and           | read-write |
+| `/conversation_history/...` | `conversation_history/`                          |            |
 
 The last two are where deepagents offloads big tool results and summarised
 history; they live inside the thread's prefix (so they are also visible as
-`/workspace/large_tool_results/...`) and are not listed in `ls("/")`.
+`/workspace/large_tool_results/...`) and are not listed in `ls("/")`. Resolving
+paths and reading is `s3skills.fs.view.FileView`; the agent-facing error messages
+are `s3skills.fs.messages`; grep is `s3skills.fs.grep`.
 
 Every public method is `async` first (`als`, `aread`, ...); the sync methods are
 generated from them. No method raises for an operational error: a missing key,
@@ -22,13 +24,12 @@ the result's `error`.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aioboto3
 from botocore.config import Config as BotoConfig
@@ -56,61 +57,30 @@ from deepagents.backends.utils import (
 from s3skills._loop import gather_limited, on_io_loop, run_sync, sync_method
 from s3skills.config import Config, Limits, SkillsMode
 from s3skills.errors import (
-    AccessDenied,
     BinaryFile,
     Conflict,
     FileTooLarge,
     InvalidPath,
     NotFound,
-    ReadOnly,
-    S3SkillsError,
     SkillError,
-    StoreUnavailable,
     TenantError,
 )
 from s3skills.fs import fileops
 from s3skills.fs.grep import grep_files
-from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, loaded_skill_of, mounts_of
+from s3skills.fs.messages import message, op_error
+from s3skills.fs.mounts import Location, Mounts
+from s3skills.fs.view import FileView
 from s3skills.ids import SkillId
 from s3skills.layout import KeyLayout
 from s3skills.paths import VPath
-from s3skills.skills import SkillLibrary, SkillRegistry, read_pinned, render
-from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore, S3ObjectStore
+from s3skills.skills import SkillLibrary, SkillRegistry, render
+from s3skills.storage import ObjectInfo, ObjectStore, S3ObjectStore
 from s3skills.tenancy import Identity, Tenant, TenantResolver, context_identity, resolve_tenant
 
 __all__ = ["S3Backend"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
-
-
-def _not_found(path: str) -> str:
-    return f"File '{path}' not found"
-
-
-def _message(exc: BaseException, path: str, op: str) -> str:
-    """The agent-facing message of an exception (the one place that writes them)."""
-    if isinstance(exc, NotFound):
-        return _not_found(path)
-    if isinstance(exc, InvalidPath | TenantError | BinaryFile | SkillError):
-        return str(exc)
-    if isinstance(exc, ReadOnly):
-        return f"Permission denied: '{path}' is read-only. Write your files under /workspace."
-    if isinstance(exc, AccessDenied):
-        return f"Permission denied: the storage refused to {op} '{path}'."
-    if isinstance(exc, Conflict):
-        return (
-            f"File '{path}' was changed by someone else since it was read. "
-            "Read it again, then retry the edit on the current content."
-        )
-    if isinstance(exc, FileTooLarge):
-        return f"File '{path}' is too large to {op} ({exc})."
-    if isinstance(exc, StoreUnavailable):
-        return f"The storage is unavailable: could not {op} '{path}' after retries. Try again shortly."
-    if isinstance(exc, S3SkillsError):
-        return f"Could not {op} '{path}': {exc}"
-    logger.exception("unexpected error in %s of %s", op, path, exc_info=exc)
-    return f"Could not {op} '{path}': internal error ({type(exc).__name__})."
 
 
 class S3Backend(BackendProtocol):
@@ -207,6 +177,7 @@ class S3Backend(BackendProtocol):
         resolve_tenant(self._explicit, resolver=lambda _c, _k: Identity())
         self.skills = SkillLibrary(self.store, config, registry=registry, tenant=self.tenant)
         self.mounts = Mounts(self.store, config, self.skills, self.tenant)
+        self.view = FileView(self.store, config, self.mounts)
 
     @property
     def bucket(self) -> str:
@@ -230,64 +201,22 @@ class S3Backend(BackendProtocol):
 
     # -- ls -------------------------------------------------------------------------------
 
-    async def _ls(self, tenant: Tenant, vpath: VPath) -> list[FileInfo]:
-        target = await self.mounts.resolve(tenant, vpath)
-        if isinstance(target, RootDir):
-            return [fileops.file_info(f"/{name}/", is_dir=True) for name in mounts_of(tenant)]
-        if isinstance(target, SkillsDir):
-            leaves = sorted({SkillId.parse(s).leaf for s in tenant.loaded_skills})
-            return [fileops.file_info(f"/skills/{leaf}/", is_dir=True) for leaf in leaves]
-        objects, prefixes = await self.store.alist(target.dir_prefix, delimiter="/")
-        shown = self._in_pinned_version(tenant, target)
-        entries = [
-            fileops.file_info(target.vpath(o.key), is_dir=False, size=o.size, modified=o.last_modified)
-            for o in objects
-            if o.key != target.dir_prefix and not o.key.endswith("/") and target.owns(o.key) and shown(o.key)
-        ]
-        entries.extend(fileops.file_info(target.vpath(p), is_dir=True) for p in prefixes if target.owns(p))
-        entries.sort(key=lambda e: e["path"])
-        return entries
-
     async def als(self, path: str) -> LsResult:
         """List a folder (non-recursive). Folders end with `/` and have `is_dir=True`."""
 
         async def run() -> LsResult:
-            return LsResult(entries=await self._ls(await self.mounts.visible(), VPath.parse(path)))
+            return LsResult(entries=await self.view.entries(await self.mounts.visible(), VPath.parse(path)))
 
         return await self._guard(run(), path, "list", lambda m: LsResult(error=m))
 
     # -- read -----------------------------------------------------------------------------
-
-    async def _get_file(self, tenant: Tenant, vpath: VPath) -> tuple[Location, bytes, str, Any]:
-        target = await self.mounts.resolve(tenant, vpath)
-        if not isinstance(target, Location) or not target.rel:
-            raise NotFound(str(vpath))
-        try:
-            body = await self._read_object(tenant, target, self.config.limits.max_file_bytes)
-        except NotFound:
-            if vpath.suffix:
-                raise
-            # The seeds' convention: `/skills/pdf/forms` means `forms.md`.
-            target = Location(
-                target.vbase, target.prefix, (*target.rel[:-1], target.rel[-1] + ".md"), target.writable, target.mount
-            )
-            body = await self._read_object(tenant, target, self.config.limits.max_file_bytes)
-        return target, body.data, body.etag, body.last_modified
-
-    async def _read_object(self, tenant: Tenant, target: Location, max_bytes: int) -> ObjectBody:
-        """GET one object (1 request); a loaded skill's file as the thread loaded it (its pin)."""
-        skill_id = loaded_skill_of(tenant, target)
-        pin = tenant.skill_versions.get(skill_id) if skill_id is not None else None
-        if pin is None:
-            return await self.store.aget(target.key, max_bytes=max_bytes)
-        return await read_pinned(self.store, target.key, "/".join(target.rel), pin, max_bytes=max_bytes)
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
         """Read a window of lines (1 GET). Images/PDF/audio/video come back base64."""
 
         async def run() -> ReadResult:
             vpath = VPath.parse(file_path)
-            _, data, _, modified = await self._get_file(await self.mounts.visible(), vpath)
+            _, data, _, modified = await self.view.get_file(await self.mounts.visible(), vpath)
             if not fileops.is_text_path(file_path):
                 return ReadResult(file_data=fileops.binary_file_data(data, modified))
             text = fileops.decode_text(data, file_path)
@@ -296,40 +225,6 @@ class S3Backend(BackendProtocol):
         return await self._guard(run(), file_path, "read", lambda m: ReadResult(error=m))
 
     # -- grep / glob ------------------------------------------------------------------------
-
-    async def _candidates(self, tenant: Tenant, vpath: VPath) -> list[tuple[str, ObjectInfo]]:
-        return [(p, o) for p, o, _ in await self._located(tenant, vpath)]
-
-    async def _located(self, tenant: Tenant, vpath: VPath) -> list[tuple[str, ObjectInfo, Location]]:
-        roots = await self.mounts.search_roots(tenant, vpath)
-        listings = await asyncio.gather(*(self.mounts.objects_under(loc) for loc in roots))
-        shown = [self._in_pinned_version(tenant, loc) for loc in roots]
-        return [
-            (loc.vpath(o.key), o, loc.with_rel(tuple(o.key[len(loc.prefix) :].split("/"))))
-            for loc, objs, keep in zip(roots, listings, shown, strict=True)
-            for o in objs
-            if keep(o.key)
-        ]
-
-    @staticmethod
-    def _in_pinned_version(tenant: Tenant, loc: Location) -> Callable[[str], bool]:
-        """Which keys of `loc` exist in the version of its skill the thread reads.
-
-        Only a versioned pin knows (a file added since the load is not part of it);
-        otherwise every key is shown, and reading a changed one asks for a reload.
-        """
-        skill_id = loaded_skill_of(tenant, loc)
-        pin = tenant.skill_versions.get(skill_id) if skill_id is not None else None
-        if pin is None or not pin.files or not all(f.version_id for f in pin.files.values()):
-            return lambda _key: True
-        return lambda key: key[len(loc.prefix) :] in pin.files
-
-    @staticmethod
-    def _relative(vpath: VPath, file_path: str) -> str:
-        base = str(vpath).rstrip("/")
-        if file_path == base:
-            return file_path.rsplit("/", 1)[-1]
-        return file_path[len(base) + 1 :]
 
     async def agrep(
         self, pattern: str, path: str | None = None, glob: str | None = None, *, max_count: int | None = None
@@ -350,14 +245,14 @@ class S3Backend(BackendProtocol):
                 return GrepResult(error="The search pattern is empty.")
             vpath = VPath.parse(path or "/")
             tenant = await self.mounts.visible()
-            files = await self._located(tenant, vpath)
+            files = await self.view.located(tenant, vpath)
             if glob:
                 match = compile_grep_include_glob(glob)
-                files = [(p, o, loc) for p, o, loc in files if match(self._relative(vpath, p))]
+                files = [(p, o, loc) for p, o, loc in files if match(self.view.relative(vpath, p))]
             where = {p: loc for p, _, loc in files}
 
             async def fetch(file_path: str, obj: ObjectInfo, max_bytes: int) -> bytes:
-                return (await self._read_object(tenant, where[file_path], max_bytes)).data
+                return (await self.view.read_object(tenant, where[file_path], max_bytes)).data
 
             searchable = sorted(((p, o) for p, o, _ in files if fileops.is_searchable_path(p)), key=lambda f: f[0])
             return await grep_files(fetch, self.config.limits, pattern, searchable, max_count)
@@ -370,33 +265,22 @@ class S3Backend(BackendProtocol):
         async def run() -> GlobResult:
             vpath = VPath.parse(path or "/")
             match = compile_grep_include_glob(pattern)
-            files = await self._candidates(await self.mounts.visible(), vpath)
+            files = await self.view.located(await self.mounts.visible(), vpath)
             infos = [
                 fileops.file_info(p, is_dir=False, size=o.size, modified=o.last_modified)
-                for p, o in files
-                if match(self._relative(vpath, p))
+                for p, o, _ in files
+                if match(self.view.relative(vpath, p))
             ]
             infos.sort(key=lambda i: (i.get("modified_at", ""), i["path"]), reverse=True)
+            limit = self.config.limits.max_glob_results
+            if len(infos) > limit:
+                # deepagents' glob tool adds its note: the paths are valid but incomplete.
+                return GlobResult(matches=infos[:limit], truncated=True, truncation_reason="budget")
             return GlobResult(matches=infos)
 
         return await self._guard(run(), path or "/", "search", lambda m: GlobResult(error=m))
 
     # -- write / edit / delete ----------------------------------------------------------------
-
-    async def _writable(self, tenant: Tenant, vpath: VPath) -> Location:
-        try:
-            target = await self.mounts.resolve(tenant, vpath)
-        except NotFound:
-            if vpath.parts and vpath.parts[0] in ("skills", "ticket"):
-                raise ReadOnly(str(vpath)) from None
-            raise InvalidPath(f"Cannot write '{vpath}': files can only be written under /workspace.") from None
-        if not isinstance(target, Location):
-            raise ReadOnly(str(vpath))
-        if not target.writable:
-            raise ReadOnly(str(vpath))
-        if not target.rel:
-            raise InvalidPath(f"Cannot write '{vpath}': it is a folder; give a file name.")
-        return target
 
     async def awrite(self, file_path: str, content: str) -> WriteResult:
         """Create or overwrite a file (1 PUT; S3 replaces objects atomically)."""
@@ -405,7 +289,7 @@ class S3Backend(BackendProtocol):
             if not isinstance(content, str):
                 raise InvalidPath("Content must be a string.")
             vpath = VPath.parse(file_path)
-            target = await self._writable(await self.mounts.visible(), vpath)
+            target = await self.view.writable(await self.mounts.visible(), vpath)
             data = self._within_limit(content.encode("utf-8"))
             await self.store.aput(target.key, data, content_type=fileops.content_type_for(file_path))
             return WriteResult(path=str(vpath))
@@ -420,7 +304,7 @@ class S3Backend(BackendProtocol):
 
         async def run() -> EditResult:
             vpath = VPath.parse(file_path)
-            target = await self._writable(await self.mounts.visible(), vpath)
+            target = await self.view.writable(await self.mounts.visible(), vpath)
             body = await self.store.aget(target.key, max_bytes=self.config.limits.max_file_bytes)
             if not fileops.is_text_path(file_path):
                 return EditResult(error="Error: Cannot edit binary files with text replacements.")
@@ -466,7 +350,7 @@ class S3Backend(BackendProtocol):
 
         async def run() -> DeleteResult:
             vpath = VPath.parse(file_path)
-            target = await self._writable(await self.mounts.visible(), vpath)
+            target = await self.view.writable(await self.mounts.visible(), vpath)
             keys = [o.key for o in await self.mounts.objects_under(target)]
             if not keys:
                 raise NotFound(str(vpath))
@@ -481,17 +365,6 @@ class S3Backend(BackendProtocol):
 
     # -- upload / download ---------------------------------------------------------------------
 
-    @staticmethod
-    def _op_error(exc: BaseException, path: str, op: str) -> str:
-        """deepagents' `FileOperationError` code when one fits, else a message naming the file."""
-        if isinstance(exc, NotFound):
-            return "file_not_found"
-        if isinstance(exc, ReadOnly | AccessDenied):
-            return "permission_denied"
-        if isinstance(exc, InvalidPath | TenantError):
-            return "invalid_path"
-        return _message(exc, path, op)
-
     async def aupload_files(self, files: list[tuple[str, bytes]]) -> list[FileUploadResponse]:
         """Write several files (1 PUT each, concurrently); one response per input, in order."""
 
@@ -499,11 +372,11 @@ class S3Backend(BackendProtocol):
             try:
                 if not isinstance(data, bytes | bytearray):
                     raise InvalidPath("content must be bytes")
-                target = await self._writable(await self.mounts.visible(), VPath.parse(path))
+                target = await self.view.writable(await self.mounts.visible(), VPath.parse(path))
                 body = self._within_limit(bytes(data))
                 await self.store.aput(target.key, body, content_type=fileops.content_type_for(path))
             except Exception as exc:
-                return FileUploadResponse(path=path, error=self._op_error(exc, str(path), "upload"))
+                return FileUploadResponse(path=path, error=op_error(exc, str(path), "upload"))
             return FileUploadResponse(path=path)
 
         return await on_io_loop(gather_limited([partial(one, p, d) for p, d in files], self.config.limits.concurrency))
@@ -518,9 +391,9 @@ class S3Backend(BackendProtocol):
                 target = await self.mounts.resolve(tenant, vpath)
                 if not isinstance(target, Location) or not target.rel:
                     return FileDownloadResponse(path=path, error="is_directory")
-                body = await self._read_object(tenant, target, self.config.limits.max_file_bytes)
+                body = await self.view.read_object(tenant, target, self.config.limits.max_file_bytes)
             except Exception as exc:
-                return FileDownloadResponse(path=path, error=self._op_error(exc, str(path), "download"))
+                return FileDownloadResponse(path=path, error=op_error(exc, str(path), "download"))
             return FileDownloadResponse(path=path, content=body.data)
 
         return await on_io_loop(gather_limited([partial(one, p) for p in paths], self.config.limits.concurrency))
@@ -538,7 +411,7 @@ class S3Backend(BackendProtocol):
         except InvalidGlobPatternError as exc:
             return on_error(str(exc))
         except Exception as exc:
-            return on_error(_message(exc, str(path), op))
+            return on_error(message(exc, str(path), op))
 
     # -- sync API, generated ----------------------------------------------------------------------
 
