@@ -187,7 +187,7 @@ def test_loaded_skills_survive_the_next_invocation_and_a_fresh_backend(
     assert not out3.get("loaded_skills")
 
 
-def test_each_model_call_costs_at_most_one_list_with_an_unchanged_library(backend: S3Backend) -> None:
+def test_each_model_call_costs_one_conditional_get_with_an_unchanged_library(backend: S3Backend) -> None:
     counter = RequestCounter()
     backend.store.add_request_hook(counter)
     model = ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="escrituras/compraventa")])
@@ -206,7 +206,7 @@ def test_each_model_call_costs_at_most_one_list_with_an_unchanged_library(backen
         config={"configurable": {"thread_id": "warm"}},
     )
     assert len(model2.requests) == 1
-    assert counter.counts == {"ListObjectsV2": 1}
+    assert counter.counts == {"GetObject": 1}  # the manifest's conditional GET (304), no LIST
 
 
 def test_within_the_catalog_ttl_a_model_call_costs_no_request(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
@@ -319,7 +319,9 @@ def test_library_mode_lets_deepagents_skills_middleware_list_the_library(
     assert json.dumps(out["messages"][-1].content)
 
 
-async def test_cargar_habilidad_costs_two_lists_and_one_get(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
+async def test_cargar_habilidad_costs_the_manifest_check_one_get_and_one_list(
+    moto_endpoint: str, bucket: str, s3_client: Any
+) -> None:
     from langgraph.types import Command
 
     from s3skills.tools import load_skill_update
@@ -334,5 +336,5 @@ async def test_cargar_habilidad_costs_two_lists_and_one_get(moto_endpoint: str, 
     assert update.update is not None
     (message,) = update.update["messages"]  # type: ignore[index]
     assert "/skills/compraventa/resources/plantilla.pdf" in message.content
-    # the index (1 LIST), the SKILL.md body (1 GET), the skill's file list (1 LIST)
-    assert counter.counts == {"ListObjectsV2": 2, "GetObject": 1}
+    # the index (the manifest's conditional GET), the SKILL.md body (1 GET), the skill's file list (1 LIST)
+    assert counter.counts == {"ListObjectsV2": 1, "GetObject": 2}

@@ -17,12 +17,34 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-from s3skills.errors import NotFound
+from s3skills.errors import NotFound, S3SkillsError
 
-__all__ = ["ListPage", "ObjectBody", "ObjectInfo", "ObjectStore", "RequestCounter", "RequestHook", "StoreHelpers"]
+__all__ = [
+    "ListPage",
+    "NotModified",
+    "ObjectBody",
+    "ObjectInfo",
+    "ObjectStore",
+    "RequestCounter",
+    "RequestHook",
+    "StoreHelpers",
+]
 
 RequestHook = Callable[[str], None]
 """Called with the S3 operation name (`GetObject`, `ListObjectsV2`...) once per API call."""
+
+
+class NotModified(S3SkillsError):
+    """A conditional GET found the object unchanged (HTTP 304): no body was sent.
+
+    Attributes:
+        etag: The ETag the caller already holds.
+    """
+
+    def __init__(self, key: str, etag: str) -> None:
+        super().__init__(f"get: {key} is unchanged (ETag {etag})")
+        self.key = key
+        self.etag = etag
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,8 +146,12 @@ class ObjectStore(Protocol):
         """Every object and common prefix under `prefix` (all pages)."""
         ...
 
-    async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
-        """A whole object (1 request)."""
+    async def aget(self, key: str, *, max_bytes: int | None = None, if_none_match: str | None = None) -> ObjectBody:
+        """A whole object (1 request).
+
+        With `if_none_match` (an ETag the caller holds), an unchanged object raises
+        `NotModified` instead of sending its body (still 1 request).
+        """
         ...
 
     async def aget_range(self, key: str, start: int, length: int) -> ObjectBody:

@@ -23,7 +23,7 @@ from botocore.config import Config
 
 from s3skills._loop import close_at_exit
 from s3skills.errors import FileTooLarge, NotFound, S3SkillsError, StoreUnavailable, translate_error
-from s3skills.storage.protocol import ListPage, ObjectBody, ObjectInfo, RequestHook, StoreHelpers
+from s3skills.storage.protocol import ListPage, NotModified, ObjectBody, ObjectInfo, RequestHook, StoreHelpers
 
 __all__ = ["S3ObjectStore"]
 
@@ -36,6 +36,16 @@ def _close_clients(clients: dict[asyncio.AbstractEventLoop, tuple[Any, Any]]) ->
         if not loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 asyncio.run_coroutine_threadsafe(cm.__aexit__(None, None, None), loop)
+
+
+def _not_modified(exc: BaseException) -> bool:
+    """Whether botocore reported a 304 (it raises a ClientError for it)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return False
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    code = str(response.get("Error", {}).get("Code", ""))
+    return status == 304 or code in ("304", "NotModified")
 
 
 def _etag(value: Any) -> str:
@@ -195,18 +205,30 @@ class S3ObjectStore(StoreHelpers):
                 return
             kwargs["ContinuationToken"] = token
 
-    async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
+    async def aget(self, key: str, *, max_bytes: int | None = None, if_none_match: str | None = None) -> ObjectBody:
         """Read a whole object (1 GetObject; again only if the body arrives cut short).
 
+        Args:
+            key: The key.
+            max_bytes: Refuse a larger object without reading it.
+            if_none_match: An ETag the caller holds: an unchanged object answers 304
+                (`NotModified`) with no body.
+
         Raises:
+            NotModified: `if_none_match` matched.
             NotFound: No such key. AccessDenied is never reported as NotFound.
             FileTooLarge: The object is larger than `max_bytes` (nothing is read).
         """
         client = await self._client()
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if if_none_match is not None:
+            kwargs["IfNoneMatch"] = f'"{if_none_match}"'
         for attempt in range(1, self.max_attempts + 1):
             try:
-                resp = await client.get_object(Bucket=self.bucket, Key=key)
+                resp = await client.get_object(**kwargs)
             except Exception as exc:
+                if if_none_match is not None and _not_modified(exc):
+                    raise NotModified(key, if_none_match) from None
                 raise translate_error(exc, "get") from exc
             try:
                 return await self._body(key, resp, max_bytes=max_bytes, total=None)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
-from s3skills.storage.protocol import ListPage, ObjectBody, ObjectInfo, RequestHook, StoreHelpers
+from s3skills.storage.protocol import ListPage, NotModified, ObjectBody, ObjectInfo, RequestHook, StoreHelpers
 
 __all__ = ["MemoryObjectStore"]
 
@@ -123,10 +123,12 @@ class MemoryObjectStore(StoreHelpers):
             raise NotFound("get: the store answered NoSuchKey")
         return obj
 
-    async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
-        """A whole object."""
+    async def aget(self, key: str, *, max_bytes: int | None = None, if_none_match: str | None = None) -> ObjectBody:
+        """A whole object; `NotModified` when its ETag is `if_none_match`."""
         self._call("GetObject")
         obj = self._get(key)
+        if if_none_match is not None and obj.etag == if_none_match:
+            raise NotModified(key, if_none_match)
         if max_bytes is not None and len(obj.data) > max_bytes:
             raise FileTooLarge(f"get: the object is {len(obj.data)} bytes; the limit is {max_bytes}")
         return ObjectBody(key, obj.data, obj.etag, len(obj.data), obj.modified, obj.content_type)
