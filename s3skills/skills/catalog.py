@@ -33,7 +33,7 @@ from s3skills._loop import gather_limited
 from s3skills.config import Limits, VerifyMode
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE, SkillId
-from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, awrite_manifest
+from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest, awrite_manifest
 from s3skills.skills.model import InvalidSkill, SkillInfo
 from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
 from s3skills.storage import NotModified, ObjectInfo, ObjectStore
@@ -287,6 +287,36 @@ class SkillCatalog:
         heads = await gather_limited(jobs, self.limits.concurrency)
         items = [(sid, obj, head) for (sid, obj), head in zip(objects, heads, strict=True)]
         return await asyncio.to_thread(_parse_all, source, items) if items else []
+
+    async def arefresh_entries(self, source: str, prefix: str, skill_ids: list[str]) -> None:
+        """Read some skills' `SKILL.md` again, fix the cached index and the manifest.
+
+        For an entry found untrue (a stale or forged manifest): 1 ranged GET per
+        skill, and the manifest's GET and conditional PUT.
+        """
+        fresh = await self.aread_entries(source, prefix, skill_ids)
+        index = self._indexes.get(prefix)
+        if index is not None:
+            for sid, entry in fresh.items():
+                if entry is None:
+                    index.entries.pop(sid, None)
+                else:
+                    index.entries[sid] = entry
+        key = self._manifest_key(prefix)
+        if key is not None:
+
+            async def known(ids: list[str]) -> dict[str, SkillEntry | None]:
+                return (
+                    {sid: fresh[sid] for sid in ids}
+                    if set(ids) <= set(fresh)
+                    else await self.aread_entries(source, prefix, ids)
+                )
+
+            await aupdate_manifest(
+                self.store, key, prefix, skill_ids, known, source=source, max_entries=self.limits.max_skills_per_library
+            )
+            if index is not None:
+                index.manifest_etag = None
 
     async def aread_entries(self, source: str, prefix: str, skill_ids: list[str]) -> dict[str, SkillEntry | None]:
         """The current entries of some skills (1 ranged GET each; None: the SKILL.md is gone)."""

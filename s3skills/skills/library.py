@@ -28,8 +28,8 @@ from s3skills.ids import SkillId, nested_in
 from s3skills.paths import VPath, join_key
 from s3skills.skills.catalog import SkillCatalog, SkillEntry
 from s3skills.skills.matching import closest_ids, rank
-from s3skills.skills.model import SkillInfo, SkillProblem
-from s3skills.skills.parse import get_skill_doc
+from s3skills.skills.model import InvalidSkill, SkillInfo, SkillProblem
+from s3skills.skills.parse import get_skill_doc, parse_skill_md
 from s3skills.skills.registry import SkillRegistry, merge_index
 from s3skills.skills.writers import LibraryWriter
 from s3skills.storage import ObjectBody, ObjectStore
@@ -365,7 +365,11 @@ class SkillLibrary(LibraryWriter):
             await self.catalog.areconcile(hit.info.source, hit.prefix)
             raise SkillError(f"Skill '{hit.info.id}' not found. Call list_skills to see them all.") from None
         if etag == hit.entry.etag:
-            return hit, text
+            if _enabled_in(text, hit.info.id):
+                return hit, text
+            # The index said enabled, the file says otherwise (a forged or damaged manifest).
+            await self.catalog.arefresh_entries(hit.info.source, hit.prefix, [hit.info.id])
+            raise SkillError(f"Skill '{hit.info.id}' not found. Call list_skills to see them all.")
         await self.catalog.areconcile(hit.info.source, hit.prefix)
         hit = await self._find(hit.info.id, tenant)
         if hit.entry is None:
@@ -495,6 +499,14 @@ class SkillLibrary(LibraryWriter):
 def _name(name: object) -> str:
     """A skill name as given (an id or a leaf), checked."""
     return str(SkillId.parse(name))
+
+
+def _enabled_in(text: str, skill_id: str) -> bool:
+    """Whether a SKILL.md's own frontmatter enables it (what loading trusts, not the index)."""
+    try:
+        return parse_skill_md(text, folder=SkillId.parse(skill_id).leaf).metadata.enabled
+    except InvalidSkill:
+        return False
 
 
 def _resolves(name: str, known: dict[str, _Known]) -> bool:

@@ -318,7 +318,7 @@ async def aupdate_manifest(
 
 
 def _same(a: SkillEntry | None, b: SkillEntry | None) -> bool:
-    return (a is None and b is None) or (a is not None and b is not None and a.etag == b.etag and a.key == b.key)
+    return a == b  # the whole entry: a forged description or `enabled` with a true ETag is not "the same"
 
 
 def _differs(in_manifest: SkillEntry | None, ours: SkillEntry | None, *, since: bool) -> bool:
