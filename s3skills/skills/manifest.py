@@ -285,13 +285,15 @@ async def aupdate_manifest(
     if not wanted:
         return True
     try:
-        current = await read_entries(wanted)
+        current: dict[str, SkillEntry | None] | None = None
         for attempt in range(attempts):
             manifest = await aread_manifest(store, key, prefix, source, max_entries=max_entries)
             if manifest is None or not manifest.valid:
                 return True
+            if current is None:
+                current = await read_entries(wanted)
             stale = [sid for sid in wanted if _differs(manifest.entries.get(sid), current[sid], since=attempt > 0)]
-            if attempt > 0 and stale:
+            if stale:
                 current.update(await read_entries(stale))
             if all(_same(manifest.entries.get(sid), current[sid]) for sid in wanted):
                 return True
