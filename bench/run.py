@@ -509,7 +509,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     kind = "smoke" if args.smoke else "quick" if args.quick else ""
-    name = "-".join(part for part in ("bench", stamp, args.scenario, args.server, kind) if part)
+    server = args.index_server if args.scenario == "index" else args.server
+    name = "-".join(part for part in ("bench", stamp, args.scenario, server, kind) if part)
     output = args.out / f"{name}.json"
     report["elapsed_seconds"] = round(time.perf_counter() - started, 2)
     report["output"] = str(output.relative_to(ROOT) if output.is_relative_to(ROOT) else output)
