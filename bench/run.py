@@ -18,6 +18,7 @@ the modules `import s3skills.cli` loads, for this tree and for a previous git re
     python bench/run.py --server seaweedfs     # a server that handles requests in parallel
     python bench/run.py --scenario startup     # start-up only, vs --startup-ref (1921cb8)
     python bench/run.py --smoke --out DIR      # everything, tiny: seconds, for a test
+    python bench/run.py --scenario index       # the index at 100, 1,000, 10,000 skills (bench/index.py)
 
 Results are printed and written as JSON to bench/results/ (gitignored).
 """
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import aioboto3
+import index as index_bench  # bench/index.py
 import startup  # bench/startup.py and bench/workload.py: this script's directory is first on sys.path
 from botocore.config import Config
 from workload import CATEGORIES, LAYOUT, NEEDLE, SKILLS_PREFIX, THREAD, USER, WS_PREFIX, NaiveS3, seed
@@ -435,8 +437,22 @@ def main(argv: list[str] | None = None) -> int:
         help="the S3 server behind the proxy (default: moto in a subprocess)",
     )
     parser.add_argument(
-        "--scenario", choices=("all", "s3", "startup"), default="all", help="what to run (default: all)"
+        "--scenario",
+        choices=("all", "s3", "startup", "index"),
+        default="all",
+        help="what to run (default: all; `index` is long and runs only when named, or in smoke mode)",
     )
+    parser.add_argument(
+        "--index-server",
+        choices=("moto", "moto-thread", "seaweedfs"),
+        default="seaweedfs",
+        help="the S3 server of the index scenario (default: seaweedfs)",
+    )
+    parser.add_argument("--sizes", default="100,1000,10000", help="library sizes of the index scenario")
+    parser.add_argument(
+        "--baseline-max", type=int, default=1000, help="largest size the seeds' way and deepagents run at"
+    )
+    parser.add_argument("--push-skills", type=int, default=1000, help="skills pushed in the push scenario")
     parser.add_argument(
         "--startup-ref",
         default=startup.DEFAULT_REF,
@@ -448,6 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke:
         args.quick, args.repeat, args.latency_ms, args.server, args.startup_runs = True, 1, 1.0, "moto-thread", 1
+        args.index_server, args.sizes, args.push_skills = "moto-thread", "20,60", 20
     size = 10 if args.smoke else 50 if args.quick else 200
     skills = args.skills if args.skills is not None else size
     files = args.files if args.files is not None else size
@@ -475,17 +492,35 @@ def main(argv: list[str] | None = None) -> int:
         s3 = run_s3(args.server, skills, files, args.repeat, args.latency_ms)
         report["config"].update(s3.pop("config"))
         report.update(s3)
+    if args.scenario == "index" or (args.scenario == "all" and args.smoke):
+        sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+        with start_upstream(args.index_server) as up:
+            plot_path = args.out / f"index-{stamp}{'-smoke' if args.smoke else ''}.png"
+            report["index"] = index_bench.run_index(
+                up,
+                sizes,
+                args.repeat,
+                args.latency_ms,
+                args.baseline_max,
+                args.push_skills,
+                plot_path,
+                smoke=args.smoke,
+            )
 
     args.out.mkdir(parents=True, exist_ok=True)
     kind = "smoke" if args.smoke else "quick" if args.quick else ""
-    name = "-".join(part for part in ("bench", stamp, args.scenario, args.server, kind) if part)
+    server = args.index_server if args.scenario == "index" else args.server
+    name = "-".join(part for part in ("bench", stamp, args.scenario, server, kind) if part)
     output = args.out / f"{name}.json"
     report["elapsed_seconds"] = round(time.perf_counter() - started, 2)
     report["output"] = str(output.relative_to(ROOT) if output.is_relative_to(ROOT) else output)
     output.write_text(json.dumps(report, indent=2) + "\n")
     print_report(report)
+    if "index" in report:
+        index_bench.print_index_report(report["index"])
     failed = [row["operation"] for row in report.get("operations", []) if row["error"]]
-    return 1 if failed else 0
+    missed = [t["target"] for t in report.get("index", {}).get("targets", []) if not t["ok"]]
+    return 1 if failed or missed else 0
 
 
 if __name__ == "__main__":

@@ -14,9 +14,12 @@ from s3skills.layout import KeyLayout
 from s3skills.paths import check_identity
 from s3skills.tenancy import Tenant
 
-__all__ = ["Config", "Limits", "SkillsMode"]
+__all__ = ["Config", "Limits", "SkillsMode", "VerifyMode"]
 
 SkillsMode = Literal["gated", "library"]
+
+VerifyMode = Literal["always", "interval", "never"]
+"""When a library's manifest is checked against a LIST (see `s3skills.skills.catalog`)."""
 
 MiB = 1024 * 1024
 
@@ -69,6 +72,13 @@ class Config:
         skills_mode: `gated` (only loaded skills under /skills) or `library`.
         ticket_writable: Whether agents may write under /ticket.
         limits: The size and work limits.
+        manifest: Index each library from its manifest (1 conditional GET) and keep
+            the manifest current on every write through s3skills; False: LIST only.
+        verify: When the manifest is checked against a LIST of the library: `always`
+            (every refresh), `interval` (at most every `verify_interval` seconds, so
+            writes made outside s3skills show within it) or `never` (libraries
+            written only through s3skills).
+        verify_interval: Seconds between checks with `verify="interval"`.
     """
 
     layout: KeyLayout = field(default_factory=KeyLayout)
@@ -77,6 +87,9 @@ class Config:
     skills_mode: SkillsMode = "gated"
     ticket_writable: bool = False
     limits: Limits = field(default_factory=Limits)
+    manifest: bool = True
+    verify: VerifyMode = "interval"
+    verify_interval: float = 300.0
 
     def __post_init__(self) -> None:
         if self.shared_library is not None:
@@ -86,6 +99,10 @@ class Config:
             self.layout.check_ids(library=name)
         if self.skills_mode not in ("gated", "library"):
             raise ValueError("skills_mode must be 'gated' or 'library'")
+        if self.verify not in ("always", "interval", "never"):
+            raise ValueError("verify must be 'always', 'interval' or 'never'")
+        if self.verify_interval < 0:
+            raise ValueError("verify_interval must be >= 0")
         if self.catalog_ttl is not None and self.catalog_ttl < 0:
             raise ValueError("catalog_ttl must be None or >= 0")
 

@@ -73,6 +73,14 @@ def _segments(template: str, what: str) -> tuple[str, ...]:
     return segments
 
 
+def _is_identity(segment: str) -> bool:
+    try:
+        check_identity(segment, "id")
+    except ValueError:
+        return False
+    return True
+
+
 def _var(segment: str) -> str | None:
     return segment[1:-1] if segment.startswith("{") else None
 
@@ -210,6 +218,33 @@ class KeyLayout:
     def ticket_prefix(self, ticket_id: str | None, user_id: str | None = None) -> str:
         """The prefix of a ticket's files."""
         return self._format(self.ticket, ticket_id=ticket_id, user_id=user_id)
+
+    def manifest_key(self, library_prefix: str) -> str:
+        """The key of a library's manifest: a sibling of its `skills/` folder, never inside it.
+
+        `users/ana/skills/` gives `users/ana/.s3skills/manifest.json` (a library folder
+        not named `skills` gives `.s3skills/manifest-{name}.json`). A dot-folder inside
+        `skills/` would be a category name; this key is outside every library, workspace
+        and ticket of this layout, whatever their ids.
+
+        Raises:
+            ValueError: `library_prefix` is not a folder prefix, or the key would fall
+                inside a namespace of this layout.
+        """
+        if not library_prefix.endswith("/") or library_prefix in ("/", self.root):
+            raise ValueError(f"no manifest for the library prefix {library_prefix!r}")
+        parent, _, leaf = library_prefix[:-1].rpartition("/")
+        name = "manifest.json" if leaf == "skills" else f"manifest-{leaf}.json"
+        key = (parent + "/" if parent else "") + ".s3skills/" + name
+        segments = key.split("/")
+        for namespace in _NAMESPACES:
+            template = _segments(self.root + getattr(self, namespace), namespace)
+            if len(template) < len(segments) and all(
+                seg == t or (_var(t) is not None and _is_identity(seg))
+                for seg, t in zip(segments, template, strict=False)
+            ):
+                raise ValueError(f"KeyLayout: the manifest key {key!r} would fall inside {namespace}")
+        return key
 
 
 Condition = list[tuple[str, str, str]]

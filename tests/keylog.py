@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import AsyncIterator, Iterable
+from typing import Any
 
-from s3skills.storage import ListPage, ObjectBody, ObjectInfo
+from s3skills.storage import ListPage, ObjectBody, ObjectInfo, ObjectVersion
 from s3skills.testing import MemoryObjectStore
 
 
@@ -41,9 +42,9 @@ class KeyLogStore(MemoryObjectStore):
         async for page in super().alist_pages(prefix, delimiter=delimiter, page_size=page_size):
             yield page
 
-    async def aget(self, key: str, *, max_bytes: int | None = None) -> ObjectBody:
+    async def aget(self, key: str, **options: Any) -> ObjectBody:
         self._record("GetObject", key)
-        body = await super().aget(key, max_bytes=max_bytes)
+        body = await super().aget(key, **options)
         self._record("GetObject.bytes", key, len(body.data))
         return body
 
@@ -57,17 +58,13 @@ class KeyLogStore(MemoryObjectStore):
         self._record("HeadObject", key)
         return await super().ahead(key)
 
-    async def aput(
-        self,
-        key: str,
-        data: bytes,
-        *,
-        if_match: str | None = None,
-        if_none_match: bool = False,
-        content_type: str | None = None,
-    ) -> str:
+    async def aput(self, key: str, data: bytes, **options: Any) -> str:
         self._record("PutObject", key)
-        return await super().aput(key, data, if_match=if_match, if_none_match=if_none_match, content_type=content_type)
+        return await super().aput(key, data, **options)
+
+    async def alist_versions(self, prefix: str) -> list[ObjectVersion]:
+        self._record("ListObjectVersions", prefix)
+        return await super().alist_versions(prefix)
 
     async def adelete_many(self, keys: Iterable[str]) -> list[str]:
         keys = list(keys)

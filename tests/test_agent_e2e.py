@@ -188,7 +188,7 @@ def test_loaded_skills_survive_the_next_invocation_and_a_fresh_backend(
     assert not out3.get("loaded_skills")
 
 
-def test_each_model_call_costs_at_most_one_list_with_an_unchanged_library(backend: S3Backend) -> None:
+def test_each_model_call_costs_one_conditional_get_with_an_unchanged_library(backend: S3Backend) -> None:
     counter = RequestCounter()
     backend.store.add_request_hook(counter)
     model = ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="escrituras/compraventa")])
@@ -207,7 +207,7 @@ def test_each_model_call_costs_at_most_one_list_with_an_unchanged_library(backen
         config={"configurable": {"thread_id": "warm"}},
     )
     assert len(model2.requests) == 1
-    assert counter.counts == {"ListObjectsV2": 1}
+    assert counter.counts == {"GetObject": 1}  # the manifest's conditional GET (304), no LIST
 
 
 def test_within_the_catalog_ttl_a_model_call_costs_no_request(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
@@ -320,7 +320,7 @@ def test_library_mode_lets_deepagents_skills_middleware_list_the_library(
     assert json.dumps(out["messages"][-1].content)
 
 
-async def test_cargar_habilidad_costs_the_index_one_version_listing_and_one_get(
+async def test_cargar_habilidad_costs_the_manifest_check_one_get_and_one_version_listing(
     moto_endpoint: str, bucket: str, s3_client: Any
 ) -> None:
     from langgraph.types import Command
@@ -337,5 +337,6 @@ async def test_cargar_habilidad_costs_the_index_one_version_listing_and_one_get(
     assert update.update is not None
     (message,) = update.update["messages"]  # type: ignore[index]
     assert "/skills/compraventa/resources/plantilla.pdf" in message.content
-    # the index (1 LIST), the SKILL.md body (1 GET), the skill's files with their versions (1 LIST)
-    assert counter.counts == {"ListObjectsV2": 1, "ListObjectVersions": 1, "GetObject": 1}
+    # the index (the manifest's conditional GET), the SKILL.md body (1 GET), the skill's files with
+    # their versions (1 ListObjectVersions)
+    assert counter.counts == {"ListObjectVersions": 1, "GetObject": 2}

@@ -160,7 +160,7 @@ class MemoryS3:
         self.store.put_object(Key, Body)
 
     def get_object(self, Bucket: str, Key: str) -> dict[str, Any]:
-        if Key not in self.store.all_keys():
+        if Key not in self.store.keys():
             raise KeyError(Key)
         return {"Body": io.BytesIO(asyncio.run(self.store.aget(Key)).data)}
 
@@ -172,7 +172,7 @@ class MemoryS3:
 
         class Pages:
             def paginate(self, Bucket: str, Prefix: str) -> list[dict[str, Any]]:
-                return [{"Contents": [{"Key": k} for k in store.all_keys() if k.startswith(Prefix)]}]
+                return [{"Contents": [{"Key": k} for k in store.keys() if k.startswith(Prefix)]}]
 
         return Pages()
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from s3skills.cli import library as cli_library
 from s3skills.cli import main
 from s3skills.errors import BucketNotFound
 from s3skills.fs import S3Backend
@@ -355,13 +354,15 @@ def test_enable_reports_a_concurrent_change(
     write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf"))
     cli.json("push", str(tmp_path / "lib"))
     key = PREFIX + "pdf/SKILL.md"
-    real_render = cli_library.render_skill_md
+    from s3skills.skills import writers
+
+    real_render = writers.render_skill_md
 
     def render_while_someone_else_writes(*args: Any, **kwargs: Any) -> str:
         s3_client.put_object(Bucket=bucket, Key=key, Body=skill_md("pdf", "Edited by someone else."))
         return real_render(*args, **kwargs)
 
-    monkeypatch.setattr(cli_library, "render_skill_md", render_while_someone_else_writes)
+    monkeypatch.setattr(writers, "render_skill_md", render_while_someone_else_writes)
     assert cli("disable", "pdf") == 1
     assert "changed while it was being edited" in one_error_line(cli.err)
     body = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()

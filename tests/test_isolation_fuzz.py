@@ -94,14 +94,21 @@ LOADED_FOLDERS = ("users/ana/skills/pdf/", "users/ana/skills/escrituras/comprave
 LIBRARIES = ("users/ana/skills/", "shared/org/skills/")
 OWN = ("users/ana/threads/t1/", "tickets/k1/")
 DISABLED_SKILL_MD = ("users/ana/skills/off/SKILL.md", "shared/org/skills/orgoff/SKILL.md")
+# The index of each of her libraries (derived data: it names SKILL.md files and their metadata;
+# a reader may build it, and a forged one exposes nothing: tests/test_manifest.py).
+MANIFESTS = ("users/ana/.s3skills/manifest.json", "shared/org/.s3skills/manifest.json")
 
 
 def allowed(operation: str, key: str) -> bool:
     """Whether ana's call may ask the store for `key` (or list `key` as a prefix)."""
     if key.startswith(OWN):
         return True
-    if operation == "ListObjectsV2":
-        return key in LIBRARIES or key.startswith(ENABLED_SKILL_FOLDERS)
+    if key in MANIFESTS:
+        return operation in ("GetObject", "PutObject")
+    if operation == "ListObjectsV2":  # key names of her libraries (by category), never bodies
+        return key.startswith(LIBRARIES)
+    if operation == "ListObjectVersions":  # an enabled skill's files, when it is being loaded
+        return key.startswith(ENABLED_SKILL_FOLDERS)
     if operation == "GetRange":  # the index reads the head of every SKILL.md of her libraries
         return key.startswith(LIBRARIES) and key.endswith("/SKILL.md")
     if operation in ("GetObject", "HeadObject"):

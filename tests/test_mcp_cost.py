@@ -26,13 +26,14 @@ async def test_listing_again_reads_no_file_and_a_change_reads_only_that_file(
     seed_example_library(store, "ana")
     counter = RequestCounter()
     store.add_request_hook(counter)
-    skills = SkillsServer(LibrarySkillSource(SkillLibrary(store, Config())), user_id="ana")
+    # verify="always": the out-of-band put below shows at once (the default shows it within verify_interval)
+    skills = SkillsServer(LibrarySkillSource(SkillLibrary(store, Config(verify="always"))), user_id="ana")
     async with Client(skills.server) as client:
         first = await client.session.send_request(ListSkills(params=None), ANY)
         cold = counter["GetObject"]
         counter.reset()
         again = await client.session.send_request(ListSkills(params=None), ANY)
-        assert counter["GetObject"] == 0  # digests come from the (key, ETag) cache
+        assert counter["GetObject"] == 1  # only the manifest's conditional GET: digests come from the cache
         s3_client.put_object(
             Bucket=bucket,
             Key="users/ana/skills/escrituras/hipoteca/SKILL.md",
@@ -43,7 +44,7 @@ async def test_listing_again_reads_no_file_and_a_change_reads_only_that_file(
     files = sum(len(e["resources"]) for e in first["skills"])
     assert cold >= files
     assert again == first
-    assert counter["GetObject"] <= 2  # the changed SKILL.md (and the catalog's read of its head)
+    assert counter["GetObject"] <= 3  # the manifest, the changed SKILL.md (and the catalog's read of its head)
     (entry,) = [e for e in changed["skills"] if e["uri"] == "skill://escrituras/hipoteca/SKILL.md"]
     assert entry["frontmatter"] == {"name": "hipoteca", "description": "New"}
 

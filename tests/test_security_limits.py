@@ -200,14 +200,14 @@ def test_preloading_30_bodies_of_3_mib_keeps_the_body_cache_within_its_budget() 
     middleware = SkillsPromptMiddleware(backend, mode="preload", instructions_budget_chars=10_000)
     catalog = backend.skills.catalog
     seen: list[int] = []
-    original = catalog.atext
+    original = catalog.abody
 
-    async def atext(entry: Any) -> str:
-        text = await original(entry)
+    async def abody(entry: Any) -> tuple[str, str]:
+        body = await original(entry)
         seen.append(catalog.body_cache_bytes)
-        return text
+        return body
 
-    catalog.atext = atext  # type: ignore[method-assign]  # observe the cache after every body
+    catalog.abody = abody  # type: ignore[method-assign]  # observe the cache after every body
     for _ in range(2):
         prompt = as_ana(lambda: asyncio.run(middleware.build_prompt({})))
         assert len(prompt) < 20_000
@@ -235,7 +235,7 @@ def test_a_write_over_the_file_limit_is_refused_and_nothing_is_stored() -> None:
     )
     assert results[1].error is not None
     assert "too large" in results[1].error
-    assert store.all_keys() == []
+    assert store.keys() == []
 
 
 def test_an_edit_that_grows_a_file_past_the_limit_is_refused_and_the_file_kept() -> None:
@@ -263,7 +263,7 @@ def test_push_of_a_20mb_file_is_refused_with_its_size_and_writes_nothing(tree_wi
         push_tree(store, tree_with_a_20mb_file, "users/ana/skills/")
     reasons = {item.path: item.reason for item in refused.value.report.refused}
     assert reasons == {"pdf/big.bin": f"the file is {20 * MB} bytes; the limit is {10 * MiB} (10 MiB)"}
-    assert store.all_keys() == []
+    assert store.keys() == []
     assert [op for op, _ in store.take() if op == "PutObject"] == []
 
 

@@ -18,6 +18,7 @@ from runs import SYNC_RUN
 from s3skills import S3Backend, create_skills_agent
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.skills import SkillMetadata, SkillRegistry
+from s3skills.tenancy import Tenant
 from s3skills.testing import ScriptedChatModel, tool_call
 
 SCRIPT = b'import json\nprint(json.dumps({"ran": "SCRIPT RAN"}))\n'
@@ -126,11 +127,17 @@ def _disable(store: KeyLogStore, key: str, name: str, body: str) -> None:
     store.put_object(key, skill_md(name, body, enabled=False))
 
 
+def _disable_in_band(backend: S3Backend, skill: str) -> None:
+    """Disable as `s3skills disable` does: through the library, so its index (the manifest)
+    knows at once. An out-of-band write shows within `Config.verify_interval` instead."""
+    backend.skills.set_enabled(skill, False, tenant=Tenant(user_id="ana"))
+
+
 def test_a_skill_disabled_after_it_was_loaded_disappears_from_files_prompt_tools_and_scripts(
     store: KeyLogStore, backend: S3Backend
 ) -> None:
     def disable_then_noop(_: list[BaseMessage]) -> AIMessage:
-        _disable(store, "users/ana/skills/later/SKILL.md", "later", "LATER BODY")
+        _disable_in_band(backend, "later")
         return call("ls", path="/workspace")
 
     steps: list[Any] = [
@@ -185,7 +192,7 @@ def test_the_prompt_drops_the_body_of_a_skill_disabled_after_loading(
         )
 
     assert "LATER BODY" in build()
-    _disable(store, "users/ana/skills/later/SKILL.md", "later", "LATER BODY")
+    _disable_in_band(backend, "later")
     prompt = build()
     assert "LATER BODY" not in prompt
     assert "OFF BODY" not in prompt

@@ -12,12 +12,16 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from s3skills import S3Backend, create_skills_agent
 from s3skills.cli import main
+from s3skills.config import Config
 from s3skills.layout import KeyLayout
 from s3skills.skills import usage_stats
 from s3skills.skills.usage import reset_usage
 from s3skills.storage import RequestCounter
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
 
+# These tests push new versions with a raw S3 client (out of band): the index checks the
+# library on every model call, as it does for a bucket written by other tools.
+OUT_OF_BAND = Config(layout=KeyLayout.seeds(), verify="always")
 SEEDS = KeyLayout.seeds()  # raw keys below are in the seeds' layout: ana/skills/...
 FOLDER = "ana/skills/escrituras/compraventa/"
 
@@ -69,7 +73,7 @@ def test_with_versioning_a_thread_keeps_the_version_it_loaded(
 ) -> None:
     s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     push(s3_client, bucket, "v1")
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=OUT_OF_BAND)
     saver = InMemorySaver()
     reset_usage()
 
@@ -145,7 +149,7 @@ def test_with_versioning_a_file_added_after_the_load_is_not_in_the_thread(
 ) -> None:
     s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     push(s3_client, bucket, "v1")
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=OUT_OF_BAND)
     saver = InMemorySaver()
     run(agent_with(ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="compraventa")]), backend, saver), "t")
     s3_client.put_object(Bucket=bucket, Key=FOLDER + "references/nuevo.md", Body=b"Solo en la v2")
@@ -169,7 +173,7 @@ def test_without_versioning_a_changed_skill_asks_for_a_reload_and_reload_works(
     moto_endpoint: str, bucket: str, s3_client: Any
 ) -> None:
     push(s3_client, bucket, "v1")
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=OUT_OF_BAND)
     saver = InMemorySaver()
     first = ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="compraventa")])
     run(agent_with(first, backend, saver), "t1")
@@ -200,17 +204,19 @@ def test_a_pinned_read_is_one_get_and_an_unchanged_pin_costs_no_request_per_mode
 ) -> None:
     s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     push(s3_client, bucket, "v1")
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=OUT_OF_BAND)
     saver = InMemorySaver()
     run(agent_with(ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="compraventa")]), backend, saver), "t")
     counter = RequestCounter()
     backend.store.add_request_hook(counter)
 
-    # Two model calls and a read: the index LIST per call, the read's one GET; no version lookups.
+    # Two model calls and a read. Each call checks the index (verify="always": the manifest's
+    # conditional GET and the library's LISTs, by category); the read is one GET; no version
+    # lookups, whatever the pin.
     model = ScriptedChatModel(steps=[call("read_file", file_path="/skills/compraventa/references/guia.md")])
     run(agent_with(model, backend, saver), "t", "Sigue")
     assert len(model.requests) == 2
-    assert counter.counts == {"ListObjectsV2": 2, "GetObject": 1}
+    assert counter.counts == {"ListObjectsV2": 4, "GetObject": 3}
 
     # After a push the pinned SKILL.md is an older version: read once (by VersionId), then cached.
     push(s3_client, bucket, "v2")
@@ -219,9 +225,9 @@ def test_a_pinned_read_is_one_get_and_an_unchanged_pin_costs_no_request_per_mode
     out = run(agent_with(model, backend, saver), "t", "Sigue")
     assert "Guía de la v1" in last_tool_result(out)
     assert all("Instrucciones de la v1" in p for p in model.system_prompts())
-    # 2 index LISTs, the changed SKILL.md heads for the index (1 ranged GET), the pinned SKILL.md
-    # (1 GET, once), the pinned guia.md (1 GET).
-    assert counter.counts == {"ListObjectsV2": 2, "GetObject": 3}
+    # The index checks as above (2 GETs, 4 LISTs) and reads the changed SKILL.md head (1 ranged
+    # GET); the pinned SKILL.md (1 GET by VersionId, once) and the pinned guia.md (1 GET).
+    assert counter.counts == {"ListObjectsV2": 4, "GetObject": 5, "PutObject": 1}
 
 
 def test_versioning_enable_says_what_it_costs_and_push_prints_the_version(
@@ -250,7 +256,7 @@ def test_script_runs_are_logged_with_the_version_the_thread_loaded(
     s3_client.put_object(
         Bucket=bucket, Key=FOLDER + "scripts/hola.py", Body=b"import json\nprint(json.dumps('hola'))\n"
     )
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, layout=SEEDS)
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=OUT_OF_BAND)
     reset_usage()
     model = ScriptedChatModel(
         steps=[

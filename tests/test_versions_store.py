@@ -226,7 +226,7 @@ async def test_restore_deletes_files_the_old_version_lacked_and_keeps_them_in_hi
     newest, old = history("pdf", FOLDER, versions, lambda _k: True)
     assert [f.path for f in old.files] == ["SKILL.md"]
     assert sorted(await restore(store, old, newest)) == ["SKILL.md", "extra.md"]
-    assert store.all_keys() == [FOLDER + "SKILL.md"]
+    assert store.keys() == [FOLDER + "SKILL.md"]
     after = history("pdf", FOLDER, await store.alist_versions(FOLDER), lambda _k: True)
     assert [v.id for v in after] == [old.id, newest.id, old.id]
     extra = newest.file("extra.md")

@@ -16,9 +16,9 @@ from rich.text import Text
 
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
 from s3skills.cli.shared import human_size, problem_line, resolve_skill
-from s3skills.errors import Conflict
+from s3skills.errors import Conflict, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
-from s3skills.skills import InvalidSkill, parse_skill_md, render_skill_md, validate_skill_md, version_id_of
+from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md, version_id_of
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
 
 if TYPE_CHECKING:
@@ -145,29 +145,17 @@ def info_command(ctx: Context, name: str) -> int:
 
 
 def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
-    """Set `enabled` in the skill's SKILL.md with a conditional PUT (a concurrent edit is reported)."""
+    """Set `enabled` in the skill's SKILL.md through the library (conditional PUT, manifest kept current)."""
     skill_id, _ = resolve_skill(ctx, name)
-    key = f"{ctx.prefix}{skill_id}/{SKILL_FILE}"
-    body = ctx.run(ctx.store.aget(key, max_bytes=MAX_SKILL_MD_BYTES))
     word = "enabled" if enabled else "disabled"
     try:
-        parsed = parse_skill_md(body.data, folder=skill_id)
+        changed = ctx.library.set_enabled(skill_id, enabled)
     except InvalidSkill as exc:
         raise CliError(f"cannot edit '{skill_id}': its SKILL.md is invalid: {exc.reason}") from exc
-    changed = parsed.metadata.enabled != enabled
-    if changed:
-        meta = parsed.metadata.model_copy(update={"enabled": enabled})
-        text = render_skill_md(meta, parsed.body)
-        try:
-            ctx.run(
-                ctx.store.aput(
-                    key, text.encode("utf-8"), if_match=body.etag, content_type="text/markdown; charset=utf-8"
-                )
-            )
-        except Conflict as exc:
-            raise CliError(
-                f"SKILL.md of '{skill_id}' changed while it was being edited; run the command again"
-            ) from exc
+    except Conflict as exc:
+        raise CliError(f"SKILL.md of '{skill_id}' changed while it was being edited; run the command again") from exc
+    except SkillError as exc:
+        raise CliError(str(exc)) from exc
     if ctx.json:
         ctx.emit({"id": skill_id, "enabled": enabled, "changed": changed})
     else:
@@ -222,16 +210,14 @@ def rm_command(ctx: Context, name: str, yes: bool) -> int:
         if answer.strip().lower() not in ("y", "yes"):
             ctx.print("Nothing deleted.")
             return 1
-    keys = sorted((o.key for o in objects), key=lambda k: (not k.endswith("/" + SKILL_FILE), k))
-    skill_md = [k for k in keys if k.endswith("/" + SKILL_FILE)]
-    failed = ctx.run(ctx.store.adelete_many(skill_md))
-    failed += ctx.run(ctx.store.adelete_many([k for k in keys if k not in set(skill_md)]))
-    if failed:
-        raise CliError(f"{len(failed)} file(s) of '{skill_id}' could not be deleted")
+    try:
+        deleted = ctx.library.remove(skill_id)
+    except SkillError as exc:
+        raise CliError(str(exc)) from exc
     if ctx.json:
-        ctx.emit({"deleted": skill_id, "files": len(keys)})
+        ctx.emit({"deleted": skill_id, "files": deleted})
     else:
-        ctx.print(f"Deleted skill '{skill_id}' ({len(keys)} file(s)).")
+        ctx.print(f"Deleted skill '{skill_id}' ({deleted} file(s)).")
     return 0
 
 

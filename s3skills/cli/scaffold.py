@@ -208,7 +208,7 @@ def create_command(
         if existing:
             raise CliError(f"skill '{skill_id}' already exists in {ctx.location(folder)}")
         try:
-            ctx.run(write_remote(ctx.store, folder, name, description, code=code))
+            ctx.library.create(skill_id, scaffold_files(name, description, code=code))
         except Conflict as exc:
             raise CliError(f"skill '{skill_id}' already exists in {ctx.location(folder)}") from exc
         where = ctx.location(folder)

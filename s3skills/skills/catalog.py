@@ -7,6 +7,14 @@ changed are read again, with a ranged GET of their head when that holds the whol
 frontmatter. Parsing runs off the I/O loop, so a library of large frontmatters does
 not stall other tenants. With a TTL, a refresh inside the TTL costs nothing.
 
+With a manifest (`s3skills.skills.manifest`, on when the catalog is given
+`manifest_key`), indexing a library is one conditional GET of its manifest: 304 when
+unchanged, no LIST. `verify` says when the manifest is checked against a LIST of
+the library (in parallel by category folder), changed `SKILL.md` files read again
+and the manifest rewritten: `always` on every refresh, `interval` at most once per
+`verify_interval` seconds (and whenever the manifest says no LIST confirmed it that
+recently), `never` only when the manifest is missing or damaged.
+
 Bodies of `SKILL.md` are cached by (key, ETag) within a byte budget shared by all
 tenants. The catalog knows prefixes, not tenants: `s3skills.skills.SkillLibrary`
 decides which prefixes a call may see and merges them.
@@ -22,27 +30,16 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 
 from s3skills._loop import gather_limited
-from s3skills.config import Limits
-from s3skills.errors import FileTooLarge, NotFound
-from s3skills.ids import SkillId
+from s3skills.config import Limits, VerifyMode
+from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
+from s3skills.ids import SKILL_FILE, SkillId
+from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest, awrite_manifest
 from s3skills.skills.model import InvalidSkill, SkillInfo
 from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
 from s3skills.skills.versions import versions_by_skill
-from s3skills.storage import ObjectInfo, ObjectStore
+from s3skills.storage import NotModified, ObjectInfo, ObjectStore
 
 __all__ = ["LibraryIndex", "SkillCatalog", "SkillEntry"]
-
-
-@dataclass(frozen=True, slots=True)
-class SkillEntry:
-    """One `SKILL.md` of a library: its parsed skill, or why it was skipped."""
-
-    skill_id: str
-    key: str
-    etag: str
-    size: int
-    info: SkillInfo | None
-    problem: str | None
 
 
 @dataclass
@@ -53,8 +50,12 @@ class LibraryIndex:
         source: `user` or `shared`.
         prefix: The library's key prefix.
         entries: Skill id -> entry, for every `SKILL.md` found.
-        refreshed_at: Clock time of the last listing (None: never listed).
+        refreshed_at: Clock time of the last refresh (None: never refreshed).
         truncated: Skills past `Limits.max_skills_per_library` that were not indexed.
+        manifest_etag: ETag of the manifest the entries match (None: none read).
+        manifest_verified_at: When a LIST last confirmed that manifest (its own record).
+        verified_at: When this process last reconciled the library with a LIST.
+        reconcile: A LIST reconciliation is due at the next refresh (a skill went missing).
     """
 
     source: str
@@ -63,6 +64,10 @@ class LibraryIndex:
     refreshed_at: float | None = None
     truncated: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    manifest_etag: str | None = None
+    manifest_verified_at: float | None = None
+    verified_at: float | None = None
+    reconcile: bool = False
 
 
 class SkillCatalog:
@@ -75,7 +80,12 @@ class SkillCatalog:
             None lists on every refresh, so edits show at once.
         head_bytes: How much of a `SKILL.md` the ranged GET reads.
         max_libraries: How many library indexes stay cached (LRU).
-        clock: Time source for the TTL (tests pass their own).
+        clock: Time source for the TTL and verification (seconds since the epoch: the
+            manifest records it; tests pass their own).
+        manifest_key: Library prefix -> its manifest's key (`KeyLayout.manifest_key`);
+            None indexes with LISTs only.
+        verify: When a manifest is checked against a LIST (see the module docstring).
+        verify_interval: Seconds between checks with `verify="interval"`.
     """
 
     def __init__(
@@ -86,9 +96,17 @@ class SkillCatalog:
         ttl: float | None = None,
         head_bytes: int = 8192,
         max_libraries: int = 1024,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
+        manifest_key: Callable[[str], str] | None = None,
+        verify: VerifyMode = "interval",
+        verify_interval: float = 300.0,
     ) -> None:
+        if verify not in ("always", "interval", "never"):
+            raise ValueError("verify must be 'always', 'interval' or 'never'")
         self.store = store
+        self.manifest_key = manifest_key
+        self.verify = verify
+        self.verify_interval = verify_interval
         self.limits = limits or Limits()
         self.ttl = ttl
         self.head_bytes = head_bytes
@@ -131,28 +149,197 @@ class SkillCatalog:
             return known
         index = self._index(source, prefix)
         async with index.lock:
-            if self._fresh(index) and not force:
+            if self._fresh(index) and not force and not index.reconcile:
                 return index
-            objects, _ = await self.store.alist(prefix)
-            found: dict[str, ObjectInfo] = {}
-            for obj in objects:
-                skill_id = SkillId.from_key(obj.key, prefix)
-                if skill_id is not None:
-                    found[str(skill_id)] = obj
-            keep = sorted(found)[: self.limits.max_skills_per_library]
-            index.truncated = len(found) - len(keep)
-            changed = [
-                (sid, found[sid]) for sid in keep if (e := index.entries.get(sid)) is None or e.etag != found[sid].etag
-            ]
-            jobs = [partial(self._head, obj) for _, obj in changed]
-            heads = await gather_limited(jobs, self.limits.concurrency)
-            items = [(sid, obj, head) for (sid, obj), head in zip(changed, heads, strict=True)]
-            parsed = await asyncio.to_thread(_parse_all, source, items) if items else []
-            entries = {sid: index.entries[sid] for sid in keep if sid in index.entries}
-            entries.update((e.skill_id, e) for e in parsed)
-            index.entries = _with_versions(entries, versions_by_skill(prefix, objects, entries))
+            key = self._manifest_key(prefix)
+            if key is None:
+                objects, _ = await self.store.alist(prefix)
+                await self._apply_listing(index, source, prefix, objects)
+            else:
+                await self._refresh_from_manifest(index, source, prefix, key, force=force)
+            index.reconcile = False
             index.refreshed_at = self._clock()
             return index
+
+    async def areconcile(self, source: str, prefix: str) -> LibraryIndex:
+        """Check a library against a LIST now (and rewrite its manifest if it differs)."""
+        index = self._index(source, prefix)
+        index.reconcile = True
+        return await self.aindex(source, prefix)
+
+    def _manifest_key(self, prefix: str) -> str | None:
+        if self.manifest_key is None:
+            return None
+        try:
+            return self.manifest_key(prefix)
+        except ValueError:
+            return None
+
+    async def _refresh_from_manifest(
+        self, index: LibraryIndex, source: str, prefix: str, key: str, *, force: bool
+    ) -> None:
+        """1 conditional GET of the manifest; a LIST reconciliation when one is due."""
+        limit = self.limits.max_skills_per_library
+        try:
+            manifest = await aread_manifest(
+                self.store, key, prefix, source, etag=index.manifest_etag, max_entries=limit
+            )
+        except NotModified:
+            manifest = Manifest(prefix, dict(index.entries), verified_at=index.manifest_verified_at)
+            manifest.etag = index.manifest_etag
+        else:
+            if manifest is not None and manifest.valid:
+                index.entries = manifest.entries
+                index.truncated = manifest.dropped if len(manifest.entries) >= limit else 0
+            index.manifest_etag = manifest.etag if manifest is not None and manifest.valid else None
+            index.manifest_verified_at = manifest.verified_at if manifest is not None else None
+        now = self._clock()
+        due = (
+            force
+            or index.reconcile
+            or manifest is None
+            or not manifest.valid
+            or manifest.dropped > 0
+            or self.verify == "always"
+            or (self.verify == "interval" and self._interval_due(index, manifest, now))
+        )
+        if due:
+            await self._reconcile(index, source, prefix, key, manifest, now)
+
+    def _interval_due(self, index: LibraryIndex, manifest: Manifest, now: float) -> bool:
+        if index.verified_at is not None and now - self.verify_interval < index.verified_at <= now:
+            return False  # this process checked it recently
+        return not manifest.verified_within(now, self.verify_interval)
+
+    async def _reconcile(
+        self, index: LibraryIndex, source: str, prefix: str, key: str, manifest: Manifest | None, now: float
+    ) -> None:
+        """LIST the library (in parallel by folder), read what changed, rewrite the manifest."""
+        index.reconcile = False
+        base = {sid: e.etag for sid, e in index.entries.items()} if manifest is not None and manifest.valid else {}
+        objects = await self._list_parallel(prefix)
+        changed = await self._apply_listing(index, source, prefix, objects)
+        index.verified_at = now
+        stale_record = self.verify == "interval" and not (
+            manifest is not None and manifest.verified_within(now, self.verify_interval)
+        )
+        if not (changed or manifest is None or not manifest.valid or manifest.dropped or stale_record):
+            return
+        ours = Manifest(prefix, dict(index.entries), built_at=now, verified_at=now)
+        ours.etag = manifest.etag if manifest is not None else None
+        for _ in range(3):
+            try:
+                await awrite_manifest(self.store, key, ours)
+                index.manifest_etag, index.manifest_verified_at = ours.etag, now
+                return
+            except Conflict:
+                latest = await aread_manifest(
+                    self.store, key, prefix, source, max_entries=self.limits.max_skills_per_library
+                )
+            except S3SkillsError:
+                return  # a read-only bucket: the index is right, the manifest stays as it is
+            if latest is None:
+                ours.etag = None
+                continue
+            ours.etag = latest.etag
+            if latest.valid:  # keep what other writers recorded since our manifest was read
+                for sid, entry in latest.entries.items():
+                    if base.get(sid) != entry.etag:
+                        ours.entries[sid] = entry
+                for sid in set(base) - set(latest.entries):
+                    ours.entries.pop(sid, None)
+        index.manifest_etag = None  # the next refresh reads whatever won
+
+    async def _list_parallel(self, prefix: str) -> list[ObjectInfo]:
+        """Every object of a library: one LIST of its folders, then one per folder, concurrently.
+
+        A library of more top folders than twice the concurrency (many uncategorised
+        skills) is listed page after page instead, which is then fewer round trips.
+        """
+        top, folders = await self.store.alist(prefix, delimiter="/")
+        if len(folders) > 2 * self.limits.concurrency:
+            objects, _ = await self.store.alist(prefix)
+            return objects
+        jobs = [partial(self.store.alist, folder) for folder in folders]
+        listed = await gather_limited(jobs, self.limits.concurrency)
+        return [*top, *(obj for objects, _ in listed for obj in objects)]
+
+    async def _apply_listing(self, index: LibraryIndex, source: str, prefix: str, objects: list[ObjectInfo]) -> bool:
+        """Update the entries from a listing (changed SKILL.md read again); True if any changed."""
+        found: dict[str, ObjectInfo] = {}
+        for obj in objects:
+            skill_id = SkillId.from_key(obj.key, prefix)
+            if skill_id is not None:
+                found[str(skill_id)] = obj
+        keep = sorted(found)[: self.limits.max_skills_per_library]
+        index.truncated = len(found) - len(keep)
+        changed = [
+            (sid, found[sid]) for sid in keep if (e := index.entries.get(sid)) is None or e.etag != found[sid].etag
+        ]
+        parsed = await self._read_entries(source, changed)
+        entries = {sid: index.entries[sid] for sid in keep if sid in index.entries}
+        entries.update((e.skill_id, e) for e in parsed)
+        differs = bool(changed) or len(entries) != len(index.entries)
+        # Each skill's version id comes from the same listing (no request); an index read
+        # from the manifest alone keeps the versions it had (the skill's load lists it anyway).
+        index.entries = _with_versions(entries, versions_by_skill(prefix, objects, entries))
+        return differs
+
+    async def _read_entries(self, source: str, objects: list[tuple[str, ObjectInfo]]) -> list[SkillEntry]:
+        jobs = [partial(self._head, obj) for _, obj in objects]
+        heads = await gather_limited(jobs, self.limits.concurrency)
+        items = [(sid, obj, head) for (sid, obj), head in zip(objects, heads, strict=True)]
+        return await asyncio.to_thread(_parse_all, source, items) if items else []
+
+    async def arefresh_entries(self, source: str, prefix: str, skill_ids: list[str]) -> None:
+        """Read some skills' `SKILL.md` again, fix the cached index and the manifest.
+
+        For an entry found untrue (a stale or forged manifest): 1 ranged GET per
+        skill, and the manifest's GET and conditional PUT.
+        """
+        fresh = await self.aread_entries(source, prefix, skill_ids)
+        index = self._indexes.get(prefix)
+        if index is not None:
+            for sid, entry in fresh.items():
+                if entry is None:
+                    index.entries.pop(sid, None)
+                else:
+                    index.entries[sid] = entry
+        key = self._manifest_key(prefix)
+        if key is not None:
+
+            async def known(ids: list[str]) -> dict[str, SkillEntry | None]:
+                return (
+                    {sid: fresh[sid] for sid in ids}
+                    if set(ids) <= set(fresh)
+                    else await self.aread_entries(source, prefix, ids)
+                )
+
+            await aupdate_manifest(
+                self.store, key, prefix, skill_ids, known, source=source, max_entries=self.limits.max_skills_per_library
+            )
+            if index is not None:
+                index.manifest_etag = None
+
+    async def aread_entries(self, source: str, prefix: str, skill_ids: list[str]) -> dict[str, SkillEntry | None]:
+        """The current entries of some skills (1 ranged GET each; None: the SKILL.md is gone)."""
+
+        async def head(sid: str) -> tuple[str, ObjectInfo, tuple[bytes, str] | str] | None:
+            key = prefix + sid + "/" + SKILL_FILE
+            try:
+                probe = await self.store.aget_range(key, 0, self.head_bytes)
+            except NotFound:
+                return None
+            obj = ObjectInfo(key, probe.size, probe.etag)
+            whole = probe.size <= len(probe.data) and probe.size <= self.limits.max_skill_md_bytes
+            return sid, obj, (probe.data, probe.etag) if whole else await self._head(obj)
+
+        found = await gather_limited([partial(head, sid) for sid in skill_ids], self.limits.concurrency)
+        items = [item for item in found if item is not None]
+        out: dict[str, SkillEntry | None] = dict.fromkeys(skill_ids)
+        if items:
+            out.update((e.skill_id, e) for e in await asyncio.to_thread(_parse_all, source, items))
+        return out
 
     async def _head(self, obj: ObjectInfo) -> tuple[bytes, str] | str:
         """The bytes of a SKILL.md needed to parse its frontmatter, or why it was skipped."""
@@ -182,24 +369,42 @@ class SkillCatalog:
             if prefix is None or key == prefix:
                 index.refreshed_at = None
 
+    def request_reconcile(self, prefix: str) -> None:
+        """Make the next refresh of `prefix` check it against a LIST (a skill went missing)."""
+        index = self._indexes.get(prefix)
+        if index is not None:
+            index.reconcile = True
+
     # -- bodies --------------------------------------------------------------------------
 
     async def atext(self, entry: SkillEntry) -> str:
         """The full text of a skill's `SKILL.md` (no request when cached for its ETag)."""
+        return (await self.abody(entry))[0]
+
+    async def abody(self, entry: SkillEntry) -> tuple[str, str]:
+        """The text of a skill's `SKILL.md` and the ETag it was read with.
+
+        An ETag other than the entry's means the index (or manifest) was stale.
+
+        Raises:
+            NotFound: The `SKILL.md` is gone.
+        """
         cache_key = (entry.key, entry.etag)
         hit = self._bodies.get(cache_key)
         if hit is not None:
             self._bodies.move_to_end(cache_key)
-            return hit[0]
+            return hit[0], entry.etag
         body = await self.store.aget(entry.key, max_bytes=self.limits.max_skill_md_bytes)
         text = body.data.decode("utf-8-sig", errors="replace")
-        if body.etag == entry.etag and len(body.data) <= self.limits.body_cache_bytes // 4:
+        if body.etag != entry.etag:
+            return text, body.etag
+        if len(body.data) <= self.limits.body_cache_bytes // 4:
             self._bodies[cache_key] = (text, len(body.data))
             self._body_bytes += len(body.data)
             while self._body_bytes > self.limits.body_cache_bytes and self._bodies:
                 _, (_, size) = self._bodies.popitem(last=False)
                 self._body_bytes -= size
-        return text
+        return text, body.etag
 
     @property
     def body_cache_bytes(self) -> int:

@@ -29,11 +29,12 @@ from s3skills.ids import SkillId, nested_in
 from s3skills.paths import VPath, join_key
 from s3skills.skills.catalog import SkillCatalog, SkillEntry
 from s3skills.skills.matching import closest_ids, rank
-from s3skills.skills.model import SkillInfo, SkillProblem
-from s3skills.skills.parse import get_skill_doc
+from s3skills.skills.model import InvalidSkill, SkillInfo, SkillProblem
+from s3skills.skills.parse import get_skill_doc, parse_skill_md
 from s3skills.skills.registry import SkillRegistry, merge_index
 from s3skills.skills.versions import SkillVersion, current_from_objects, current_version, read_pinned
 from s3skills.skills.versions import history as version_history
+from s3skills.skills.writers import LibraryWriter
 from s3skills.storage import ObjectBody, ObjectStore, ObjectVersion
 from s3skills.tenancy import Identity, SkillPin, Tenant, resolve_tenant, run_config
 
@@ -125,7 +126,7 @@ class _Known:
     prefix: str | None
 
 
-class SkillLibrary:
+class SkillLibrary(LibraryWriter):
     """The skills of every tenant, seen one tenant at a time.
 
     Args:
@@ -134,7 +135,11 @@ class SkillLibrary:
         registry: Code skills, indexed with the S3 skills.
         tenant: How to find the tenant of the current call; by default the run's
             context (see `s3skills.tenancy`).
-        catalog: A `SkillCatalog` to share (one is built otherwise).
+        catalog: A `SkillCatalog` to share (one is built otherwise, reading each
+            library's manifest as `config.manifest` and `config.verify` say).
+
+    Writers (`acreate`, `aset_enabled`, `aremove`, `anote_changed`) keep each
+    library's manifest current; see `s3skills.skills.writers`.
     """
 
     def __init__(
@@ -149,7 +154,14 @@ class SkillLibrary:
         self.store = store
         self.config = config or Config()
         self.registry = registry
-        self.catalog = catalog or SkillCatalog(store, limits=self.config.limits, ttl=self.config.catalog_ttl)
+        self.catalog = catalog or SkillCatalog(
+            store,
+            limits=self.config.limits,
+            ttl=self.config.catalog_ttl,
+            manifest_key=self.config.layout.manifest_key if self.config.manifest else None,
+            verify=self.config.verify,
+            verify_interval=self.config.verify_interval,
+        )
         self._tenant = tenant or (lambda: self.config.check_tenant(resolve_tenant(Identity())))
         self._pinned_md: OrderedDict[tuple[str, str], str] = OrderedDict()  # (folder, ETag) -> SKILL.md body
 
@@ -319,18 +331,20 @@ class SkillLibrary:
 
         A code skill gives its instructions.
         """
-        hit = await self._find(name, self._user(tenant))
+        tenant = self._user(tenant)
+        hit = await self._find(name, tenant)
         if hit.entry is None:
             return self._code_instructions(hit.info.id)
-        return await self.catalog.atext(hit.entry)
+        return (await self._text(hit, tenant))[1]
 
     @io_bound
     async def ainstructions(self, name: str, *, tenant: Tenant | None = None) -> str:
         """The instructions of an enabled skill: its `SKILL.md` body, or a code skill's own."""
-        hit = await self._find(name, self._user(tenant))
+        tenant = self._user(tenant)
+        hit = await self._find(name, tenant)
         if hit.entry is None:
             return self._code_instructions(hit.info.id)
-        return get_skill_doc(await self.catalog.atext(hit.entry))
+        return get_skill_doc((await self._text(hit, tenant))[1])
 
     async def ainstructions_of(self, skill: SkillInfo, *, tenant: Tenant | None = None) -> str:
         """Like `ainstructions`, for a skill of an index just read (no index request)."""
@@ -341,8 +355,38 @@ class SkillLibrary:
         hit = known.get(skill.id)
         if hit is None or hit.entry is None or hit.info.etag != skill.etag:
             hit = await self._find(skill.id, tenant)
+        if hit.entry is None:
+            return self._code_instructions(hit.info.id)
+        return get_skill_doc((await self._text(hit, tenant))[1])
+
+    async def _text(self, hit: _Known, tenant: Tenant) -> tuple[_Known, str]:
+        """The SKILL.md of an S3 skill as stored now, and the skill it describes.
+
+        The index (or the manifest it came from) may be stale: a SKILL.md that is gone
+        answers "not found", one that changed is indexed again, both after a LIST
+        reconciliation of the library. What is loaded is decided by the real file.
+        """
         assert hit.entry is not None
-        return get_skill_doc(await self.catalog.atext(hit.entry))
+        assert hit.prefix is not None
+        try:
+            text, etag = await self.catalog.abody(hit.entry)
+        except NotFound:
+            await self.catalog.areconcile(hit.info.source, hit.prefix)
+            raise SkillError(f"Skill '{hit.info.id}' not found. Call list_skills to see them all.") from None
+        if etag == hit.entry.etag:
+            if _enabled_in(text, hit.info.id):
+                return hit, text
+            # The index said enabled, the file says otherwise (a forged or damaged manifest).
+            await self.catalog.arefresh_entries(hit.info.source, hit.prefix, [hit.info.id])
+            raise SkillError(f"Skill '{hit.info.id}' not found. Call list_skills to see them all.")
+        await self.catalog.areconcile(hit.info.source, hit.prefix)
+        hit = await self._find(hit.info.id, tenant)
+        if hit.entry is None:
+            return hit, self._code_instructions(hit.info.id)
+        try:
+            return hit, (await self.catalog.abody(hit.entry))[0]
+        except NotFound:
+            raise SkillError(f"Skill '{hit.info.id}' not found. Call list_skills to see them all.") from None
 
     def _code_instructions(self, skill_id: str) -> str:
         code = self.registry.get(skill_id) if self.registry is not None else None
@@ -409,7 +453,9 @@ class SkillLibrary:
         check_leaf_clash(hit.info.id, [*loaded, *tenant.loaded_skills])
         if hit.entry is None:
             return LoadResult(hit.info, self._code_instructions(hit.info.id), [])
-        text = await self.catalog.atext(hit.entry)
+        hit, text = await self._text(hit, tenant)
+        if hit.entry is None:
+            return LoadResult(hit.info, text, [])
         home = self._home(await self._known(tenant, cached=True), hit)
         version = await self._current(home)
         leaf = SkillId.parse(hit.info.id).leaf
@@ -515,11 +561,23 @@ class SkillLibrary:
     load = sync_method(aload)
     version = sync_method(aversion)
     history = sync_method(ahistory)
+    note_changed = sync_method(LibraryWriter.anote_changed)
+    create = sync_method(LibraryWriter.acreate)
+    set_enabled = sync_method(LibraryWriter.aset_enabled)
+    remove = sync_method(LibraryWriter.aremove)
 
 
 def _name(name: object) -> str:
     """A skill name as given (an id or a leaf), checked."""
     return str(SkillId.parse(name))
+
+
+def _enabled_in(text: str, skill_id: str) -> bool:
+    """Whether a SKILL.md's own frontmatter enables it (what loading trusts, not the index)."""
+    try:
+        return parse_skill_md(text, folder=SkillId.parse(skill_id).leaf).metadata.enabled
+    except InvalidSkill:
+        return False
 
 
 def _resolves(name: str, known: dict[str, _Known]) -> bool:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from s3skills.storage.protocol import (
     ListPage,
+    NotModified,
     ObjectBody,
     ObjectInfo,
     ObjectStore,
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ListPage",
+    "NotModified",
     "ObjectBody",
     "ObjectInfo",
     "ObjectStore",

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
-from s3skills.errors import NotFound
+from s3skills.errors import NotFound, S3SkillsError
 
 __all__ = [
     "ListPage",
+    "NotModified",
     "ObjectBody",
     "ObjectInfo",
     "ObjectStore",
@@ -39,6 +40,19 @@ VersioningStatus = str
 
 RequestHook = Callable[[str], None]
 """Called with the S3 operation name (`GetObject`, `ListObjectsV2`...) once per API call."""
+
+
+class NotModified(S3SkillsError):
+    """A conditional GET found the object unchanged (HTTP 304): no body was sent.
+
+    Attributes:
+        etag: The ETag the caller already holds.
+    """
+
+    def __init__(self, key: str, etag: str) -> None:
+        super().__init__(f"get: {key} is unchanged (ETag {etag})")
+        self.key = key
+        self.etag = etag
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,8 +180,19 @@ class ObjectStore(Protocol):
         """Every object and common prefix under `prefix` (all pages)."""
         ...
 
-    async def aget(self, key: str, *, max_bytes: int | None = None, version_id: str | None = None) -> ObjectBody:
-        """A whole object, or one version of it with `version_id` (1 request)."""
+    async def aget(
+        self,
+        key: str,
+        *,
+        max_bytes: int | None = None,
+        version_id: str | None = None,
+        if_none_match: str | None = None,
+    ) -> ObjectBody:
+        """A whole object, or one version of it with `version_id` (1 request).
+
+        With `if_none_match` (an ETag the caller holds), an unchanged object raises
+        `NotModified` instead of sending its body (still 1 request).
+        """
         ...
 
     async def alist_versions(self, prefix: str) -> list[ObjectVersion]:

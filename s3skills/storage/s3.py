@@ -25,6 +25,7 @@ from s3skills._loop import close_at_exit
 from s3skills.errors import FileTooLarge, NotFound, S3SkillsError, StoreUnavailable, translate_error
 from s3skills.storage.protocol import (
     ListPage,
+    NotModified,
     ObjectBody,
     ObjectInfo,
     ObjectVersion,
@@ -45,6 +46,16 @@ def _close_clients(clients: dict[asyncio.AbstractEventLoop, tuple[Any, Any]]) ->
         if not loop.is_closed():
             with contextlib.suppress(RuntimeError):
                 asyncio.run_coroutine_threadsafe(cm.__aexit__(None, None, None), loop)
+
+
+def _not_modified(exc: BaseException) -> bool:
+    """Whether botocore reported a 304 (it raises a ClientError for it)."""
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return False
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    code = str(response.get("Error", {}).get("Code", ""))
+    return status == 304 or code in ("304", "NotModified")
 
 
 def _etag(value: Any) -> str:
@@ -194,10 +205,24 @@ class S3ObjectStore(StoreHelpers):
                 return
             kwargs["ContinuationToken"] = token
 
-    async def aget(self, key: str, *, max_bytes: int | None = None, version_id: str | None = None) -> ObjectBody:
+    async def aget(
+        self,
+        key: str,
+        *,
+        max_bytes: int | None = None,
+        version_id: str | None = None,
+        if_none_match: str | None = None,
+    ) -> ObjectBody:
         """Read a whole object, or one version of it (1 GetObject; again only if the body arrives cut short).
 
+        Args:
+            key: The key.
+            max_bytes: Refuse a larger object without reading it.
+            if_none_match: An ETag the caller holds: an unchanged object answers 304
+                (`NotModified`) with no body.
+
         Raises:
+            NotModified: `if_none_match` matched.
             NotFound: No such key (or no such version). AccessDenied is never reported as NotFound.
             FileTooLarge: The object is larger than `max_bytes` (nothing is read).
         """
@@ -205,10 +230,14 @@ class S3ObjectStore(StoreHelpers):
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
         if version_id is not None:
             kwargs["VersionId"] = version_id
+        if if_none_match is not None:
+            kwargs["IfNoneMatch"] = f'"{if_none_match}"'
         for attempt in range(1, self.max_attempts + 1):
             try:
                 resp = await client.get_object(**kwargs)
             except Exception as exc:
+                if if_none_match is not None and _not_modified(exc):
+                    raise NotModified(key, if_none_match) from None
                 err = translate_error(exc, "get")
                 if version_id is not None and ("NoSuchVersion" in str(err) or "InvalidArgument" in str(err)):
                     raise NotFound("get: the store answered NoSuchVersion") from exc

@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.storage.protocol import (
     ListPage,
+    NotModified,
     ObjectBody,
     ObjectInfo,
     ObjectVersion,
@@ -122,7 +123,7 @@ class MemoryObjectStore(StoreHelpers):
             del self._history[key]
         return version_id
 
-    def all_keys(self) -> list[str]:
+    def keys(self) -> list[str]:
         """Every key, in order."""
         with self._lock:
             return sorted(self._objects)
@@ -179,10 +180,19 @@ class MemoryObjectStore(StoreHelpers):
                 return version.obj, version_id
         raise NotFound("get: the store answered NoSuchVersion")
 
-    async def aget(self, key: str, *, max_bytes: int | None = None, version_id: str | None = None) -> ObjectBody:
-        """A whole object, or one version of it."""
+    async def aget(
+        self,
+        key: str,
+        *,
+        max_bytes: int | None = None,
+        version_id: str | None = None,
+        if_none_match: str | None = None,
+    ) -> ObjectBody:
+        """A whole object, or one version of it; `NotModified` when its ETag is `if_none_match`."""
         self._call("GetObject")
         obj, vid = self._get_version(key, version_id)
+        if if_none_match is not None and obj.etag == if_none_match:
+            raise NotModified(key, if_none_match)
         if max_bytes is not None and len(obj.data) > max_bytes:
             raise FileTooLarge(f"get: the object is {len(obj.data)} bytes; the limit is {max_bytes}")
         return ObjectBody(key, obj.data, obj.etag, len(obj.data), obj.modified, obj.content_type, vid)

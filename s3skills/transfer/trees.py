@@ -27,6 +27,7 @@ from s3skills.errors import InvalidPath, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
+from s3skills.skills.writers import anote_changed
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.transfer.localtree import (
     MAX_FILE_BYTES,
@@ -259,6 +260,10 @@ async def apush_tree(
         done += len(batch)
         if progress is not None:
             progress(batch[-1][len(prefix) :], done, total)
+    # The library's manifest (its one-request index) records the pushed and removed skills.
+    written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
+    touched = {str(sid) for k in [*written, *deletions] if (sid := SkillId.from_key(k, prefix)) is not None}
+    await anote_changed(store, prefix, touched)
     return report
 
 

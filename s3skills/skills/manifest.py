@@ -1,0 +1,328 @@
+"""The manifest of a library: its index in one object, so indexing costs one request.
+
+A manifest sits next to a library's `skills/` folder (`KeyLayout.manifest_key`:
+`users/ana/.s3skills/manifest.json`), never inside it. It holds, for every
+`SKILL.md` of the library, its key, ETag, size and parsed metadata (or the problem
+found), plus a schema version, when it was built and when a full LIST last
+confirmed it (`verified_at`).
+
+It is derived data. A manifest that is missing, unreadable, of another schema,
+oversized or damaged means "rebuild from a LIST", never an error shown to an agent.
+An entry is kept only if it describes a `SKILL.md` inside the manifest's own
+library prefix with a well-formed id and valid metadata; anything else is dropped
+(and the manifest is reconciled). Loading a skill always reads its real `SKILL.md`,
+so a forged entry cannot make a skill's files readable (`SkillLibrary.aload`).
+
+Writers update it with a conditional PUT (`if_match` on the ETag read,
+`if_none_match` to create) and, on a conflict, re-read, merge and retry a bounded
+number of times (`aupdate_manifest`). A writer that gives up deletes the manifest,
+so the next reader rebuilds it rather than trusting a stale one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
+from s3skills.ids import SKILL_FILE, SkillId
+from s3skills.skills.model import SkillInfo, SkillMetadata
+from s3skills.storage import NotModified, ObjectStore
+
+__all__ = [
+    "MANIFEST_SCHEMA",
+    "MAX_MANIFEST_BYTES",
+    "Manifest",
+    "SkillEntry",
+    "aread_manifest",
+    "aupdate_manifest",
+    "awrite_manifest",
+    "decode_manifest",
+    "encode_manifest",
+]
+
+MANIFEST_SCHEMA = "s3skills.manifest/1"
+"""The schema this code reads and writes; any other value means "rebuild"."""
+
+MAX_MANIFEST_BYTES = 64 * 1024 * 1024
+"""A larger manifest is not read (it is rebuilt from a LIST)."""
+
+MAX_WRITE_ATTEMPTS = 10
+"""Conditional PUTs a writer tries before it gives up (and deletes the manifest)."""
+
+_CLOCK_SKEW = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class SkillEntry:
+    """One `SKILL.md` of a library: its parsed skill, or why it was skipped."""
+
+    skill_id: str
+    key: str
+    etag: str
+    size: int
+    info: SkillInfo | None
+    problem: str | None
+
+
+@dataclass
+class Manifest:
+    """A library's manifest as read (or about to be written).
+
+    Attributes:
+        prefix: The library prefix it describes.
+        entries: Skill id -> entry (only entries inside `prefix`).
+        built_at: Clock time it was written.
+        verified_at: Clock time a full LIST last confirmed every entry (None: never).
+        etag: The ETag of the object it was read from (None: not stored yet).
+        dropped: Entries of the object that were ignored (forged, damaged, outside the prefix).
+        valid: False for an object that exists but must be rebuilt (foreign schema,
+            damaged, oversized): its ETag is kept so a rebuild can replace it.
+    """
+
+    prefix: str
+    entries: dict[str, SkillEntry] = field(default_factory=dict)
+    built_at: float = 0.0
+    verified_at: float | None = None
+    etag: str | None = None
+    dropped: int = 0
+    valid: bool = True
+
+    def verified_within(self, now: float, interval: float) -> bool:
+        """Whether a LIST confirmed it less than `interval` ago (a future time does not count)."""
+        return self.verified_at is not None and now - interval < self.verified_at <= now + _CLOCK_SKEW
+
+
+# -- encoding ---------------------------------------------------------------------------------
+
+
+def encode_manifest(manifest: Manifest) -> bytes:
+    """The JSON bytes of a manifest (entries sorted by id)."""
+    skills: dict[str, Any] = {}
+    for skill_id, entry in sorted(manifest.entries.items()):
+        item: dict[str, Any] = {"key": entry.key, "etag": entry.etag, "size": entry.size}
+        if entry.info is not None:
+            item["metadata"] = entry.info.metadata.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            if entry.info.warnings:
+                item["warnings"] = list(entry.info.warnings)
+        else:
+            item["problem"] = entry.problem or "unknown problem"
+        skills[skill_id] = item
+    doc = {
+        "schema": MANIFEST_SCHEMA,
+        "prefix": manifest.prefix,
+        "built_at": manifest.built_at,
+        "verified_at": manifest.verified_at,
+        "skills": skills,
+    }
+    return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def decode_manifest(data: bytes, prefix: str, source: str, *, max_entries: int) -> Manifest | None:
+    """Parse a manifest object; None when it must be rebuilt (never raises).
+
+    Entries naming a key outside `prefix`, a malformed id, or metadata the model
+    refuses are dropped and counted in `Manifest.dropped`.
+    """
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA or doc.get("prefix") != prefix:
+        return None
+    skills = doc.get("skills")
+    built_at, verified_at = doc.get("built_at"), doc.get("verified_at")
+    if not isinstance(skills, dict) or not isinstance(built_at, int | float) or not _is_time(built_at):
+        return None
+    if verified_at is not None and not (isinstance(verified_at, int | float) and _is_time(verified_at)):
+        return None
+    manifest = Manifest(
+        prefix, built_at=float(built_at), verified_at=None if verified_at is None else float(verified_at)
+    )
+    for skill_id, item in skills.items():
+        entry = _entry(prefix, source, skill_id, item) if len(manifest.entries) < max_entries else None
+        if entry is None:
+            manifest.dropped += 1
+        else:
+            manifest.entries[entry.skill_id] = entry
+    return manifest
+
+
+def _is_time(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
+
+
+def _entry(prefix: str, source: str, skill_id: object, item: object) -> SkillEntry | None:
+    """One entry, or None when it is forged or damaged."""
+    if not isinstance(skill_id, str) or not isinstance(item, dict):
+        return None
+    key = prefix + skill_id + "/" + SKILL_FILE
+    if (
+        item.get("key") != key
+        or SkillId.from_key(key, prefix) is None
+        or str(SkillId.from_key(key, prefix)) != skill_id
+    ):
+        return None
+    etag, size = item.get("etag"), item.get("size")
+    if not isinstance(etag, str) or not etag or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return None
+    problem = item.get("problem")
+    if problem is not None:
+        return SkillEntry(skill_id, key, etag, size, None, str(problem)) if isinstance(problem, str) else None
+    warnings = item.get("warnings", [])
+    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+        return None
+    try:
+        metadata = SkillMetadata.model_validate(item.get("metadata"))
+    except ValidationError:
+        return None
+    info = SkillInfo(id=skill_id, metadata=metadata, source=source, etag=etag, warnings=tuple(warnings))
+    return SkillEntry(skill_id, key, etag, size, info, None)
+
+
+# -- reading and writing -----------------------------------------------------------------------
+
+
+async def aread_manifest(
+    store: ObjectStore,
+    key: str,
+    prefix: str,
+    source: str,
+    *,
+    etag: str | None = None,
+    max_entries: int = 20_000,
+) -> Manifest | None:
+    """Read a manifest with a conditional GET (1 request).
+
+    Args:
+        store: The bucket.
+        key: The manifest's key.
+        prefix: The library it must describe.
+        source: Recorded on each `SkillInfo` (`user` or `shared`).
+        etag: The ETag already held: an unchanged manifest raises `NotModified`.
+        max_entries: Entries past this are dropped.
+
+    Returns:
+        The manifest; None when it is missing or unreadable; one with `valid=False`
+        when it exists but must be rebuilt.
+
+    Raises:
+        NotModified: `etag` is still current.
+    """
+    try:
+        body = await store.aget(key, max_bytes=MAX_MANIFEST_BYTES, if_none_match=etag)
+    except NotModified:
+        raise
+    except FileTooLarge:
+        try:
+            return Manifest(prefix, etag=(await store.ahead(key)).etag, valid=False)
+        except S3SkillsError:
+            return None
+    except S3SkillsError:
+        return None  # missing or unreadable: derived data, rebuilt by the caller
+    manifest = await asyncio.to_thread(decode_manifest, body.data, prefix, source, max_entries=max_entries)
+    if manifest is None:
+        return Manifest(prefix, etag=body.etag, valid=False)
+    manifest.etag = body.etag
+    return manifest
+
+
+async def awrite_manifest(store: ObjectStore, key: str, manifest: Manifest) -> str:
+    """Store a manifest with a conditional PUT: `if_match` its ETag, or create only.
+
+    Returns:
+        The new ETag (also set on `manifest.etag`).
+
+    Raises:
+        Conflict: Another writer changed (or created) it first.
+    """
+    data = await asyncio.to_thread(encode_manifest, manifest)
+    try:
+        if manifest.etag is None:
+            etag = await store.aput(key, data, if_none_match=True, content_type="application/json")
+        else:
+            etag = await store.aput(key, data, if_match=manifest.etag, content_type="application/json")
+    except NotFound as exc:  # deleted since it was read
+        raise Conflict("put: the manifest was removed meanwhile") from exc
+    manifest.etag = etag
+    return etag
+
+
+EntryReader = Callable[[list[str]], Awaitable[dict[str, SkillEntry | None]]]
+"""Reads the current entries of skill ids (None: its SKILL.md is gone)."""
+
+
+async def aupdate_manifest(
+    store: ObjectStore,
+    key: str,
+    prefix: str,
+    skill_ids: Iterable[str],
+    read_entries: EntryReader,
+    *,
+    source: str = "user",
+    max_entries: int = 20_000,
+    attempts: int = MAX_WRITE_ATTEMPTS,
+    clock: Callable[[], float] = time.time,
+) -> bool:
+    """Record the current state of some skills in an existing manifest (a writer's update).
+
+    A missing (or unreadable) manifest is left for the next reader to rebuild: a
+    manifest is only ever created whole, from a LIST. On a conflict the manifest is
+    re-read and the entries merged again; skills whose entry another writer changed
+    meanwhile are read again. After `attempts` conflicts the manifest is deleted.
+
+    Returns:
+        True when the manifest now records the skills (or there is none to update).
+    """
+    wanted = sorted(set(skill_ids))
+    if not wanted:
+        return True
+    try:
+        current: dict[str, SkillEntry | None] | None = None
+        for attempt in range(attempts):
+            manifest = await aread_manifest(store, key, prefix, source, max_entries=max_entries)
+            if manifest is None or not manifest.valid:
+                return True
+            if current is None:
+                current = await read_entries(wanted)
+            stale = [sid for sid in wanted if _differs(manifest.entries.get(sid), current[sid], since=attempt > 0)]
+            if stale:
+                current.update(await read_entries(stale))
+            if all(_same(manifest.entries.get(sid), current[sid]) for sid in wanted):
+                return True
+            for sid in wanted:
+                entry = current[sid]
+                if entry is None:
+                    manifest.entries.pop(sid, None)
+                else:
+                    manifest.entries[sid] = entry
+            manifest.built_at = clock()
+            try:
+                await awrite_manifest(store, key, manifest)
+                return True
+            except Conflict:
+                await asyncio.sleep(random.uniform(0.005, 0.05) * (attempt + 1))  # noqa: S311 - jitter
+        await store.adelete_many([key])
+    except S3SkillsError:
+        # The skills were written; the manifest is derived. Drop it so no reader trusts it.
+        try:
+            await store.adelete_many([key])
+        except S3SkillsError:
+            return False
+    return False
+
+
+def _same(a: SkillEntry | None, b: SkillEntry | None) -> bool:
+    return a == b  # the whole entry: a forged description or `enabled` with a true ETag is not "the same"
+
+
+def _differs(in_manifest: SkillEntry | None, ours: SkillEntry | None, *, since: bool) -> bool:
+    """After a conflict: another writer recorded this skill differently, so read it again."""
+    return since and in_manifest is not None and not _same(in_manifest, ours)

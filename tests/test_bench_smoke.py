@@ -1,0 +1,76 @@
+"""The bench's smoke mode runs every scenario end to end and writes a complete report.
+
+`bench/run.py --smoke` runs in a subprocess (the index scenario alone: seconds; every
+scenario: about half a minute, four fresh interpreters import s3skills for start-up).
+These tests check that the bench works and the shape of its JSON, never its numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+INDEX_CONTENDERS = {
+    "manifest cold",
+    "manifest warm",
+    "within TTL",
+    "no manifest cold",
+    "seeds' way",
+    "raw transfer",
+    "deepagents SkillsMiddleware",
+}
+
+
+def test_index_smoke_reports_every_contender_at_every_size_and_a_plot(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--scenario", "index", "--smoke", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (output,) = tmp_path.glob("bench-*-index-*-smoke.json")
+    index = json.loads(output.read_text())["index"]
+    assert [row["size"] for row in index["sizes"]] == [20, 60]
+    for row in index["sizes"]:
+        assert set(row["index"]) == INDEX_CONTENDERS
+        assert all("seconds" in cell and "requests" in cell for cell in row["index"].values())
+        assert set(row["other"]) == {"middleware per model call (warm index)", "load + SKILL.md read"}
+        assert row["peak_rss_mib"] > 0
+    assert index["push"]["skills"] == 20
+    assert Path(index["plot"]).stat().st_size > 0
+    assert index["targets"] == []  # not asserted in smoke mode
+
+
+def test_smoke_mode_runs_every_scenario_and_reports_both_trees(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--smoke", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (output,) = tmp_path.glob("bench-*-smoke.json")
+    report = json.loads(output.read_text())
+
+    assert {s["name"] for s in report["scenarios"]} == {
+        "grep /workspace",
+        "skills index, cold",
+        "skills index, warm",
+        "read one file",
+    }
+    assert {row["size"] for row in report["index"]["sizes"]} == {20, 60}
+    assert [row["operation"] for row in report["operations"] if row["error"]] == []
+    startup = report["startup"]
+    assert startup["previous"]["ref"] == "1921cb8"
+    for tree in (startup["current"], startup["previous"]):
+        assert tree["help_seconds"] > 0
+        assert tree["modules"] > 0
+    assert Path(startup["current"]["s3skills_from"]).is_relative_to(BENCH.parent)
+    assert set(startup["ratio"]) == {"help_seconds", "modules"}
+    assert "current / previous" in done.stdout
