@@ -270,7 +270,10 @@ def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int 
 
 
 def _mib(size: int) -> str:
-    return f"{size / 2**20:.1f} MiB"
+    """`60.0 MiB`, `1.0 KiB` or `12 B`."""
+    if size >= 2**20:
+        return f"{size / 2**20:.1f} MiB"
+    return f"{size / 1024:.1f} KiB" if size >= 1024 else f"{size} B"
 
 
 def _check_file(path: Path, real_root: Path, max_file_bytes: int) -> str | None:
