@@ -264,13 +264,14 @@ _ASSEMBLERS: dict[str, _Assemble] = {
 }
 
 
-def _summary(rest: Sequence[SkillInfo], names: Sequence[SkillInfo]) -> str | None:
-    """The lines after the described skills: more matches by id, the rest by category."""
+def _summary(rest: Sequence[str], names: Sequence[SkillInfo]) -> str | None:
+    """The lines after the described skills: more matches by id, the rest (their
+    categories) counted by category."""
     lines = []
     if names:
         lines.append("Also relevant (ids only): " + ", ".join(_clean(s.id) for s in names) + ".")
     if rest:
-        counts = Counter(s.category or "(no category)" for s in rest)
+        counts = Counter(rest)
         named = counts.most_common(_MAX_CATEGORIES_NAMED)
         listed = ", ".join(f"{_clean(c)} ({n})" for c, n in named)
         more = len(counts) - len(named)
@@ -310,25 +311,30 @@ def format_ranked(
         return ""
     assemble = _ASSEMBLERS[index_format]
     ordered = list(skills)
-    everything: list[_Entry] = [(s, _clean(s.metadata.description)) for s in _display(ordered, index_format)]
-    whole = assemble(everything, None)
-    if len(whole) <= budget_chars:
-        return whole
-    entries: list[_Entry] = [(s, _shorten(_clean(s.metadata.description), description_chars)) for s in ordered]
+    cleaned = {s.id: _clean(s.metadata.description) for s in ordered}
+    if sum(len(d) for d in cleaned.values()) <= budget_chars:  # else the whole index cannot fit
+        everything: list[_Entry] = [(s, cleaned[s.id]) for s in _display(ordered, index_format)]
+        whole = assemble(everything, None)
+        if len(whole) <= budget_chars:
+            return whole
+    entries: list[_Entry] = [(s, _shorten(cleaned[s.id], description_chars)) for s in ordered]
+    categories = [s.category or "(no category)" for s in ordered]
 
     def text(described: int, named: int) -> str:
         chosen = list(entries[:described])
         chosen.sort(key=lambda e: _display_key(e[0], index_format))
         names = ordered[described : described + named]
-        return assemble(chosen, _summary(ordered[described + named :], names))
+        return assemble(chosen, _summary(categories[described + named :], names))
 
-    described = _most(lambda k: len(text(k, 0)) <= budget_chars * 3 // 4, len(ordered))
+    # Each shown entry takes more than 10 characters: no need to try more than budget/10.
+    most = min(len(ordered), budget_chars // 10)
+    described = _most(lambda k: len(text(k, 0)) <= budget_chars * 3 // 4, most)
     # the ids of the next ones take the rest of the budget
-    named = _most(lambda k: len(text(described, k)) <= budget_chars, len(ordered) - described)
+    named = _most(lambda k: len(text(described, k)) <= budget_chars, min(len(ordered) - described, most))
     result = text(described, named)
     if len(result) <= budget_chars:
         return result
-    return _shorten(_summary(ordered, []) or "", budget_chars)
+    return _shorten(_summary(categories, []) or "", budget_chars)
 
 
 def _most(fits: Callable[[int], bool], high: int) -> int:
