@@ -48,24 +48,31 @@ USER = "bench"
 LAYOUT = KeyLayout.seeds()
 PREFIX = f"{USER}/skills/"
 
-_SYLLABLES = "ba be bi bo bu ca co cu da de di do fa fe fi fo ga go gu ka ke ki ko la le li lo lu ma me mi mo mu na ne ni no nu pa pe pi po ra re ri ro ru sa se si so ta te ti to tu va ve vi vo za ze zo".split()
-_ENTITIES = (
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+_SYLLABLES = [c + v for c in "bcdfgklmnprstvz" for v in "aeiou"]
+_ENTITIES_TEXT = (
     "ticket task issue project board card contact deal lead invoice payment order customer channel message "
     "meeting event calendar file folder document sheet row record campaign email template user team webhook "
     "report dashboard note comment label tag pipeline build release repository branch subscription coupon"
-).split()
-_VERBS = "create update list search archive delete assign export import schedule send merge tag".split()
+)
+_ENTITIES = _words(_ENTITIES_TEXT)
+_VERBS = _words("create update list search archive delete assign export import schedule send merge tag")
 _TOPICS = {
     "documents": ["pdf", "docx", "spreadsheet", "slides", "markdown", "invoice", "contract", "form", "ocr", "epub"],
     "development": ["pytest", "docker", "terraform", "graphql", "migration", "linting", "profiling", "webhooks"],
     "data": ["csv", "parquet", "sql", "charts", "pandas", "forecasting", "dedupe", "geocoding"],
     "writing": ["changelog", "blog", "newsletter", "translation", "summary", "press-release", "grant", "resume"],
 }
-_TOPIC_WORDS = (
+_TOPIC_WORDS = _words(
     "pages tables columns fields values layout fonts images headers footers citations metadata schema rows "
     "indexes queries tests fixtures containers modules variables charts axes labels forecasts duplicates "
     "addresses drafts tone audience sections bullet points deadlines budgets sources"
-).split()
+)
 
 
 @dataclass
