@@ -49,7 +49,6 @@ LAYOUT = KeyLayout.seeds()
 PREFIX = f"{USER}/skills/"
 
 
-
 def _words(text: str) -> list[str]:
     return text.split()
 

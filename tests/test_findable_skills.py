@@ -203,13 +203,16 @@ def test_pdf_text_mode_reads_pages_for_models_without_vision(pdf_store: MemoryOb
     backend = backend_of(pdf_store, pdf_mode="text")
     backend.load_skill("manual")
     whole = backend.read("/skills/manual/resources/x.pdf")
-    assert whole.error is None and whole.file_data is not None
+    assert whole.error is None
+    assert whole.file_data is not None
     content = whole.file_data["content"]
-    assert "[page 1 of 3]\nAlpha page" in content and "[page 3 of 3]\nCharlie page" in content
+    assert "[page 1 of 3]\nAlpha page" in content
+    assert "[page 3 of 3]\nCharlie page" in content
 
     some = backend.read("/skills/manual/resources/x.pdf#pages=2-3")
     assert some.file_data is not None
-    assert "Alpha" not in some.file_data["content"] and "[page 2 of 3]\nBravo page" in some.file_data["content"]
+    assert "Alpha" not in some.file_data["content"]
+    assert "[page 2 of 3]\nBravo page" in some.file_data["content"]
     assert "page 9" in str(backend.read("/skills/manual/resources/x.pdf#pages=9").error)
     assert "#pages=2-4" in str(backend.read("/skills/manual/resources/x.pdf#pages=x").error)
 
@@ -218,9 +221,11 @@ def test_pdf_file_mode_keeps_the_file_block_and_text_on_request(pdf_store: Memor
     backend = backend_of(pdf_store)
     backend.load_skill("manual")
     block = backend.read("/skills/manual/resources/x.pdf")
-    assert block.file_data is not None and block.file_data["encoding"] == "base64"
+    assert block.file_data is not None
+    assert block.file_data["encoding"] == "base64"
     text = backend.read("/skills/manual/resources/x.pdf#text")
-    assert text.file_data is not None and "Bravo page" in text.file_data["content"]
+    assert text.file_data is not None
+    assert "Bravo page" in text.file_data["content"]
 
 
 def test_pdf_text_without_pypdf_says_how_to_install_it(
@@ -230,4 +235,5 @@ def test_pdf_text_without_pypdf_says_how_to_install_it(
     backend = backend_of(pdf_store, pdf_mode="text")
     backend.load_skill("manual")
     error = backend.read("/skills/manual/resources/x.pdf").error
-    assert error is not None and "s3skills[pdf]" in error
+    assert error is not None
+    assert "s3skills[pdf]" in error

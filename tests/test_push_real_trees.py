@@ -76,8 +76,8 @@ def test_plugin_repo_skills_at_any_depth_map_to_plugin_category(tmp_path: Path) 
     lib = library(store)
     assert [s.id for s in lib.index()] == ["acme/access", "hashicorp/terraform-style", "sentry/triage"]
     assert lib.instructions("triage").strip().endswith("Instructions for triage.")
-    assert PREFIX + "sentry/triage/references/guide.md" in store.keys()
-    assert not any("node_modules" in k or ".git" in k for k in store.keys())
+    assert PREFIX + "sentry/triage/references/guide.md" in store
+    assert not any("node_modules" in k or ".git" in k for k in store)
 
 
 def test_dot_folder_categories_are_pushed_loaded_and_readable(tmp_path: Path) -> None:
@@ -93,7 +93,8 @@ def test_dot_folder_categories_are_pushed_loaded_and_readable(tmp_path: Path) ->
     assert backend.loaded_skills == [".curated/gh-fix-ci"]
     read = backend.read("/skills/gh-fix-ci/scripts/run.sh")
     assert read.error is None, read.error
-    assert read.file_data is not None and "echo hi" in read.file_data["content"]
+    assert read.file_data is not None
+    assert "echo hi" in read.file_data["content"]
 
 
 def test_nested_skill_is_its_own_skill_never_a_file_of_the_parent(tmp_path: Path) -> None:
@@ -106,7 +107,7 @@ def test_nested_skill_is_its_own_skill_never_a_file_of_the_parent(tmp_path: Path
     (nested,) = report.nested
     assert nested.path == "skills/qdrant-scaling/minimize-latency/SKILL.md"
     assert "separate skill 'minimize-latency'" in nested.reason
-    assert sorted(k[len(PREFIX) :] for k in store.keys()) == [
+    assert sorted(k[len(PREFIX) :] for k in store) == [
         "minimize-latency/SKILL.md",
         "minimize-latency/tips.md",
         "qdrant-scaling/SKILL.md",
@@ -126,9 +127,11 @@ def test_ambiguous_mappings_are_refused_with_every_clash_listed(tmp_path: Path) 
     with pytest.raises(PushRefused) as info:
         push_tree(store, repo, PREFIX)
     refused = {i.path: i.reason for i in info.value.report.refused}
-    assert "a/skills/common/SKILL.md" in refused and "b/a/common/SKILL.md" in refused
+    assert "a/skills/common/SKILL.md" in refused
+    assert "b/a/common/SKILL.md" in refused
     assert "all map to the skill id 'a/common'" in refused["b/a/common/SKILL.md"]
-    assert "both a skill" in refused["tools/SKILL.md"] and "both a skill" in refused["x/tools/calc/SKILL.md"]
+    assert "both a skill" in refused["tools/SKILL.md"]
+    assert "both a skill" in refused["x/tools/calc/SKILL.md"]
     assert store.keys() == []
 
     # --category puts every skill in one category; the clash of two folders remains.
@@ -166,7 +169,8 @@ def test_skill_nested_under_a_remote_skill_is_refused(tmp_path: Path) -> None:
     with pytest.raises(PushRefused) as info:
         push_tree(store, tmp_path / "two", PREFIX)
     (conflict,) = info.value.report.conflicts
-    assert conflict.path == "tools/calc" and "is a skill in the library" in conflict.reason
+    assert conflict.path == "tools/calc"
+    assert "is a skill in the library" in conflict.reason
 
 
 # -- item 5: disable survives push --------------------------------------------------------------
@@ -194,7 +198,8 @@ def test_disable_survives_a_push_of_the_unchanged_tree(tmp_path: Path) -> None:
     write(tree, "tools/calc/SKILL.md", skill_md("calc", "Calculates. Use it for sums and products."))
     push_tree(store, tree, PREFIX)
     (info,) = lib.index(include_disabled=True, refresh=True)
-    assert info.metadata.enabled is False and "products" in info.metadata.description
+    assert info.metadata.enabled is False
+    assert "products" in info.metadata.description
     push_tree(store, tree, PREFIX, enable=True)
     assert lib.index(refresh=True)[0].metadata.enabled is True
 
@@ -282,7 +287,8 @@ def test_cli_pull_reports_kept_files_and_exits_1(cli: Cli, tmp_path: Path) -> No
     assert cli("pull", str(dest)) == 0
     write(dest, "pdf/SKILL.md", "edited")
     assert cli("pull", str(dest)) == 1
-    assert "kept" in cli.err and "--force or --backup" in cli.err
+    assert "kept" in cli.err
+    assert "--force or --backup" in cli.err
     assert (dest / "pdf/SKILL.md").read_text() == "edited"
     assert cli("pull", "--backup", str(dest)) == 0
     assert (dest / "pdf/SKILL.md.s3skills-backup").read_text() == "edited"
@@ -296,10 +302,12 @@ def test_missing_bucket_says_how_to_create_it_and_dry_run_previews(
     g = ["--bucket", "not-created-yet", "--user", USER, "--endpoint-url", moto_endpoint]
     assert main([*g, "push", str(tree)]) == 1
     err = capsys.readouterr().err
-    assert "does not exist" in err and "--create-bucket" in err
+    assert "does not exist" in err
+    assert "--create-bucket" in err
     assert main([*g, "push", "--dry-run", "--create-bucket", str(tree)]) == 0
     out = capsys.readouterr().out
-    assert "Would upload 1 file" in out and "+ pdf/SKILL.md (new" in out
+    assert "Would upload 1 file" in out
+    assert "+ pdf/SKILL.md (new" in out
 
 
 def test_json_errors_are_json_on_stdout(moto_endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
@@ -307,7 +315,8 @@ def test_json_errors_are_json_on_stdout(moto_endpoint: str, capsys: pytest.Captu
     assert main([*g, "--json", "list"]) == 1
     captured = capsys.readouterr()
     document = json.loads(captured.out)
-    assert document["ok"] is False and "does not exist" in document["error"]
+    assert document["ok"] is False
+    assert "does not exist" in document["error"]
     assert captured.err.startswith("s3skills: error: ")
     assert main(["--json", "list", "--no-such-flag"]) == 2
     assert json.loads(capsys.readouterr().out)["status"] == 2
@@ -324,12 +333,15 @@ def test_piped_to_head_there_is_no_broken_pipe(
     env_args = ["--bucket", bucket, "--user", USER, "--endpoint-url", moto_endpoint, "--layout", "seeds"]
     command = [sys.executable, "-m", "s3skills.cli", *env_args, "list", *output]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as producer:
-        assert producer.stdout is not None and producer.stderr is not None
+        assert producer.stdout is not None
+        assert producer.stderr is not None
         producer.stdout.readline()  # like `head -1`
         producer.stdout.close()
         err = producer.stderr.read().decode()
         producer.wait(timeout=120)
-    assert "Broken pipe" not in err and "Traceback" not in err and "BrokenPipeError" not in err
+    assert "Broken pipe" not in err
+    assert "Traceback" not in err
+    assert "BrokenPipeError" not in err
 
 
 def test_dry_run_names_files_mapping_and_ignored(cli: Cli, tmp_path: Path) -> None:
@@ -345,7 +357,8 @@ def test_dry_run_names_files_mapping_and_ignored(cli: Cli, tmp_path: Path) -> No
 
 def test_create_without_description_is_disabled_and_validate_warns(cli: Cli) -> None:
     assert cli("create", "draft-skill") == 0
-    assert "(disabled)" in cli.out and "s3skills enable draft-skill" in cli.out
+    assert "(disabled)" in cli.out
+    assert "s3skills enable draft-skill" in cli.out
     assert cli("--json", "list") == 0
     assert json.loads(cli.out)["skills"] == []  # an agent never sees a TODO skill
     assert cli("validate", "draft-skill") == 0

@@ -123,9 +123,7 @@ def skill_md(name: str, description: str | None, *, code: bool = False, enabled:
     return text
 
 
-def scaffold_files(
-    name: str, description: str | None, *, code: bool = False, enabled: bool = True
-) -> dict[str, bytes]:
+def scaffold_files(name: str, description: str | None, *, code: bool = False, enabled: bool = True) -> dict[str, bytes]:
     """Relative path -> content of a new skill's files (`SKILL.md` first)."""
     files = {"SKILL.md": skill_md(name, description, code=code, enabled=enabled).encode("utf-8")}
     if code:

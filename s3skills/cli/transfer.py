@@ -100,9 +100,7 @@ def validate_command(ctx: Context, target: str) -> int:
     else:
         for shown, f in lines:
             ctx.print(problem_line(shown, f.level, f.message))
-        ctx.print(
-            f"{_plural(count, 'skill')} checked: {_plural(errors, 'error')}, {_plural(warnings, 'warning')}"
-        )
+        ctx.print(f"{_plural(count, 'skill')} checked: {_plural(errors, 'error')}, {_plural(warnings, 'warning')}")
     return 1 if errors else 0
 
 
