@@ -1,5 +1,10 @@
 """Skill indexes for a system prompt (YAML, grouped list, XML), each within a character budget.
 
+`format_ranked` is what the prompt middleware uses: the plain format when the whole
+library fits, else the best skills for the request with descriptions, more ids, and the
+rest counted by category with how to find them (see its docstring). The plain formats
+below degrade as follows.
+
 Every format lists the skills in a stable order and never returns more than
 `budget_chars` characters. When the full index does not fit it degrades, visibly and
 always the same way, in stages:
@@ -292,8 +297,9 @@ def format_ranked(
     the best skills with their descriptions, more ids, and the rest summarised.
 
     When every skill fits with its whole description, this is exactly the plain
-    format (`format_xml`, `format_yaml` or `format_grouped`). Otherwise the leading
-    skills of `skills` (ranked for the request by the caller) are shown with their
+    format (`format_xml`, `format_yaml` or `format_grouped`, sorted by id). Otherwise
+    the leading skills of `skills` (ranked for the request by the caller) are shown, in
+    that order (`grouped`: by category), with their
     descriptions cut at a word to `description_chars`, as many as fit in about three
     quarters of the budget; then the ids of the next ones; then one line counting
     the others by category and saying how to find them (`FIND_HINT`). No description is
@@ -321,8 +327,9 @@ def format_ranked(
     categories = [s.category or "(no category)" for s in ordered]
 
     def text(described: int, named: int) -> str:
-        chosen = list(entries[:described])
-        chosen.sort(key=lambda e: _display_key(e[0], index_format))
+        chosen = list(entries[:described])  # best first; `grouped` regroups them by category
+        if index_format == "grouped":
+            chosen.sort(key=lambda e: _display_key(e[0], index_format))
         names = ordered[described : described + named]
         return assemble(chosen, _summary(categories[described + named :], names))
 

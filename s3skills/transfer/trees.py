@@ -16,9 +16,7 @@ import functools
 import mimetypes
 import os
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from s3skills._loop import gather_limited, io_bound, sync_method
 from s3skills.errors import BucketNotFound, FileTooLarge, InvalidPath, NotFound, S3SkillsError, SkillError
@@ -39,6 +37,7 @@ from s3skills.transfer.localtree import (
     skill_of,
 )
 from s3skills.transfer.provenance import SOURCE_KEY, keep_disabled, read_remote, source_of
+from s3skills.transfer.reports import PullReport, PushRefused, PushReport
 
 __all__ = [
     "BACKUP_SUFFIX",
@@ -62,96 +61,11 @@ Progress = Callable[[str, int, int], None]
 """`progress(path, done, total)`, called from the I/O loop after each file."""
 
 
-class PushRefused(S3SkillsError, ValueError):
-    """The tree holds invalid skills or unsafe files; nothing was written.
-
-    Attributes:
-        report: What the scan found (`refused` and `problems` say why).
-    """
-
-    def __init__(self, message: str, report: PushReport) -> None:
-        super().__init__(message)
-        self.report = report
-
-
-@dataclass
-class PushReport:
-    """The outcome (or, with `dry_run`, the plan) of a push.
-
-    Attributes:
-        skills: The ids of the skills pushed.
-        mapping: Skill id -> its folder relative to the pushed folder (`.` for the folder
-            itself): what the mapping rule made of each `SKILL.md`.
-        uploaded: Files written (`new` or `changed`); with `dry_run`, to be written.
-        skipped: Files already up to date.
-        deleted: Remote files removed by `delete` (or to be removed).
-        refused: Local files (or skills) left out, with the reason.
-        ignored: Junk and files outside any skill.
-        problems: `SKILL.md` problems of the pushed skills.
-        nested: Skill folders inside another skill folder (each pushed as its own skill).
-        conflicts: Remote skills the push would replace although they came from another
-            source (`path` is the skill id). They block the push unless `force`.
-        replaced: Remote skills replaced whose source is unknown (created or edited in
-            the bucket): written, and reported.
-        disabled: Remote skills that are disabled and stay disabled (`enable` not given).
-        dry_run: Nothing was written.
-    """
-
-    skills: list[str] = field(default_factory=list)
-    mapping: dict[str, str] = field(default_factory=dict)
-    uploaded: list[Item] = field(default_factory=list)
-    skipped: list[Item] = field(default_factory=list)
-    deleted: list[Item] = field(default_factory=list)
-    refused: list[Item] = field(default_factory=list)
-    ignored: list[Item] = field(default_factory=list)
-    problems: list[Finding] = field(default_factory=list)
-    nested: list[Item] = field(default_factory=list)
-    conflicts: list[Item] = field(default_factory=list)
-    replaced: list[Item] = field(default_factory=list)
-    disabled: list[str] = field(default_factory=list)
-    dry_run: bool = False
-
-    @property
-    def bytes_uploaded(self) -> int:
-        """Bytes in `uploaded`."""
-        return sum(item.size for item in self.uploaded)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {**asdict(self), "bytes_uploaded": self.bytes_uploaded}
-
-
-@dataclass
-class PullReport:
-    """The outcome of a pull.
-
-    Attributes:
-        downloaded: Files written below the destination.
-        skipped: Files already there with the same content.
-        refused: Keys not written (unsafe path, too large, in the way of a folder).
-        kept: Local files that differ from the library and were kept (not `force`):
-            local edits are never lost silently.
-        backups: Local files moved aside (`backup`) before the library's version was
-            written; `reason` names the backup file.
-    """
-
-    downloaded: list[Item] = field(default_factory=list)
-    skipped: list[Item] = field(default_factory=list)
-    refused: list[Item] = field(default_factory=list)
-    kept: list[Item] = field(default_factory=list)
-    backups: list[Item] = field(default_factory=list)
-
-    @property
-    def bytes_downloaded(self) -> int:
-        """Bytes in `downloaded`."""
-        return sum(item.size for item in self.downloaded)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {**asdict(self), "bytes_downloaded": self.bytes_downloaded}
-
-
 # -- push ---------------------------------------------------------------------------------
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _content_type(rel: str) -> str:
@@ -306,7 +220,7 @@ async def apush_tree(
     report.mapping = {sid: folder or "." for sid, folder in sorted(tree.mapping.items())}
     blocking = len(tree.refused) + sum(1 for p in tree.problems if p.fatal)
     if blocking and not force:
-        raise PushRefused(f"{source}: {blocking} problem(s) block the push; fix them or use --force", report)
+        raise PushRefused(f"{source}: {_count(blocking, 'problem')} block the push; fix them or use --force", report)
     if not tree.skills:
         raise SkillError(f"{source}: no skills found (a skill is a folder with a SKILL.md, at any depth)")
     try:
@@ -330,7 +244,7 @@ async def apush_tree(
     overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, enable=enable)
     if report.conflicts and not force:
         raise PushRefused(
-            f"{source}: {len(report.conflicts)} skill(s) conflict with the library; "
+            f"{source}: {_count(len(report.conflicts), 'skill')} conflict with the library; "
             "see the conflicts, rename, or use --force",
             report,
         )
@@ -406,7 +320,7 @@ async def _write(
             continue
         failed = await store.adelete_many(batch)
         if failed:
-            raise S3SkillsError(f"delete: {len(failed)} object(s) could not be deleted")
+            raise S3SkillsError(f"delete: {_count(len(failed), 'object')} could not be deleted")
         done += len(batch)
         if progress is not None:
             progress(batch[-1][len(prefix) :], done, total)
