@@ -149,7 +149,7 @@ def test_duplicate_leaf_across_pushes_is_a_conflict_not_a_silent_overwrite(tmp_p
     store = MemoryObjectStore()
     push_tree(store, first, PREFIX)
 
-    plan = push_tree(store, second, PREFIX, dry_run=True, force=True)
+    plan = push_tree(store, second, PREFIX, dry_run=True)  # a dry run lists the conflict
     assert [c.path for c in plan.conflicts] == ["access"]
     with pytest.raises(PushRefused) as info:
         push_tree(store, second, PREFIX)
@@ -279,6 +279,23 @@ def test_cli_disable_then_push_keeps_it_disabled(cli: Cli, tmp_path: Path) -> No
     assert "Uploaded 0 files" in cli.out
     assert cli("--json", "list", "--all") == 0
     assert json.loads(cli.out)["skills"][0]["enabled"] is False
+    # disable kept the recorded source: editing and pushing again is no "unknown source" replace.
+    write(tree, "tools/calc/SKILL.md", skill_md("calc", "Calculates better. Use it for sums."))
+    assert cli("--json", "push", str(tree)) == 0
+    pushed = json.loads(cli.out)
+    assert pushed["replaced"] == []
+    assert pushed["disabled"] == ["tools/calc"]
+
+
+def test_cli_dry_run_lists_a_conflict_and_exits_1(cli: Cli, tmp_path: Path) -> None:
+    skill(tmp_path / "one", "skills/access", description="First access. Use it for the first system.")
+    skill(tmp_path / "two", "skills/access", description="Second access. Use it for the second system.")
+    assert cli("push", str(tmp_path / "one")) == 0
+    assert cli("push", "--dry-run", str(tmp_path / "two")) == 1
+    assert "conflict: access: the library's copy was pushed from another folder" in cli.err
+    assert "the push would be refused: 1 conflict (use --force to replace)" in cli.err
+    assert cli("push", str(tmp_path / "two")) == 1
+    assert cli("push", "--force", str(tmp_path / "two")) == 0
 
 
 def test_cli_pull_reports_kept_files_and_exits_1(cli: Cli, tmp_path: Path) -> None:

@@ -148,7 +148,11 @@ def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
         try:
             ctx.run(
                 ctx.store.aput(
-                    key, text.encode("utf-8"), if_match=body.etag, content_type="text/markdown; charset=utf-8"
+                    key,
+                    text.encode("utf-8"),
+                    if_match=body.etag,
+                    content_type="text/markdown; charset=utf-8",
+                    metadata=body.metadata,  # keeps where a push recorded it came from
                 )
             )
         except Conflict as exc:

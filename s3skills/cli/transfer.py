@@ -204,12 +204,15 @@ def push_command(
         for item in refused.conflicts:
             ctx.warn(f"conflict: {item.path}: {item.reason}")
         raise CliError(f"push refused: {exc} (see 's3skills validate {directory}')") from exc
+    blocked = bool(report.conflicts) and not force  # only a dry run gets here with conflicts
     if ctx.json:
-        ctx.emit({"ok": True, **report.to_dict()})
-        return 0
+        ctx.emit({"ok": not blocked, **report.to_dict()})
+        return 1 if blocked else 0
     if dry_run:
         _print_plan(ctx, report, directory)
     _warn_notes(ctx, report, directory)
+    if blocked:
+        ctx.warn(f"the push would be refused: {_plural(len(report.conflicts), 'conflict')} (use --force to replace)")
     verb, deleted = ("Would upload", "would delete") if dry_run else ("Uploaded", "deleted")
     ctx.print(
         f"{verb} {_plural(len(report.uploaded), 'file')} ({human_size(report.bytes_uploaded)}) of "
@@ -219,7 +222,7 @@ def push_command(
     errors = sum(1 for p in report.problems if p.level == "error")
     if errors:
         ctx.warn(f"{_plural(errors, 'SKILL.md problem')}; see 's3skills validate {directory}'")
-    return 0
+    return 1 if blocked else 0
 
 
 @click.command("pull", short_help="Download the library or one skill.")

@@ -191,7 +191,8 @@ async def apush_tree(
             in the tree, and the remote skills that are not in the tree. When `source`
             is itself a skill folder, only the pushed skills are mirrored.
         dry_run: Compute the report, write nothing (the remote `SKILL.md` of changed
-            skills is still read, to report conflicts and disabled skills).
+            skills is still read, to report conflicts and disabled skills; conflicts are
+            listed in the report instead of raising).
         force: Push skills whose `SKILL.md` has fatal problems, leave out unsafe files
             and ambiguous skills instead of refusing the whole tree, and replace remote
             skills pushed from another folder.
@@ -242,7 +243,7 @@ async def apush_tree(
     changed = [f for f in files if (o := remote.get(keys[f.key_rel])) is None or digests.get(f.key_rel) != o.etag]
     changed_md = [f for f in changed if f.key_rel == f"{f.skill}/{SKILL_FILE}" and keys[f.key_rel] in remote]
     overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, enable=enable)
-    if report.conflicts and not force:
+    if report.conflicts and not force and not dry_run:  # a dry run lists them
         raise PushRefused(
             f"{source}: {_count(len(report.conflicts), 'skill')} conflict with the library; "
             "see the conflicts, rename, or use --force",
