@@ -142,6 +142,20 @@ def test_ambiguous_mappings_are_refused_with_every_clash_listed(tmp_path: Path) 
     assert any("mine/common" in c for c in tree.clashes)
 
 
+def test_delete_never_removes_the_remote_copy_of_a_refused_skill(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    skill(repo, "a/common")
+    skill(repo, "keep")
+    store = MemoryObjectStore()
+    push_tree(store, repo, PREFIX)
+    skill(repo, "b/skills/a/common")  # now two folders map to a/common: refused
+    report = push_tree(store, repo, PREFIX, delete=True, force=True)
+    assert report.skills == ["keep"]
+    assert report.deleted == []
+    stored = store.keys()
+    assert PREFIX + "a/common/SKILL.md" in stored
+
+
 def test_duplicate_leaf_across_pushes_is_a_conflict_not_a_silent_overwrite(tmp_path: Path) -> None:
     first, second = tmp_path / "one", tmp_path / "two"
     skill(first, "skills/access", description="Grants access to the first system. Use for system one.")

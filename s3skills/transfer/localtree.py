@@ -150,6 +150,8 @@ class LocalTree:
         mapping: Skill id -> its folder relative to `root` (`""` for `root` itself).
         nested: Skill folders found inside another skill folder, and the id each got.
         clashes: Why ambiguous mappings were refused (one line per clash).
+        refused_ids: Folder -> the id of each skill refused for a clash (a `delete`
+            push leaves those ids alone in the library).
         is_skill_folder: The scanned folder holds a `SKILL.md` itself (a `delete` push
             then mirrors only the skills found in it).
         files: The files inside those skills, in key order.
@@ -166,6 +168,7 @@ class LocalTree:
     mapping: dict[str, str] = field(default_factory=dict)
     nested: list[Item] = field(default_factory=list)
     clashes: list[str] = field(default_factory=list)
+    refused_ids: dict[str, str] = field(default_factory=dict)
     is_skill_folder: bool = False
     files: list[LocalFile] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
@@ -344,6 +347,7 @@ def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]], category: 
         if skill_id in clashes:
             for folder in folders:
                 tree.refused.append(Item(f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE, clashes[skill_id]))
+                tree.refused_ids[folder] = skill_id
                 blocked.add(folder)
             tree.clashes.append(f"{skill_id}: {clashes[skill_id]}")
             continue

@@ -78,11 +78,9 @@ def _content_type(rel: str) -> str:
 def _protected(tree: LocalTree, refused: str) -> str | None:
     """The key-relative path (or folder, ending in `/`) that a refusal keeps from `delete`."""
     folder, _, name = refused.rpartition("/")
-    if name == SKILL_FILE:  # a refused skill: its remote folder is left alone, whatever its id
-        for skill_id, local in tree.mapping.items():
-            if local == folder:
-                return skill_id + "/"
-        return None
+    if name == SKILL_FILE:  # a refused skill: its remote folder is left alone
+        skill_id = tree.refused_ids.get(folder)
+        return skill_id + "/" if skill_id else None  # an invalid id names no remote folder
     for skill_id, local in sorted(tree.mapping.items(), key=lambda kv: -len(kv[1])):
         if local == "" or refused.startswith(local + "/"):
             return f"{skill_id}/{refused[len(local) + 1 :] if local else refused}"
