@@ -10,6 +10,12 @@ The current skill's `SKILL.md` is the version the thread loaded (`skill_versions
 recorded by `cargar_habilidad`): an edit pushed mid-thread does not change the
 instructions under the agent. Checking it costs no request (the pinned ETag is
 compared with the index's); a pinned older version is read once, then cached.
+
+The index is ranked for the conversation: the skills are ordered by BM25 against the
+latest user message (`s3skills.skills.matching`, the tokenised library cached per
+library version), and when the whole library does not fit in `budget_chars` the best
+ones are shown with their descriptions, the next ones by id, and the rest counted by
+category with how to find them (`list_skills(query=...)`; `render.format_ranked`).
 """
 
 from __future__ import annotations
@@ -29,9 +35,18 @@ from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
 from s3skills.skills import SkillChanged, SkillInfo, SkillRegistry, render, tool_name
+from s3skills.skills.matching import bm25_index
 from s3skills.tenancy import SKILL_VERSIONS_KEY, SkillPin, parse_pins
 
-__all__ = ["IndexFormat", "SkillsPromptMiddleware", "SkillsState", "merge_loaded_skills", "merge_skill_versions"]
+__all__ = [
+    "IndexFormat",
+    "SkillsPromptMiddleware",
+    "SkillsState",
+    "latest_request",
+    "merge_loaded_skills",
+    "merge_skill_versions",
+    "ranked_for",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -63,16 +78,35 @@ class SkillsState(AgentState[Any]):
 _HEADER = """## Skills
 
 You have a library of skills: folders with instructions (SKILL.md) and resources for \
-specific tasks. Below is the index of those you have not loaded. When a request \
-matches one, load it with the `cargar_habilidad` tool (pass its id); its instructions \
+specific tasks. Below is the index of those you have not loaded, the best matches for \
+the latest request first. When a request matches one, load it with the \
+`cargar_habilidad` ("load skill") tool (pass its id); its instructions \
 then appear at the end of this prompt and its files become readable under \
 /skills/<name>/. Read a skill's other files only when its instructions point to them."""
 
-_FORMATTERS: dict[str, Callable[[Sequence[SkillInfo], int], str]] = {
-    "xml": render.format_xml,
-    "yaml": render.format_yaml,
-    "grouped": render.format_grouped,
-}
+_FORMATS = ("xml", "yaml", "grouped")
+
+
+def latest_request(state: Any) -> str:
+    """The text of the latest user message in `state["messages"]` ("" when there is none)."""
+    messages = state.get("messages") if isinstance(state, dict) else None
+    for message in reversed(messages or []):
+        if getattr(message, "type", None) != "human":
+            continue
+        content = getattr(message, "content", "")
+        if isinstance(content, str):
+            return content
+        parts = [b if isinstance(b, str) else b.get("text", "") for b in content if isinstance(b, str | dict)]
+        return " ".join(p for p in parts if isinstance(p, str))
+    return ""
+
+
+def ranked_for(request: str, skills: Sequence[SkillInfo], exclude: set[str]) -> list[SkillInfo]:
+    """`skills` without `exclude`, the matches of `request` first (best first), the rest by id."""
+    ranked = [s for s, _ in bm25_index(skills).rank(request)] if request.strip() else []
+    seen = {s.id for s in ranked}
+    ordered = ranked + sorted((s for s in skills if s.id not in seen), key=lambda s: s.id)
+    return [s for s in ordered if s.id not in exclude]
 
 
 class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
@@ -81,7 +115,9 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
     Args:
         backend: The `S3Backend` the agent uses (its catalog and tenancy).
         category: Only index skills of this category.
-        budget_chars: Most characters the index may take in the prompt.
+        budget_chars: Most characters the index may take in the prompt (when the
+            library does not fit, the skills that best match the latest user message
+            are shown and the rest are summarised by category).
         index_format: `xml` (`<available_skills>`), `yaml` (frontmatter blocks)
             or `grouped` (a human list by category).
         mode: `on_demand` (index + load) or `preload` (every skill's instructions
@@ -105,8 +141,8 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         registry: SkillRegistry | None = None,
     ) -> None:
         super().__init__()
-        if index_format not in _FORMATTERS:
-            raise ValueError(f"index_format must be one of {sorted(_FORMATTERS)}")
+        if index_format not in _FORMATS:
+            raise ValueError(f"index_format must be one of {sorted(_FORMATS)}")
         self.backend = backend
         self.library = backend.skills.with_registry(registry)
         self.category = category
@@ -131,9 +167,9 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         if self.mode == "preload":
             parts.append(await self._preloaded(skills))
         else:
-            pending = [s for s in skills if s.id not in loaded]
+            pending = ranked_for(latest_request(state), skills, set(loaded))
             if pending:
-                parts.append(_FORMATTERS[self.index_format](pending, self.budget_chars))
+                parts.append(render.format_ranked(pending, self.budget_chars, index_format=self.index_format))
             else:
                 parts.append("(Every skill in the index is loaded.)")
         pins = parse_pins(state.get(SKILL_VERSIONS_KEY)) if loaded else {}

@@ -122,8 +122,8 @@ def test_push_200_skills_then_list_shows_them_all(cli: Cli, tmp_path: Path, s3_c
 def test_push_human_summary_and_list_filters(cli: Cli, tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "lib", 10)
     assert cli("push", str(tree)) == 0
-    assert "Uploaded 11 file(s)" in cli.out
-    assert "10 skill(s)" in cli.out
+    assert "Uploaded 11 files" in cli.out
+    assert "10 skills" in cli.out
     assert cli("list", "--category", "cat-1") == 0
     assert "cat-1/skill-001" in cli.out
     assert "skill-000" not in cli.out
@@ -137,7 +137,8 @@ def test_dry_run_uploads_nothing(cli: Cli, tmp_path: Path, s3_client: Any, bucke
     assert len(plan["uploaded"]) == 7
     assert keys(s3_client, bucket) == {}
     assert cli("push", "--dry-run", str(tree)) == 0
-    assert cli.out.startswith("Would upload 7 file(s)")
+    assert "Would upload 7 files" in cli.out
+    assert "  + skill-000/SKILL.md (new, " in cli.out  # the dry run names each file
 
     cli.json("push", str(tree))
     write(tree, "skill-000/SKILL.md", skill_md("skill-000", "Changed."))
@@ -216,7 +217,7 @@ def test_unsafe_files_are_refused_and_junk_ignored(cli: Cli, tmp_path: Path, s3_
 
     assert cli("push", str(tree)) == 1
     assert "leak.txt: error: symlink to a file outside the tree" in cli.err
-    assert "Bad Folder/SKILL.md: error: Invalid skill id" in cli.err
+    assert "Bad Folder/SKILL.md: error: maps to the skill id 'Bad Folder', which is invalid" in cli.err
     assert keys(s3_client, bucket) == {}
 
     forced = cli.json("push", "--force", str(tree))
@@ -233,7 +234,7 @@ def test_oversized_file_is_refused_with_a_clear_reason(tmp_path: Path, store: Ob
     with pytest.raises(PushRefused) as info:
         push_tree(store, tree, PREFIX, max_file_bytes=1024)
     assert info.value.report.refused[0].path == "skill-000/assets/big.bin"
-    assert "2048 bytes; the limit is 1024" in info.value.report.refused[0].reason
+    assert "the file is 2.0 KiB (2048 bytes); the limit is 1.0 KiB" in info.value.report.refused[0].reason
 
 
 def test_push_reports_progress_and_uploads_skill_md_last(tmp_path: Path, store: ObjectStore) -> None:
@@ -392,7 +393,7 @@ def test_create_in_bucket_then_again_is_refused(cli: Cli, s3_client: Any, bucket
     assert cli("create", "tax-report") == 1
     assert "already exists" in one_error_line(cli.err)
     assert keys(s3_client, bucket) == created
-    assert cli.json("create", "summary", "--category", "finance", "--code")["code"] is True
+    assert cli.json("create", "summary", "--category", "finance", "--code", "-d", "Sums. Use for sums.")["code"]
     assert cli("validate", "finance/summary") == 0
     listed = {s["id"]: s for s in cli.json("list")["skills"]}
     assert listed["tax-report"]["description"] == "Builds a tax report. Use for quarterly filings."
@@ -415,7 +416,9 @@ def test_create_code_scaffold_follows_the_script_contract(cli: Cli, tmp_path: Pa
     assert cli("create", "number-stats", "--code", "--local", str(tmp_path)) == 0
     folder = tmp_path / "number-stats"
     assert cli("validate", str(folder)) == 0
-    assert "0 error(s), 0 warning(s)" in cli.out
+    # Created without -d: the description is a placeholder, and validate says so.
+    assert "1 skill checked: 0 errors, 1 warning" in cli.out
+    assert "placeholder" in cli.out
     result = run_script(folder / "scripts" / "main.py", {"numbers": [3, 1, 2, 10]})
     assert result.returncode == 0, result.stderr
     value = json.loads(result.stdout)  # exactly one JSON value
@@ -442,7 +445,7 @@ def test_create_code_in_the_bucket_runs_as_downloaded(cli: Cli, tmp_path: Path, 
 
 
 def test_create_code_scaffold_passes_the_script_runner_contract(cli: Cli, moto_endpoint: str, bucket: str) -> None:
-    assert cli("create", "echo-stats", "--code") == 0
+    assert cli("create", "echo-stats", "--code", "-d", "Summarises numbers. Use for statistics.") == 0
     backend = S3Backend(bucket, user_id=USER, endpoint_url=moto_endpoint, layout=KeyLayout.seeds())
     try:
         observation = ScriptRunner(backend, timeout=20).run(
@@ -474,7 +477,7 @@ def test_create_rejects_names_outside_the_spec(cli: Cli, name: str, s3_client: A
 def test_validate_local_tree_exit_codes_and_format(cli: Cli, tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "lib", 4)
     assert cli("validate", str(tree)) == 0
-    assert "4 skill(s) checked: 0 error(s)" in cli.out
+    assert "4 skills checked: 0 errors" in cli.out
 
     write(tree, "cat-2/wrong/SKILL.md", skill_md("other-name"))
     write(tree, "broken/SKILL.md", "---\nname: broken\n---\nbody\n")
@@ -482,7 +485,7 @@ def test_validate_local_tree_exit_codes_and_format(cli: Cli, tmp_path: Path) -> 
     lines = cli.out.strip().splitlines()
     assert f"{tree}/broken/SKILL.md: error: missing required field 'description'" in lines
     assert f"{tree}/cat-2/wrong/SKILL.md: error: name 'other-name' does not match folder 'wrong'" in lines
-    assert lines[-1] == "6 skill(s) checked: 2 error(s), 0 warning(s)"
+    assert lines[-1] == "6 skills checked: 2 errors, 0 warnings"
     assert cli.json("validate", str(tree), expect=1)["ok"] is False
 
     # A single SKILL.md file, and a single skill folder.
@@ -564,7 +567,9 @@ def test_environment_configures_bucket_user_and_endpoint(
 def test_missing_bucket_is_named(moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     g = ["--bucket", "no-such-bucket", "--user", USER, "--endpoint-url", moto_endpoint]
     assert main([*g, "list"]) == 1
-    assert one_error_line(capsys.readouterr().err) == "s3skills: error: bucket 'no-such-bucket' does not exist"
+    line = one_error_line(capsys.readouterr().err)
+    assert line.startswith("s3skills: error: bucket 'no-such-bucket' does not exist")
+    assert "--create-bucket" in line  # says how to create it
     write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf"))
     assert main([*g, "push", str(tmp_path / "lib")]) == 1
     assert "does not exist" in one_error_line(capsys.readouterr().err)
@@ -690,10 +695,11 @@ def test_scan_tree_is_pure_and_reports_findings(tmp_path: Path) -> None:
     write(tree, "README.md", "top-level readme")
     write(tree, "a/b/c/SKILL.md", skill_md("c"))
     scanned = scan_tree(tree)
-    assert sorted(scanned.skills) == ["cat-1/skill-001", "skill-000"]
+    # A SKILL.md at any depth is a skill: its parent folder is the category.
+    assert sorted(scanned.skills) == ["b/c", "cat-1/skill-001", "skill-000"]
+    assert scanned.mapping["b/c"] == "a/b/c"
     ignored = {i.path: i.reason for i in scanned.ignored}
     assert ignored["README.md"] == "not inside a skill folder"
-    assert "more than two folders below" in ignored["a/b/c/SKILL.md"]
 
 
 # -- real processes ---------------------------------------------------------------------------

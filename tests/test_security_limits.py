@@ -262,7 +262,7 @@ def test_push_of_a_20mb_file_is_refused_with_its_size_and_writes_nothing(tree_wi
     with pytest.raises(PushRefused) as refused:
         push_tree(store, tree_with_a_20mb_file, "users/ana/skills/")
     reasons = {item.path: item.reason for item in refused.value.report.refused}
-    assert reasons == {"pdf/big.bin": f"the file is {20 * MB} bytes; the limit is {10 * MiB} (10 MiB)"}
+    assert reasons == {"pdf/big.bin": f"too large: the file is 19.1 MiB ({20 * MB} bytes); the limit is 10.0 MiB"}
     assert store.keys() == []
     assert [op for op, _ in store.take() if op == "PutObject"] == []
 
@@ -273,7 +273,7 @@ def test_validate_reports_the_20mb_file_with_its_size(
     code = main(["--json", "validate", str(tree_with_a_20mb_file)])
     out = json.loads(capsys.readouterr().out)
     assert code == 1
-    assert f"the file is {20 * MB} bytes" in json.dumps(out)
+    assert f"the file is 19.1 MiB ({20 * MB} bytes)" in json.dumps(out)
 
 
 # --- listing and glob limits -----------------------------------------------------------------------

@@ -31,7 +31,10 @@ class RunSkillScriptInput(BaseModel):
     the schema inference (pydantic reserves it for `*args`).
     """
 
-    skill: str = Field(description="The id of a loaded skill, e.g. 'calculos/impuestos-transmision'.")
+    skill: str = Field(
+        description="A loaded skill: its id ('calculos/impuestos-transmision') or its folder name "
+        "('impuestos-transmision')."
+    )
     script: str = Field(description="The script's path inside the skill's scripts/ folder, e.g. 'main.py'.")
     args: JSONArgs = Field(default=None, description="The script's input: one JSON value, usually an object.")
 
@@ -56,7 +59,9 @@ def script_tool(backend: S3Backend, runner: ScriptRunner | None = None) -> BaseT
 
     async def arun(skill: str, script: str, runtime: ToolRuntime[Any, Any], args: JSONArgs = None) -> str:
         state_skills = runtime.state.get("loaded_skills") if runtime.state is not None else None
-        loaded = [*(state_skills or []), *backend.loaded_skills]
+        # Deduplicated: inside a run the backend sees the state's skills too, and a skill
+        # listed twice would make its folder name look ambiguous (`calc` for `tools/calc`).
+        loaded = list(dict.fromkeys([*(state_skills or []), *backend.loaded_skills]))
         observation = await the_runner.arun(skill, script, args, loaded=loaded)
         return observation.to_json()
 

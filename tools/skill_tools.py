@@ -189,6 +189,38 @@ def _tools_problem(info: SkillInfo, agent_tools: set[str] | None) -> str | None:
     )
 
 
+def _list_page(
+    skills: list[SkillInfo], start: int, total: int, query: str | None, category: str | None, budget: int
+) -> str:
+    """One `list_skills` page cut to `budget` characters; the cursor resumes exactly after it.
+
+    Every skill of any library is reachable: a page that would not fit ends early and
+    its cursor points at the first skill not shown.
+    """
+    lines: list[str] = []
+    used = 200  # the head and tail lines
+    for skill in skills:
+        where = f" [{render.one_line(skill.category)}]" if skill.category else ""
+        line = f"- {render.one_line(skill.id)}{where}: {render.shorten(skill.metadata.description, 300)}"
+        if lines and used + len(line) + 1 > budget:
+            break
+        lines.append(render.shorten(line, max(budget - used, 40)))
+        used += len(line) + 1
+    end = start + len(lines)
+    head = f"Skills {start + 1}-{end} of {total}"
+    if query:
+        head += f", best matches for {query!r} first"
+    if category:
+        head += f", category {category!r}"
+    tail = ""
+    if end < total:
+        again = ", ".join(
+            [*([f"query={query!r}"] if query else []), *([f"category={category!r}"] if category else []), ""]
+        )
+        tail = f"\n\n{total - end} more: call list_skills with {again}cursor={str(end)!r} for the next page."
+    return f"{head}:\n\n" + "\n".join(lines) + tail
+
+
 def skill_tools(
     backend: S3Backend,
     *,
@@ -236,12 +268,8 @@ def skill_tools(
             return f"Error: {exc}"
         if not page.skills:
             return "No skills found." if page.total == 0 else "No more skills."
-        body = render.format_grouped(page.skills, budget_chars)
         start = int(cursor) if cursor else 0
-        head = f"Skills {start + 1}-{start + len(page.skills)} of {page.total}"
-        head += f" matching {query!r}" if query else ""
-        tail = f"\n\nMore: call list_skills with cursor={page.next_cursor!r}." if page.next_cursor else ""
-        return f"{head}:\n\n{body}{tail}"
+        return _list_page(page.skills, start, page.total, query, category, budget_chars)
 
     def list_(query: str | None = None, category: str | None = None, cursor: str | None = None) -> str:
         return run_sync(alist(query, category, cursor))

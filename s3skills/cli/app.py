@@ -10,6 +10,8 @@ an error, 2 on a usage error, 130 when interrupted.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 
 import click
@@ -79,7 +81,11 @@ def describe(exc: BaseException, ctx: Context) -> str:
 def _describe(exc: BaseException, ctx: Context) -> str:
     text = str(exc)
     if isinstance(exc, BucketNotFound):
-        return f"bucket '{ctx.configured_bucket}' does not exist"
+        return (
+            f"bucket '{ctx.configured_bucket}' does not exist at {ctx.configured_endpoint or 'AWS'}: "
+            "create it with 's3skills push --create-bucket DIR' (preview with --dry-run), "
+            "or check --bucket and --endpoint-url"
+        )
     cause = exc.__cause__
     if type(cause).__name__ == "ProfileNotFound":
         return f"AWS profile not found: {cause}"
@@ -103,11 +109,28 @@ def _usage_line(exc: click.UsageError) -> str:
     message = " ".join(exc.format_message().split()).rstrip(".")
     message = message[:1].lower() + message[1:]
     where = exc.ctx.command_path if exc.ctx is not None else PROG
+    name = getattr(exc, "option_name", None)
+    if isinstance(exc, click.NoSuchOption) and name and not name.startswith("--"):
+        # `-2chat-automation` is a real skill name: say how to pass a name starting with '-'.
+        return f"{message}; to pass a name starting with '-', put '--' before it: {where} -- {name}..."
     return f"{message} (see '{where} --help')"
 
 
-def _fail(message: str) -> None:
+def _fail(message: str, ctx: Context | None = None, status: int = 1) -> None:
+    """The error line on stderr; with --json, also `{"ok": false, "error": ...}` on stdout."""
     print(f"{PROG}: error: {message}", file=sys.stderr)
+    if ctx is not None and ctx.settings.json and not ctx.emitted:
+        ctx.emit({"ok": False, "error": message, "status": status})
+
+
+def _quiet_broken_pipe() -> None:
+    """The reader of stdout went away (`s3skills list | head`): exit without a traceback.
+
+    Python would report the failed flush at exit; pointing stdout at /dev/null stops that.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -121,28 +144,35 @@ def main(argv: list[str] | None = None) -> int:
     try:
         status = cli.main(args, prog_name=PROG, obj=ctx, standalone_mode=False)
         return status if isinstance(status, int) else 0
+    except BrokenPipeError:
+        _quiet_broken_pipe()
+        return 0
     except click.UsageError as exc:
-        _fail(_usage_line(exc))
+        _fail(_usage_line(exc), ctx, 2)
         return 2
     except UsageError as exc:
-        _fail(" ".join(str(exc).split()))
+        _fail(" ".join(str(exc).split()), ctx, 2)
         return 2
     except (KeyboardInterrupt, click.Abort):
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     except click.ClickException as exc:  # click's other errors (a file option it could not open, ...)
-        _fail(" ".join(exc.format_message().split()))
+        _fail(" ".join(exc.format_message().split()), ctx, exc.exit_code)
         return exc.exit_code
     except (CliError, S3SkillsError, OSError, ValueError) as exc:
         if ctx.settings.debug:
             raise
-        _fail(describe(exc, ctx))
+        _fail(describe(exc, ctx), ctx)
         return 1
     except Exception as exc:
         if ctx.settings.debug:
             raise
         text = " ".join(str(exc).split())
-        _fail(f"unexpected {type(exc).__name__}: {text} (rerun with --debug)")
+        _fail(f"unexpected {type(exc).__name__}: {text} (rerun with --debug)", ctx)
         return 1
     finally:
         ctx.close()
+        try:
+            sys.stdout.flush()  # here rather than at exit, where a closed pipe prints a traceback
+        except BrokenPipeError:
+            _quiet_broken_pipe()

@@ -136,6 +136,8 @@ class Context:
     _store: ObjectStore | None = None
     _library: SkillLibrary | None = None
     _console: Console | None = None
+    emitted: bool = False
+    """A JSON document was printed (`main` then prints no second one for an error)."""
 
     @property
     def json(self) -> bool:
@@ -287,6 +289,7 @@ class Context:
 
     def emit(self, data: Any) -> None:
         """The JSON document of `--json`."""
+        self.emitted = True
         print(json.dumps(data, indent=2, ensure_ascii=False, default=str), file=self.stdout)
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ import click
 
 from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.errors import Conflict, S3SkillsError
+from s3skills.ids import SkillId
 from s3skills.paths import check_identity
 from s3skills.skills import SkillMetadata, render_skill_md, validate_skill_md
 
@@ -107,20 +108,24 @@ It prints one JSON value: `{"ok": true, "result": {"count": 3, "sum": 6, ...}}`.
 """
 
 
-def skill_md(name: str, description: str | None, *, code: bool = False) -> str:
-    """The SKILL.md of a new skill; `validate_skill_md` finds no error in it."""
+def skill_md(name: str, description: str | None, *, code: bool = False, enabled: bool = True) -> str:
+    """The SKILL.md of a new skill; `validate_skill_md` finds no error in it.
+
+    Without a description it holds a `TODO:` placeholder (which `validate` warns about).
+    """
     desc = description or f"TODO: say what {name} does and when an agent should use it."
     body = _BODY.replace("__TITLE__", name.replace("-", " ").capitalize()) + (_CODE_SECTION if code else "")
-    text = render_skill_md(SkillMetadata(name=name, description=desc, version="0.1.0"), body)
+    meta = SkillMetadata(name=name, description=desc, version="0.1.0", enabled=enabled)
+    text = render_skill_md(meta, body)
     errors = [p.message for p in validate_skill_md(text, folder=name) if p.level == "error"]
     if errors:
         raise S3SkillsError(f"cannot create skill '{name}': {'; '.join(errors)}")
     return text
 
 
-def scaffold_files(name: str, description: str | None, *, code: bool = False) -> dict[str, bytes]:
+def scaffold_files(name: str, description: str | None, *, code: bool = False, enabled: bool = True) -> dict[str, bytes]:
     """Relative path -> content of a new skill's files (`SKILL.md` first)."""
-    files = {"SKILL.md": skill_md(name, description, code=code).encode("utf-8")}
+    files = {"SKILL.md": skill_md(name, description, code=code, enabled=enabled).encode("utf-8")}
     if code:
         files[SCRIPT_PATH] = _SCRIPT.replace("__NAME__", name).encode("utf-8")
     return files
@@ -147,14 +152,16 @@ def write_local(root: Path, name: str, category: str | None, description: str | 
     return folder
 
 
-async def write_remote(store: ObjectStore, folder: str, name: str, description: str | None, *, code: bool) -> None:
+async def write_remote(
+    store: ObjectStore, folder: str, name: str, description: str | None, *, code: bool, enabled: bool = True
+) -> None:
     """Create a new skill under the key prefix `folder`, each object only if absent.
 
     Raises:
         Conflict: An object already exists (`SKILL.md` is written first, so a
             concurrent create of the same skill loses before writing anything).
     """
-    for rel, data in scaffold_files(name, description, code=code).items():
+    for rel, data in scaffold_files(name, description, code=code, enabled=enabled).items():
         content_type = "text/markdown; charset=utf-8" if rel.endswith(".md") else "text/x-python; charset=utf-8"
         await store.aput(folder + rel, data, if_none_match=True, content_type=content_type)
 
@@ -168,8 +175,8 @@ def _skill_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str
     """An Agent Skills name: lowercase letters, digits and single hyphens, 1-64 characters."""
     if len(value) > 64 or not _NAME_RE.match(value):
         raise click.BadParameter(
-            f"invalid skill name {value!r}: use 1-64 lowercase letters, digits and single hyphens "
-            "(not at the start or end)"
+            f"invalid skill name {value!r}: a skill name must be 1-64 lowercase letters, digits and hyphens, "
+            "not starting or ending with a hyphen, without consecutive hyphens (the Agent Skills name rule)"
         )
     return value
 
@@ -197,8 +204,12 @@ def create_command(
 ) -> int:
     """Create a new skill from a template; never overwrite one.
 
-    NAME is the skill's name: lowercase letters, digits and single hyphens.
+    NAME is the skill's name: lowercase letters, digits and single hyphens. Without
+    -d, the description is a TODO placeholder, and a skill created in the bucket is
+    disabled until you edit it and run 's3skills enable NAME'. A name already used by a
+    skill of another category is refused: an agent sees skills by folder name.
     """
+    enabled = description is not None or bool(local)
     if local:
         where = str(write_local(Path(local), name, category, description, code=code))
     else:
@@ -207,14 +218,37 @@ def create_command(
         existing, _ = ctx.run(ctx.store.alist(folder))
         if existing:
             raise CliError(f"skill '{skill_id}' already exists in {ctx.location(folder)}")
+        _refuse_leaf_clash(ctx, skill_id)
         try:
-            ctx.library.create(skill_id, scaffold_files(name, description, code=code))
+            ctx.library.create(skill_id, scaffold_files(name, description, code=code, enabled=enabled))
         except Conflict as exc:
             raise CliError(f"skill '{skill_id}' already exists in {ctx.location(folder)}") from exc
         where = ctx.location(folder)
     if ctx.json:
-        ctx.emit({"created": where, "name": name, "category": category, "code": code})
-    else:
-        ctx.print(f"Created skill '{name}' in {where}")
+        ctx.emit({"created": where, "name": name, "category": category, "code": code, "enabled": enabled})
+        return 0
+    ctx.print(f"Created skill '{name}' in {where}" + ("" if enabled else " (disabled)"))
+    if enabled:
         ctx.print("Edit its SKILL.md: the description says when an agent should use it.")
+    else:
+        ctx.print(
+            "Its description is a TODO placeholder, so it is disabled: edit its SKILL.md, "
+            f"then run 's3skills enable {name}' (or create it with -d DESC)."
+        )
     return 0
+
+
+def _refuse_leaf_clash(ctx: Context, skill_id: str) -> None:
+    """Refuse a new skill whose folder name another skill of the library already has."""
+    leaf = skill_id.rsplit("/", 1)[-1]
+    objects, _ = ctx.run(ctx.store.alist(ctx.prefix))
+    same = sorted(
+        str(sid)
+        for o in objects
+        if (sid := SkillId.from_key(o.key, ctx.prefix)) is not None and sid.leaf == leaf and str(sid) != skill_id
+    )
+    if same:
+        raise CliError(
+            f"a skill named '{leaf}' already exists: {', '.join(same)}; an agent sees skills by folder name "
+            f"(/skills/{leaf}/), so choose another name"
+        )

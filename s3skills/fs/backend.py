@@ -54,7 +54,7 @@ from deepagents.backends.utils import (
     slice_read_response,
 )
 
-from s3skills._loop import gather_limited, on_io_loop, run_sync, sync_method
+from s3skills._loop import gather_limited, offload, on_io_loop, run_sync, sync_method
 from s3skills.config import Config, Limits, SkillsMode
 from s3skills.errors import (
     BinaryFile,
@@ -116,6 +116,10 @@ class S3Backend(BackendProtocol):
             can read it (no progressive gating then).
         registry: Code skills, indexed with the S3 ones.
         config: A whole `Config` (overrides layout, shared_prefix, ttl, mode, limits).
+        pdf_mode: How `read` returns a PDF: `file` (default), the file block that
+            vision models read; `text`, its text extracted page by page (needs the
+            `pdf` extra, pypdf), for models without vision. Either way a path ending
+            in `#text` or `#pages=2-4` asks for the text of all or some pages.
     """
 
     def __init__(
@@ -143,7 +147,11 @@ class S3Backend(BackendProtocol):
         skills_mode: SkillsMode = "gated",
         registry: SkillRegistry | None = None,
         config: Config | None = None,
+        pdf_mode: fileops.PdfMode = "file",
     ) -> None:
+        if pdf_mode not in ("file", "text"):
+            raise ValueError("pdf_mode must be 'file' or 'text'")
+        self.pdf_mode: fileops.PdfMode = pdf_mode
         if config is None:
             base = limits or Limits()
             limits = replace(
@@ -212,11 +220,20 @@ class S3Backend(BackendProtocol):
     # -- read -----------------------------------------------------------------------------
 
     async def aread(self, file_path: str, offset: int = 0, limit: int = 2000) -> ReadResult:
-        """Read a window of lines (1 GET). Images/PDF/audio/video come back base64."""
+        """Read a window of lines (1 GET). Images/PDF/audio/video come back base64.
+
+        A PDF comes back as text instead (`[page N of M]` before each page, then the
+        usual line window) with `pdf_mode="text"`, or when the path ends in `#text`
+        (every page) or `#pages=2-4` (pages 2 to 4; `#pages=3` for one).
+        """
 
         async def run() -> ReadResult:
-            vpath = VPath.parse(file_path)
+            real_path, pages = fileops.pdf_request(file_path, self.pdf_mode)
+            vpath = VPath.parse(real_path)
             _, data, _, modified = await self.view.get_file(await self.mounts.visible(), vpath)
+            if pages is not None:
+                text = await offload(fileops.pdf_text, data, pages, real_path)
+                return slice_read_response(fileops.text_file_data(text, modified), offset, limit)
             if not fileops.is_text_path(file_path):
                 return ReadResult(file_data=fileops.binary_file_data(data, modified))
             text = fileops.decode_text(data, file_path)

@@ -6,16 +6,21 @@ No I/O here; `S3Backend` feeds these functions with what the store returned.
 from __future__ import annotations
 
 import base64
+import io
+import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
+from typing import Literal
 
 from deepagents.backends.protocol import FileData, FileInfo, GrepMatch
 
-from s3skills.errors import BinaryFile
+from s3skills.errors import BinaryFile, InvalidPath, S3SkillsError
 from s3skills.media import content_type_for
 
 __all__ = [
+    "ALL_PAGES",
+    "PdfMode",
     "binary_file_data",
     "content_type_for",
     "decode_text",
@@ -23,8 +28,16 @@ __all__ = [
     "grep_lines",
     "is_searchable_path",
     "is_text_path",
+    "pdf_request",
+    "pdf_text",
     "text_file_data",
 ]
+
+PdfMode = Literal["file", "text"]
+"""How `read` returns a PDF: the file block (vision models) or its text."""
+ALL_PAGES = (1, 0)
+"""`pdf_request`'s page range for every page (`0` as the last page: up to the end)."""
+_PAGES_RE = re.compile(r"#pages=(\d+)(?:-(\d+))?$")
 
 try:  # deepagents' own classification, so that read_file renders what we return
     from deepagents.backends.utils import _get_backend_read_file_type as _file_type
@@ -146,3 +159,63 @@ def grep_lines(path: str, text: str, pattern: str) -> Iterable[GrepMatch]:
     for number, line in enumerate(text.split("\n"), 1):
         if pattern in line:
             yield GrepMatch(path=path, line=number, text=line.rstrip("\r"))
+
+
+def pdf_request(path: str, mode: PdfMode) -> tuple[str, tuple[int, int] | None]:
+    """The object path of a read and, when a PDF is to be read as text, its page range.
+
+    `x.pdf#text` asks for every page, `x.pdf#pages=2-4` (or `#pages=3`) for some, and a
+    plain `x.pdf` for every page when `mode` is `text`. Pages count from 1; a last page
+    of 0 means "to the end".
+
+    Raises:
+        InvalidPath: A page range that is not `N` or `N-M` with 1 <= N <= M.
+    """
+    base, sep, fragment = path.rpartition("#")
+    if sep and base.lower().endswith(".pdf"):
+        if fragment == "text":
+            return base, ALL_PAGES
+        found = _PAGES_RE.fullmatch("#" + fragment)
+        if found is None:
+            raise InvalidPath(f"Invalid PDF page request {'#' + fragment!r}: use '#text', '#pages=3' or '#pages=2-4'")
+        first = int(found.group(1))
+        last = int(found.group(2) or first)
+        if not 1 <= first <= last:
+            raise InvalidPath(f"Invalid page range {first}-{last}: pages count from 1, first <= last")
+        return base, (first, last)
+    if mode == "text" and path.lower().endswith(".pdf"):
+        return path, ALL_PAGES
+    return path, None
+
+
+def pdf_text(data: bytes, pages: tuple[int, int], path: str) -> str:
+    """The text of pages `pages` of a PDF, each after a `[page N of M]` line.
+
+    Raises:
+        S3SkillsError: pypdf is not installed (the `pdf` extra), or the PDF cannot be read.
+        InvalidPath: The first page is past the end.
+    """
+    try:
+        from pypdf import PdfReader
+        from pypdf.errors import PyPdfError
+    except ImportError:
+        raise S3SkillsError(
+            f"Cannot read '{path}' as text: PDF text needs pypdf (pip install 's3skills[pdf]'). "
+            "Read it without '#text' to get the file itself."
+        ) from None
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        total = len(reader.pages)
+        first, last = pages
+        last = total if last == 0 else min(last, total)
+        if first > total:
+            raise InvalidPath(f"'{path}' has {total} page(s); page {first} does not exist")
+        blocks = []
+        for number in range(first, last + 1):
+            text = reader.pages[number - 1].extract_text() or ""
+            blocks.append(f"[page {number} of {total}]\n{text.strip() or '(no text on this page)'}")
+    except (PyPdfError, ValueError, KeyError, TypeError) as exc:
+        if isinstance(exc, InvalidPath):
+            raise
+        raise S3SkillsError(f"Cannot read '{path}' as text: {exc}") from exc
+    return "\n\n".join(blocks) + "\n"

@@ -146,8 +146,17 @@ async def _scan(
                 inflight.append((file_path, obj.size, asyncio.ensure_future(fetch(file_path, obj))))
                 inflight_bytes += obj.size
                 position += 1
+            head = inflight[0][2]
+            # Results are used in path order, but a fetch that fails fails the search at once
+            # (the others are cancelled below), whichever file it was.
+            while not head.done():
+                done, _ = await asyncio.wait([t for _, _, t in inflight], return_when=asyncio.FIRST_COMPLETED)
+                for finished in done:
+                    failure = None if finished.cancelled() else finished.exception()
+                    if failure is not None:
+                        raise failure
             file_path, size, task = inflight.popleft()
-            data = await task
+            data = task.result()
             inflight_bytes -= size
             searched += 1
             if data is None:

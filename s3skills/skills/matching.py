@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 import unicodedata
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 
 from s3skills.skills.model import SkillInfo
 
-__all__ = ["closest_ids", "rank", "tokenize"]
+__all__ = ["Bm25Index", "bm25_index", "closest_ids", "rank", "tokenize"]
+
+_CACHE_SIZE = 32
 
 K1 = 1.5
 B = 0.75
@@ -67,31 +70,75 @@ def _document(skill: SkillInfo) -> list[str]:
     return list(dict.fromkeys(strong)) * _STRONG_WEIGHT + tokenize(meta.description)
 
 
-def _scores(query: str, skills: Sequence[SkillInfo]) -> list[float]:
-    terms = set(tokenize(query))
-    if not terms or not skills:
-        return [0.0] * len(skills)
-    docs = [Counter(_document(skill)) for skill in skills]
-    lengths = [sum(doc.values()) for doc in docs]
-    average = sum(lengths) / len(docs) or 1.0
-    total = len(docs)
-    idf = {}
-    for term in terms:
-        df = sum(1 for doc in docs if term in doc)
-        idf[term] = math.log(1 + (total - df + 0.5) / (df + 0.5))
-    scores = []
-    for doc, length in zip(docs, lengths, strict=True):
-        score = 0.0
-        for term in terms:
-            tf = doc.get(term, 0)
-            if tf:
-                score += idf[term] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))
-        scores.append(score)
-    return scores
+class Bm25Index:
+    """A library tokenised once for BM25 (k1=1.5, b=0.75): build it per library version.
+
+    Args:
+        skills: The library, in the order results break ties after the score (by id).
+    """
+
+    def __init__(self, skills: Sequence[SkillInfo]) -> None:
+        self.skills = list(skills)
+        self._docs = [Counter(_document(skill)) for skill in self.skills]
+        self._lengths = [sum(doc.values()) for doc in self._docs]
+        self._average = (sum(self._lengths) / len(self._docs) if self._docs else 0.0) or 1.0
+        self._df: Counter[str] = Counter()
+        for doc in self._docs:
+            self._df.update(doc.keys())
+
+    def scores(self, query: str) -> list[float]:
+        """The BM25 score of every skill for `query`, in library order (0 when no term matches)."""
+        terms = set(tokenize(query))
+        if not terms or not self.skills:
+            return [0.0] * len(self.skills)
+        total = len(self._docs)
+        idf = {t: math.log(1 + (total - self._df[t] + 0.5) / (self._df[t] + 0.5)) for t in terms if self._df[t]}
+        out = []
+        for doc, length in zip(self._docs, self._lengths, strict=True):
+            score = 0.0
+            for term, weight in idf.items():
+                tf = doc.get(term, 0)
+                if tf:
+                    score += weight * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / self._average))
+            out.append(score)
+        return out
+
+    def rank(self, query: str, *, limit: int | None = None) -> list[tuple[SkillInfo, float]]:
+        """`(skill, score)` pairs with a score above zero, best first, ties by id."""
+        scored = [(s, score) for s, score in zip(self.skills, self.scores(query), strict=True) if score > 0]
+        scored.sort(key=lambda pair: (-pair[1], pair[0].id))
+        return scored if limit is None else scored[: max(limit, 0)]
+
+
+_cache: OrderedDict[tuple[tuple[str, str, str], ...], Bm25Index] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def bm25_index(skills: Sequence[SkillInfo]) -> Bm25Index:
+    """The `Bm25Index` of `skills`, cached per library version (ids, sources and ETags).
+
+    A model call over an unchanged library does not tokenise it again; a skill whose
+    `SKILL.md` changed (new ETag) makes a new version. Code skills (no ETag) are keyed by
+    their description. The last 32 versions are kept.
+    """
+    key = tuple((s.id, s.source, s.etag or s.metadata.description) for s in skills)
+    with _cache_lock:
+        found = _cache.get(key)
+        if found is not None:
+            _cache.move_to_end(key)
+            return found
+    built = Bm25Index(skills)
+    with _cache_lock:
+        _cache[key] = built
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return built
 
 
 def rank(query: str, skills: Sequence[SkillInfo], *, limit: int = 5) -> list[tuple[SkillInfo, float]]:
     """The skills that match `query`, best first, by BM25 (k1=1.5, b=0.75).
+
+    The tokenised library is cached per version (`bm25_index`).
 
     Args:
         query: The request, in any words (`necesito una escritura de compraventa`).
@@ -101,9 +148,7 @@ def rank(query: str, skills: Sequence[SkillInfo], *, limit: int = 5) -> list[tup
     Returns:
         `(skill, score)` pairs with a score above zero, best first, ties by id.
     """
-    scored = [(s, score) for s, score in zip(skills, _scores(query, skills), strict=True) if score > 0]
-    scored.sort(key=lambda pair: (-pair[1], pair[0].id))
-    return scored[: max(limit, 0)]
+    return bm25_index(skills).rank(query, limit=limit)
 
 
 def closest_ids(name: str, skills: Sequence[SkillInfo], *, limit: int = 3) -> list[str]:

@@ -1,5 +1,10 @@
 """Skill indexes for a system prompt (YAML, grouped list, XML), each within a character budget.
 
+`format_ranked` is what the prompt middleware uses: the plain format when the whole
+library fits, else the best skills for the request with descriptions, more ids, and the
+rest counted by category with how to find them (see its docstring). The plain formats
+below degrade as follows.
+
 Every format lists the skills in a stable order and never returns more than
 `budget_chars` characters. When the full index does not fit it degrades, visibly and
 always the same way, in stages:
@@ -17,12 +22,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from xml.sax.saxutils import escape
 
 from s3skills.skills.model import SkillInfo
 
-__all__ = ["format_grouped", "format_xml", "format_yaml"]
+__all__ = ["FIND_HINT", "format_grouped", "format_ranked", "format_xml", "format_yaml", "one_line", "shorten"]
 
 ELLIPSIS = "…"
 _MIN_DESCRIPTION_CHARS = 32  # Shorter than this, a description says nothing: list names instead.
@@ -45,14 +51,30 @@ def _clean(text: str) -> str:
 
 
 def _shorten(text: str, limit: int) -> str:
-    """`text` cut to at most `limit` characters at a word boundary, ending in `…`."""
+    """`text` cut to at most `limit` characters, never inside a word, ending in `…`.
+
+    A first word longer than the limit leaves only `…`.
+    """
     if len(text) <= limit:
         return text
-    cut = text[: max(limit - 1, 0)]
-    space = cut.rfind(" ")
-    if space >= limit // 2:
-        cut = cut[:space]
-    return (cut.rstrip(" ,;:.-") + ELLIPSIS)[: max(limit, 0)]
+    if limit < 1:
+        return ""
+    cut = text[: limit - 1]
+    if text[limit - 1] != " ":  # the cut falls inside a word: drop that word
+        space = cut.rfind(" ")
+        cut = cut[:space] if space >= 0 else ""
+    return cut.rstrip(" ,;:.-") + ELLIPSIS
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text` on one line (whitespace runs and control characters folded), cut to at
+    most `limit` characters at a word boundary with `…` when longer."""
+    return _shorten(_clean(text), limit)
+
+
+def one_line(text: str) -> str:
+    """`text` on one line: whitespace runs become one space, control characters are dropped."""
+    return _clean(text)
 
 
 def _note(omitted: int, total: int) -> str:
@@ -215,6 +237,10 @@ def format_xml(
     Returns:
         The index, degraded as the module docstring describes when it does not fit.
     """
+    return _fit(_by_id(skills), budget_chars, _xml_assembler(location))
+
+
+def _xml_assembler(location: Callable[[SkillInfo], str] | None = None) -> _Assemble:
     where = location or (lambda skill: skill.id)
 
     def assemble(entries: list[_Entry], note: str | None) -> str:
@@ -229,4 +255,112 @@ def format_xml(
             lines.append(note)
         return "\n".join(lines)
 
-    return _fit(_by_id(skills), budget_chars, assemble)
+    return assemble
+
+
+FIND_HINT = 'find any skill with list_skills(query="words of the task"), or list_skills(category="...")'
+"""How the ranked index tells the model to reach the skills it does not show."""
+_RANKED_DESCRIPTION_CHARS = 160
+_MAX_CATEGORIES_NAMED = 12
+_ASSEMBLERS: dict[str, _Assemble] = {
+    "xml": _xml_assembler(),
+    "yaml": _assemble_yaml,
+    "grouped": _assemble_grouped,
+}
+
+
+def _summary(rest: Sequence[str], names: Sequence[SkillInfo]) -> str | None:
+    """The lines after the described skills: more matches by id, the rest (their
+    categories) counted by category."""
+    lines = []
+    if names:
+        lines.append("Also relevant (ids only): " + ", ".join(_clean(s.id) for s in names) + ".")
+    if rest:
+        counts = Counter(rest)
+        named = counts.most_common(_MAX_CATEGORIES_NAMED)
+        listed = ", ".join(f"{_clean(c)} ({n})" for c, n in named)
+        more = len(counts) - len(named)
+        listed += f", and {more} more categories" if more > 0 else ""
+        noun = "skill is" if len(rest) == 1 else "skills are"
+        lines.append(f"{len(rest)} more {noun} not shown, by category: {listed}. To use one, {FIND_HINT}.")
+    return "\n".join(lines) if lines else None
+
+
+def format_ranked(
+    skills: Sequence[SkillInfo],
+    budget_chars: int,
+    *,
+    index_format: str = "xml",
+    description_chars: int = _RANKED_DESCRIPTION_CHARS,
+) -> str:
+    """An index of a library in relevance order: the whole library when it fits, else
+    the best skills with their descriptions, more ids, and the rest summarised.
+
+    When every skill fits with its whole description, this is exactly the plain
+    format (`format_xml`, `format_yaml` or `format_grouped`, sorted by id). Otherwise
+    the leading skills of `skills` (ranked for the request by the caller) are shown, in
+    that order (`grouped`: by category), with their
+    descriptions cut at a word to `description_chars`, as many as fit in about three
+    quarters of the budget; then the ids of the next ones; then one line counting
+    the others by category and saying how to find them (`FIND_HINT`). No description is
+    ever cut inside a word, and the result never exceeds `budget_chars`.
+
+    Args:
+        skills: The skills to index, best first.
+        budget_chars: The most characters the result may have.
+        index_format: `xml`, `yaml` or `grouped`.
+        description_chars: The longest description shown when not all fit.
+    """
+    if index_format not in _ASSEMBLERS:
+        raise ValueError(f"index_format must be one of {sorted(_ASSEMBLERS)}")
+    if not skills:
+        return ""
+    assemble = _ASSEMBLERS[index_format]
+    ordered = list(skills)
+    cleaned = {s.id: _clean(s.metadata.description) for s in ordered}
+    if sum(len(d) for d in cleaned.values()) <= budget_chars:  # else the whole index cannot fit
+        everything: list[_Entry] = [(s, cleaned[s.id]) for s in _display(ordered, index_format)]
+        whole = assemble(everything, None)
+        if len(whole) <= budget_chars:
+            return whole
+    entries: list[_Entry] = [(s, _shorten(cleaned[s.id], description_chars)) for s in ordered]
+    categories = [s.category or "(no category)" for s in ordered]
+
+    def text(described: int, named: int) -> str:
+        chosen = list(entries[:described])  # best first; `grouped` regroups them by category
+        if index_format == "grouped":
+            chosen.sort(key=lambda e: _display_key(e[0], index_format))
+        names = ordered[described : described + named]
+        return assemble(chosen, _summary(categories[described + named :], names))
+
+    # Each shown entry takes more than 10 characters: no need to try more than budget/10.
+    most = min(len(ordered), budget_chars // 10)
+    described = _most(lambda k: len(text(k, 0)) <= budget_chars * 3 // 4, most)
+    # the ids of the next ones take the rest of the budget
+    named = _most(lambda k: len(text(described, k)) <= budget_chars, min(len(ordered) - described, most))
+    result = text(described, named)
+    if len(result) <= budget_chars:
+        return result
+    return _shorten(_summary(categories, []) or "", budget_chars)
+
+
+def _most(fits: Callable[[int], bool], high: int) -> int:
+    """The largest k in [0, high] with fits(k), assuming fits is monotone (0 if none)."""
+    low, best = 1, 0
+    while low <= high:
+        mid = (low + high) // 2
+        if fits(mid):
+            best, low = mid, mid + 1
+        else:
+            high = mid - 1
+    return best
+
+
+def _display_key(skill: SkillInfo, index_format: str) -> tuple[object, ...]:
+    if index_format == "grouped":
+        return (skill.category is None, skill.category or "", skill.id)
+    return (skill.id,)
+
+
+def _display(skills: Sequence[SkillInfo], index_format: str) -> list[SkillInfo]:
+    return sorted(skills, key=lambda s: _display_key(s, index_format))

@@ -151,7 +151,11 @@ class LibraryWriter:
             return False
         text = render_skill_md(parsed.metadata.model_copy(update={"enabled": enabled}), parsed.body)
         await self.store.aput(
-            key, text.encode("utf-8"), if_match=body.etag, content_type="text/markdown; charset=utf-8"
+            key,
+            text.encode("utf-8"),
+            if_match=body.etag,
+            content_type="text/markdown; charset=utf-8",
+            metadata=body.metadata,  # keeps where a push recorded the skill came from
         )
         await self.anote_changed([sid], tenant=tenant)
         return True

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol, runtime_checkable
 
@@ -80,6 +80,9 @@ class ObjectBody:
     content_type: str | None = None
     version_id: str | None = None
     """The object version read (`"null"` for an object written without versioning; None if unknown)."""
+
+    metadata: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
+    """User metadata (`x-amz-meta-*`, names lower case without the prefix); `{}` for a ranged read."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,8 +234,13 @@ class ObjectStore(Protocol):
         if_match: str | None = None,
         if_none_match: bool = False,
         content_type: str | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> str:
-        """Write a whole object and return its ETag (1 request)."""
+        """Write a whole object and return its ETag (1 request).
+
+        `metadata` becomes the object's user metadata (`x-amz-meta-<name>`: ASCII names and
+        values), replacing any it had; `aget` returns it in `ObjectBody.metadata`.
+        """
         ...
 
     async def adelete_many(self, keys: Iterable[str]) -> list[str]:

@@ -295,6 +295,7 @@ class S3ObjectStore(StoreHelpers):
             last_modified=resp.get("LastModified"),
             content_type=resp.get("ContentType"),
             version_id=resp.get("VersionId"),
+            metadata={str(k).lower(): str(v) for k, v in (resp.get("Metadata") or {}).items()},
         )
 
     async def ahead(self, key: str) -> ObjectInfo:
@@ -314,6 +315,7 @@ class S3ObjectStore(StoreHelpers):
         if_match: str | None = None,
         if_none_match: bool = False,
         content_type: str | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> str:
         """Write an object in one PutObject and return its new ETag.
 
@@ -322,6 +324,8 @@ class S3ObjectStore(StoreHelpers):
             data: The whole body (S3 replaces objects atomically: no partial object).
             if_match: Only overwrite when the current ETag is this one.
             if_none_match: Only create: fail when the key exists.
+            content_type: The object's Content-Type.
+            metadata: User metadata (`x-amz-meta-*`), ASCII names and values.
 
         Raises:
             Conflict: A condition did not hold.
@@ -334,6 +338,8 @@ class S3ObjectStore(StoreHelpers):
             kwargs["IfNoneMatch"] = "*"
         if content_type:
             kwargs["ContentType"] = content_type
+        if metadata:
+            kwargs["Metadata"] = dict(metadata)
         try:
             resp = await client.put_object(**kwargs)
         except Exception as exc:

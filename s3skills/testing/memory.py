@@ -45,6 +45,7 @@ class _Object:
     etag: str
     modified: datetime
     content_type: str | None
+    metadata: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +196,9 @@ class MemoryObjectStore(StoreHelpers):
             raise NotModified(key, if_none_match)
         if max_bytes is not None and len(obj.data) > max_bytes:
             raise FileTooLarge(f"get: the object is {len(obj.data)} bytes; the limit is {max_bytes}")
-        return ObjectBody(key, obj.data, obj.etag, len(obj.data), obj.modified, obj.content_type, vid)
+        return ObjectBody(
+            key, obj.data, obj.etag, len(obj.data), obj.modified, obj.content_type, vid, dict(obj.metadata)
+        )
 
     async def alist_versions(self, prefix: str) -> list[ObjectVersion]:
         """Every version under `prefix`, by key, newest first (one hook call per 1,000)."""
@@ -244,8 +247,9 @@ class MemoryObjectStore(StoreHelpers):
         if_match: str | None = None,
         if_none_match: bool = False,
         content_type: str | None = None,
+        metadata: dict[str, str] | None = None,
     ) -> str:
-        """Write an object; the conditions are checked atomically."""
+        """Write an object (with its user `metadata`, replacing any); conditions are checked atomically."""
         self._call("PutObject")
         etag = hashlib.md5(data, usedforsecurity=False).hexdigest()
         with self._lock:
@@ -256,7 +260,8 @@ class MemoryObjectStore(StoreHelpers):
                 if current is None:
                     raise NotFound("put: the store answered NoSuchKey")
                 raise Conflict("put: the store answered PreconditionFailed")
-            self._store(key, _Object(bytes(data), etag, datetime.now(UTC), content_type))
+            meta = tuple(sorted((k.lower(), v) for k, v in (metadata or {}).items()))
+            self._store(key, _Object(bytes(data), etag, datetime.now(UTC), content_type, meta))
         return etag
 
     async def adelete_many(self, keys: Iterable[str]) -> list[str]:

@@ -1,7 +1,9 @@
 """Moving skills between a local folder and a library: scan, push, pull."""
 
 from s3skills.transfer.localtree import Finding, Item, LocalTree, scan_tree
+from s3skills.transfer.provenance import SOURCE_KEY, source_of
 from s3skills.transfer.trees import (
+    BACKUP_SUFFIX,
     MAX_FILE_BYTES,
     Progress,
     PullReport,
@@ -14,7 +16,9 @@ from s3skills.transfer.trees import (
 )
 
 __all__ = [
+    "BACKUP_SUFFIX",
     "MAX_FILE_BYTES",
+    "SOURCE_KEY",
     "Finding",
     "Item",
     "LocalTree",
@@ -27,4 +31,5 @@ __all__ = [
     "pull_tree",
     "push_tree",
     "scan_tree",
+    "source_of",
 ]

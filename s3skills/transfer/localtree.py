@@ -1,16 +1,31 @@
 """Local trees of skills: what a folder holds, read and checked without any network I/O.
 
-A local tree is one of:
+Every `SKILL.md` below the scanned folder, at any depth, makes its folder a skill
+(junk such as `.git`, `node_modules`, `__pycache__` or `.venv` is never entered; other
+dot-folders, like openai/skills' `.curated`, are ordinary folders). A `SKILL.md` ends a
+skill: a skill folder inside another one is a separate skill, and its files are not
+files of the outer one (`LocalTree.nested` reports each).
 
-* a folder of skills (`pdf/SKILL.md`, like the `skills/` folder of anthropics/skills),
-* a folder of categories of skills (`escrituras/compraventa/SKILL.md`), or both,
-* a single skill folder (`SKILL.md` at its root), named by its folder.
+The mapping rule, from a skill folder to a skill id (`category/leaf` or `leaf`):
 
-`scan_tree` drops junk (`.git`, `__pycache__`, `*.pyc`...), validates every `SKILL.md`
-with `validate_skill_md`, and refuses what must never become a key: symlinks that leave
-the tree, paths that `VPath.parse` rejects or with unsafe segments, skill ids outside the
-allow-list, oversized files. `s3skills.transfer` pushes what it accepts; the CLI's
-`validate` command prints what it found.
+* the leaf is the skill folder's name (the scanned folder's own name when it holds the
+  `SKILL.md` itself);
+* the category is the nearest folder above it, inside the scanned folder, that is
+  neither a generic container (`GENERIC_CONTAINERS`: `skills`, `plugins`,
+  `external_plugins`, `packages`, `src`, `.claude`, `.github`...) nor a skill folder;
+  none is found -> no category. So `pdf/SKILL.md` -> `pdf`, `escrituras/compraventa`
+  -> `escrituras/compraventa`, `plugins/sentry/skills/triage` -> `sentry/triage`,
+  `skills/.curated/gh-fix-ci` -> `.curated/gh-fix-ci`, and a nested
+  `skills/qdrant/minimize-latency` (inside the skill `qdrant`) -> `minimize-latency`;
+* `category=` (the CLI's `--category C`) forces the category of every skill.
+
+Two folders that map to one id, or a top-level skill whose id is also a category, are
+ambiguous: each is refused (`LocalTree.clashes` lists them) and nothing is guessed.
+
+`scan_tree` also validates every `SKILL.md` with `validate_skill_md`, and refuses what
+must never become a key: symlinks that leave the tree, paths that `VPath.parse` rejects
+or with unsafe segments, ids that are not valid `SkillId`s, oversized files.
+`s3skills.transfer` pushes what it accepts; the CLI's `validate` command prints what it found.
 """
 
 from __future__ import annotations
@@ -25,10 +40,11 @@ from pathlib import Path
 from s3skills.config import Limits
 from s3skills.errors import InvalidPath, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
-from s3skills.paths import VPath
+from s3skills.paths import VPath, check_identity
 from s3skills.skills.parse import validate_skill_md
 
 __all__ = [
+    "GENERIC_CONTAINERS",
     "JUNK_NAMES",
     "MAX_FILE_BYTES",
     "Finding",
@@ -59,8 +75,27 @@ JUNK_NAMES = frozenset(
         ".ipynb_checkpoints",
     }
 )
-"""File and folder names never pushed (nor are `*.pyc` / `*.pyo` files)."""
-_JUNK_SUFFIXES = (".pyc", ".pyo")
+"""File and folder names never pushed (nor are `*.pyc`, `*.pyo` and pull's `*.s3skills-backup` files)."""
+GENERIC_CONTAINERS = frozenset(
+    {
+        "skills",
+        "skill",
+        "plugins",
+        "plugin",
+        "external_plugins",
+        "external-plugins",
+        "packages",
+        "src",
+        ".claude",
+        ".claude-plugin",
+        ".github",
+        ".codex",
+        ".agents",
+        ".cursor",
+    }
+)
+"""Folder names (compared case-insensitively) never taken as a category by the mapping rule."""
+_JUNK_SUFFIXES = (".pyc", ".pyo", ".s3skills-backup", ".s3skills-tmp")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +145,15 @@ class LocalTree:
 
     Attributes:
         root: The scanned folder.
-        base: `""` for a tree; `"<name>/"` when the folder is itself one skill.
+        base: `""` for a tree; `"<id>/"` when the folder is itself the one skill found.
         skills: Skill id -> folder, for every valid skill id.
+        mapping: Skill id -> its folder relative to `root` (`""` for `root` itself).
+        nested: Skill folders found inside another skill folder, and the id each got.
+        clashes: Why ambiguous mappings were refused (one line per clash).
+        refused_ids: Folder -> the id of each skill refused for a clash (a `delete`
+            push leaves those ids alone in the library).
+        is_skill_folder: The scanned folder holds a `SKILL.md` itself (a `delete` push
+            then mirrors only the skills found in it).
         files: The files inside those skills, in key order.
         problems: What `validate_skill_md` says of each `SKILL.md` (fatal ones block a push).
         refused: Files and folders that can never be pushed (unsafe paths, symlinks
@@ -123,6 +165,11 @@ class LocalTree:
     root: Path
     base: str = ""
     skills: dict[str, Path] = field(default_factory=dict)
+    mapping: dict[str, str] = field(default_factory=dict)
+    nested: list[Item] = field(default_factory=list)
+    clashes: list[str] = field(default_factory=list)
+    refused_ids: dict[str, str] = field(default_factory=dict)
+    is_skill_folder: bool = False
     files: list[LocalFile] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
     refused: list[Item] = field(default_factory=list)
@@ -169,11 +216,12 @@ def skill_of(key_rel: str, skills: Iterable[str]) -> str | None:
     return min(owners, key=len) if owners else None
 
 
-def scan_tree(source: Path, *, max_file_bytes: int = MAX_FILE_BYTES) -> LocalTree:
+def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int = MAX_FILE_BYTES) -> LocalTree:
     """Read a local tree of skills (no network).
 
     Args:
-        source: A folder of skills, of categories of skills, or one skill folder.
+        source: Any folder: every `SKILL.md` below it is a skill (see the mapping rule).
+        category: Put every skill in this category instead of the one the rule picks.
         max_file_bytes: Larger files are refused.
 
     Returns:
@@ -186,8 +234,12 @@ def scan_tree(source: Path, *, max_file_bytes: int = MAX_FILE_BYTES) -> LocalTre
     if not root.is_dir():
         raise SkillError(f"{source}: not a folder")
     real = root.resolve()
-    base = unicodedata.normalize("NFC", real.name) + "/" if (root / SKILL_FILE).is_file() else ""
-    tree = LocalTree(root=root, base=base)
+    if category is not None:
+        try:
+            category = check_identity(category, "category")
+        except ValueError as exc:
+            raise SkillError(str(exc)) from exc
+    tree = LocalTree(root=root)
     candidates: list[tuple[Path, str, int]] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
@@ -216,8 +268,15 @@ def scan_tree(source: Path, *, max_file_bytes: int = MAX_FILE_BYTES) -> LocalTre
                 tree.refused.append(Item(rel, why))
                 continue
             candidates.append((path, rel, path.stat().st_size))
-    _assign(tree, candidates)
+    _assign(tree, candidates, category)
     return tree
+
+
+def _mib(size: int) -> str:
+    """`60.0 MiB`, `1.0 KiB` or `12 B`."""
+    if size >= 2**20:
+        return f"{size / 2**20:.1f} MiB"
+    return f"{size / 1024:.1f} KiB" if size >= 1024 else f"{size} B"
 
 
 def _check_file(path: Path, real_root: Path, max_file_bytes: int) -> str | None:
@@ -231,50 +290,119 @@ def _check_file(path: Path, real_root: Path, max_file_bytes: int) -> str | None:
         return "not a regular file"
     size = path.stat().st_size
     if size > max_file_bytes:
-        return f"the file is {size} bytes; the limit is {max_file_bytes} ({max_file_bytes // 2**20} MiB)"
+        return f"too large: the file is {_mib(size)} ({size} bytes); the limit is {_mib(max_file_bytes)}"
     return None
 
 
-def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]]) -> None:
-    """Find the skills among the files, validate them, and give each file its skill."""
-    blocked: list[str] = []
-    too_deep: set[str] = set()
-    for path, rel, _ in candidates:
-        parts = (tree.base + rel).split("/")
-        if parts[-1] != SKILL_FILE:
+def _category_for(parts: list[str], skill_dirs: set[str]) -> str | None:
+    """The category of the skill folder at `parts` (the mapping rule; see the module docstring)."""
+    for depth in range(len(parts) - 1, 0, -1):
+        ancestor = "/".join(parts[:depth])
+        name = parts[depth - 1]
+        if ancestor in skill_dirs or name.casefold() in GENERIC_CONTAINERS:
             continue
-        if not 2 <= len(parts) <= 3:
-            too_deep.add(rel)
-            continue
-        skill_id = "/".join(parts[:-1])
+        return name
+    return None
+
+
+def _skill_id_for(tree: LocalTree, folder: str, skill_dirs: set[str], category: str | None) -> str:
+    """The id a skill folder (`""` for the scanned folder itself) maps to."""
+    parts = folder.split("/") if folder else []
+    leaf = parts[-1] if parts else unicodedata.normalize("NFC", tree.root.resolve().name)
+    chosen = category if category is not None else _category_for(parts, skill_dirs)
+    return f"{chosen}/{leaf}" if chosen else leaf
+
+
+def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]], category: str | None = None) -> None:
+    """Find the skills among the files, map each to an id, validate them, give each file its skill."""
+    skill_md = {rel: path for path, rel, _ in candidates if rel.rsplit("/", 1)[-1] == SKILL_FILE}
+    skill_dirs = {rel.rsplit("/", 1)[0] if "/" in rel else "" for rel in skill_md}
+    by_id: dict[str, list[str]] = {}
+    blocked: set[str] = set()
+    for folder in sorted(skill_dirs):
+        rel = f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE
+        skill_id = _skill_id_for(tree, folder, skill_dirs, category)
         try:
             normalised = str(SkillId.parse(skill_id))
         except InvalidPath as exc:
-            normalised, reason = "", str(exc)
+            normalised, reason = "", f"maps to the skill id {skill_id!r}, which is invalid: {exc}"
         else:
             reason = f"skill id {skill_id!r} would be read as {normalised!r}; rename the folder"
         if normalised != skill_id:
             tree.refused.append(Item(rel, reason))
-            blocked.append(skill_id)
+            blocked.add(folder)
             continue
-        tree.skills[skill_id] = path.parent
-        data = path.read_bytes()
-        for problem in validate_skill_md(data, folder=parts[-2]):
+        by_id.setdefault(skill_id, []).append(folder)
+        outer = [d for d in skill_dirs if d != folder and (d == "" or folder.startswith(d + "/"))]
+        if outer:
+            outer_folder = max(outer, key=len) or "."
+            why = f"nested in the skill folder {outer_folder!r}: pushed as the separate skill {skill_id!r}"
+            tree.nested.append(Item(rel, why))
+    categories: dict[str, list[str]] = {}
+    for sid in by_id:
+        if "/" in sid:
+            categories.setdefault(sid.split("/", 1)[0], []).append(sid)
+    clashes = _clashes(by_id, categories)
+    for skill_id, folders in sorted(by_id.items()):
+        if skill_id in clashes:
+            for folder in folders:
+                tree.refused.append(Item(f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE, clashes[skill_id]))
+                tree.refused_ids[folder] = skill_id
+                blocked.add(folder)
+            tree.clashes.append(f"{skill_id}: {clashes[skill_id]}")
+            continue
+        folder = folders[0]
+        tree.skills[skill_id] = tree.root / folder if folder else tree.root
+        tree.mapping[skill_id] = folder
+        data = skill_md[f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE].read_bytes()
+        for problem in validate_skill_md(data, folder=SkillId.parse(skill_id).leaf):
+            rel = f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE
             tree.problems.append(Finding(rel, problem.level, problem.message, problem.fatal))
+    tree.is_skill_folder = "" in skill_dirs
+    if len(tree.mapping) == 1 and "" in tree.mapping.values():
+        tree.base = next(iter(tree.mapping)) + "/"
+    owners = {folder: skill_id for skill_id, folder in tree.mapping.items()}
     for path, rel, size in candidates:
-        key_rel = tree.base + rel
-        skill = skill_of(key_rel, tree.skills)
-        if skill is None:
-            if rel in too_deep:
-                why = "a SKILL.md more than two folders below the tree is not a skill"
-            elif skill_of(key_rel, blocked):
-                why = "inside a refused skill"
-            else:
-                why = "not inside a skill folder"
-            tree.ignored.append(Item(rel, why))
-        else:
-            tree.files.append(LocalFile(path, rel, key_rel, skill, size))
+        owner = _owning_folder(rel, skill_dirs)
+        if owner is None:
+            tree.ignored.append(Item(rel, "not inside a skill folder"))
+            continue
+        if owner in blocked:
+            tree.ignored.append(Item(rel, "inside a refused skill"))
+            continue
+        skill_id = owners[owner]
+        inner = rel[len(owner) + 1 :] if owner else rel
+        tree.files.append(LocalFile(path, rel, f"{skill_id}/{inner}", skill_id, size))
     tree.files.sort(key=lambda f: f.key_rel)
+
+
+def _owning_folder(rel: str, skill_dirs: set[str]) -> str | None:
+    """The deepest skill folder holding `rel` (a SKILL.md ends a skill: nested ones own their files)."""
+    best: str | None = None
+    for folder in skill_dirs:
+        if (folder == "" or rel.startswith(folder + "/")) and (best is None or len(folder) > len(best)):
+            best = folder
+    return best
+
+
+def _clashes(by_id: dict[str, list[str]], categories: dict[str, list[str]]) -> dict[str, str]:
+    """Skill id -> why it is ambiguous: two folders map to it, or it is also a category."""
+    out: dict[str, str] = {}
+    for skill_id, folders in by_id.items():
+        if len(folders) > 1:
+            out[skill_id] = (
+                f"ambiguous: the folders {', '.join(f or '.' for f in folders)} all map to the skill id "
+                f"{skill_id!r}; push them separately with --category, or rename one"
+            )
+    for name, inner in categories.items():
+        if name in by_id:
+            why = (
+                f"ambiguous: {name!r} would be both a skill ({', '.join(f or '.' for f in by_id[name])}) and the "
+                f"category of {', '.join(sorted(inner))}; rename one, or push them separately with --category"
+            )
+            for skill_id in (name, *inner):
+                out.setdefault(skill_id, why)
+    return out
 
 
 def file_md5(path: Path) -> str:

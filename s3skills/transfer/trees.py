@@ -13,20 +13,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import mimetypes
 import os
 import secrets
 import stat
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from s3skills._loop import gather_limited, io_bound, sync_method
-from s3skills.errors import InvalidPath, S3SkillsError, SkillError
+from s3skills.errors import BucketNotFound, FileTooLarge, InvalidPath, NotFound, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
+from s3skills.skills.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.writers import anote_changed
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.transfer.localtree import (
@@ -34,13 +34,17 @@ from s3skills.transfer.localtree import (
     Finding,
     Item,
     LocalFile,
+    LocalTree,
     check_relative_path,
     file_md5,
     scan_tree,
     skill_of,
 )
+from s3skills.transfer.provenance import SOURCE_KEY, keep_disabled, read_remote, source_of
+from s3skills.transfer.reports import PullReport, PushRefused, PushReport
 
 __all__ = [
+    "BACKUP_SUFFIX",
     "MAX_FILE_BYTES",
     "Finding",
     "Item",
@@ -55,81 +59,17 @@ __all__ = [
     "scan_tree",
 ]
 
+BACKUP_SUFFIX = ".s3skills-backup"
+"""Appended to the name of a local file that `pull(backup=True)` moves aside."""
 Progress = Callable[[str, int, int], None]
 """`progress(path, done, total)`, called from the I/O loop after each file."""
 
 
-class PushRefused(S3SkillsError, ValueError):
-    """The tree holds invalid skills or unsafe files; nothing was written.
-
-    Attributes:
-        report: What the scan found (`refused` and `problems` say why).
-    """
-
-    def __init__(self, message: str, report: PushReport) -> None:
-        super().__init__(message)
-        self.report = report
-
-
-@dataclass
-class PushReport:
-    """The outcome (or, with `dry_run`, the plan) of a push.
-
-    Attributes:
-        skills: The ids of the skills pushed.
-        uploaded: Files written (`new` or `changed`); with `dry_run`, to be written.
-        skipped: Files already up to date.
-        deleted: Remote files removed by `delete` (or to be removed).
-        refused: Local files (or skills) left out, with the reason.
-        ignored: Junk and files outside any skill.
-        problems: `SKILL.md` problems of the pushed skills.
-        dry_run: Nothing was written.
-    """
-
-    skills: list[str] = field(default_factory=list)
-    uploaded: list[Item] = field(default_factory=list)
-    skipped: list[Item] = field(default_factory=list)
-    deleted: list[Item] = field(default_factory=list)
-    refused: list[Item] = field(default_factory=list)
-    ignored: list[Item] = field(default_factory=list)
-    problems: list[Finding] = field(default_factory=list)
-    dry_run: bool = False
-
-    @property
-    def bytes_uploaded(self) -> int:
-        """Bytes in `uploaded`."""
-        return sum(item.size for item in self.uploaded)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {**asdict(self), "bytes_uploaded": self.bytes_uploaded}
-
-
-@dataclass
-class PullReport:
-    """The outcome of a pull.
-
-    Attributes:
-        downloaded: Files written below the destination.
-        skipped: Files already there with the same content.
-        refused: Keys not written (unsafe path, too large, in the way of a folder).
-    """
-
-    downloaded: list[Item] = field(default_factory=list)
-    skipped: list[Item] = field(default_factory=list)
-    refused: list[Item] = field(default_factory=list)
-
-    @property
-    def bytes_downloaded(self) -> int:
-        """Bytes in `downloaded`."""
-        return sum(item.size for item in self.downloaded)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict."""
-        return {**asdict(self), "bytes_downloaded": self.bytes_downloaded}
-
-
 # -- push ---------------------------------------------------------------------------------
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _content_type(rel: str) -> str:
@@ -139,11 +79,16 @@ def _content_type(rel: str) -> str:
     return guessed or "application/octet-stream"
 
 
-def _protected(base: str, refused: str) -> str:
+def _protected(tree: LocalTree, refused: str) -> str | None:
     """The key-relative path (or folder, ending in `/`) that a refusal keeps from `delete`."""
-    if refused == SKILL_FILE or refused.endswith("/" + SKILL_FILE):
-        return base + refused[: -len(SKILL_FILE)]
-    return base + refused
+    folder, _, name = refused.rpartition("/")
+    if name == SKILL_FILE:  # a refused skill: its remote folder is left alone
+        skill_id = tree.refused_ids.get(folder)
+        return skill_id + "/" if skill_id else None  # an invalid id names no remote folder
+    for skill_id, local in sorted(tree.mapping.items(), key=lambda kv: -len(kv[1])):
+        if local == "" or refused.startswith(local + "/"):
+            return f"{skill_id}/{refused[len(local) + 1 :] if local else refused}"
+    return None
 
 
 def _covers(protected: str, rel: str) -> bool:
@@ -154,71 +99,173 @@ def _remote_skills(objects: Iterable[ObjectInfo], prefix: str) -> set[str]:
     return {str(sid) for o in objects if (sid := SkillId.from_key(o.key, prefix)) is not None}
 
 
+def _layout_conflicts(local: Iterable[str], remote: set[str]) -> list[Item]:
+    """Local skills whose id would nest in, or swallow, a remote skill's folder."""
+    out = []
+    for skill_id in sorted(local):
+        if skill_id in remote:
+            continue
+        parent = skill_id.split("/", 1)[0] if "/" in skill_id else None
+        inner = sorted(r for r in remote if r.startswith(skill_id + "/"))
+        if parent is not None and parent in remote:
+            out.append(Item(skill_id, f"its category {parent!r} is a skill in the library; rename one"))
+        elif inner:
+            out.append(Item(skill_id, f"it is a category in the library ({', '.join(inner[:3])}); rename one"))
+    return out
+
+
+async def _plan_skill_md(
+    store: ObjectStore,
+    tree: LocalTree,
+    prefix: str,
+    candidates: list[LocalFile],
+    report: PushReport,
+    *,
+    enable: bool,
+) -> tuple[dict[str, bytes], set[str]]:
+    """Read the remote `SKILL.md` of each changed skill: provenance and `enabled` (1 GET each).
+
+    Returns the bytes to write instead of a local `SKILL.md` (kept disabled), and the
+    `SKILL.md` files whose remote copy already has exactly those bytes.
+    """
+    overrides: dict[str, bytes] = {}
+    unchanged: set[str] = set()
+
+    async def check(f: LocalFile) -> None:
+        leaf = SkillId.parse(f.skill).leaf
+        try:
+            body = await store.aget(join_key(prefix, tuple(f.key_rel.split("/"))), max_bytes=MAX_SKILL_MD_BYTES)
+        except NotFound:
+            return
+        except FileTooLarge:
+            body = None
+        remote = read_remote(body.data, body.metadata, leaf) if body is not None else None
+        local = await asyncio.to_thread(f.local.read_bytes)
+        ours = source_of(tree.skills[f.skill])
+        if remote is not None and remote.source is not None and remote.source != ours:
+            report.conflicts.append(
+                Item(f.skill, "the library's copy was pushed from another folder; use --force to replace it")
+            )
+        elif remote is None or remote.source is None:
+            report.replaced.append(Item(f.skill, "the library's copy has no recorded source (created or edited there)"))
+        if remote is not None and not remote.enabled and not enable:
+            report.disabled.append(f.skill)
+            wanted = keep_disabled(local, leaf)
+            if wanted != local:
+                overrides[f.key_rel] = wanted
+            if wanted == remote.data:
+                unchanged.add(f.key_rel)
+
+    await gather_limited([functools.partial(check, f) for f in candidates], 8)
+    report.conflicts.sort(key=lambda i: i.path)
+    report.replaced.sort(key=lambda i: i.path)
+    report.disabled.sort()
+    return overrides, unchanged
+
+
 @io_bound
 async def apush_tree(
     store: ObjectStore,
     source: Path,
     prefix: str,
     *,
+    category: str | None = None,
     delete: bool = False,
     dry_run: bool = False,
     force: bool = False,
+    enable: bool = False,
+    bucket_may_be_missing: bool = False,
     progress: Progress | None = None,
     concurrency: int = 16,
     max_file_bytes: int = MAX_FILE_BYTES,
 ) -> PushReport:
     """Upload a local tree of skills to the library at `prefix`.
 
+    Every `SKILL.md` below `source` is a skill; `s3skills.transfer.localtree` documents
+    the rule that maps its folder to an id (`report.mapping` shows the result).
+
     Args:
         store: The bucket.
-        source: A folder of skills, of categories of skills, or one skill folder.
+        source: Any folder holding skills (at any depth), or one skill folder.
         prefix: The library prefix, ending with `/` (`alice/skills/`).
+        category: Put every skill in this category instead of the one the rule picks.
         delete: Mirror: also remove remote files of the pushed skills that are not
-            in the tree, and the remote skills that are not in the tree. With a single
-            skill folder, only that skill is mirrored.
-        dry_run: Compute the report, write nothing.
-        force: Push skills whose `SKILL.md` has fatal problems, and leave out unsafe
-            files instead of refusing the whole tree.
+            in the tree, and the remote skills that are not in the tree. When `source`
+            is itself a skill folder, only the pushed skills are mirrored.
+        dry_run: Compute the report, write nothing (the remote `SKILL.md` of changed
+            skills is still read, to report conflicts and disabled skills; conflicts are
+            listed in the report instead of raising).
+        force: Push skills whose `SKILL.md` has fatal problems, leave out unsafe files
+            and ambiguous skills instead of refusing the whole tree, and replace remote
+            skills pushed from another folder.
+        enable: Write the local `enabled` as it is; by default a skill disabled in the
+            library stays disabled.
+        bucket_may_be_missing: With `dry_run`, plan a first push when the bucket does
+            not exist yet (`push --dry-run --create-bucket`) instead of raising.
         progress: Called as `progress(path, done, total)` after each upload/deletion.
         concurrency: Uploads in flight.
         max_file_bytes: Larger files are refused.
 
     Returns:
-        What was uploaded, skipped, deleted, refused and ignored.
+        What was uploaded, skipped, deleted, refused and ignored, and the conflicts.
 
     Raises:
-        PushRefused: Invalid skills or unsafe files, and not `force` (nothing written).
+        PushRefused: Invalid skills, unsafe files, ambiguous ids or conflicts with the
+            library, and not `force` (nothing written; `report` says what and why).
         SkillError: `source` is not a folder or holds no skill.
     """
     if prefix and not prefix.endswith("/"):
         raise ValueError("prefix must end with '/'")
-    tree = await asyncio.to_thread(scan_tree, Path(source), max_file_bytes=max_file_bytes)
+    tree = await asyncio.to_thread(scan_tree, Path(source), category=category, max_file_bytes=max_file_bytes)
     report = PushReport(dry_run=dry_run, refused=list(tree.refused), ignored=list(tree.ignored))
     report.problems = list(tree.problems)
+    report.nested = list(tree.nested)
+    report.mapping = {sid: folder or "." for sid, folder in sorted(tree.mapping.items())}
     blocking = len(tree.refused) + sum(1 for p in tree.problems if p.fatal)
     if blocking and not force:
-        raise PushRefused(f"{source}: {blocking} problem(s) block the push; fix them or use force", report)
+        raise PushRefused(f"{source}: {_count(blocking, 'problem')} block the push; fix them or use --force", report)
     if not tree.skills:
-        raise SkillError(f"{source}: no skills found (a skill is a folder with a SKILL.md, one or two levels down)")
-    report.skills = sorted(tree.skills)
-    protected = [_protected(tree.base, item.path) for item in tree.refused]
-    listed = prefix + tree.base
-    objects, _ = await store.alist(listed)
+        raise SkillError(f"{source}: no skills found (a skill is a folder with a SKILL.md, at any depth)")
+    try:
+        objects, _ = await store.alist(prefix)
+    except BucketNotFound:
+        if not (dry_run and bucket_may_be_missing):
+            raise
+        objects = []  # the bucket would be created: everything is new
     remote = {obj.key: obj for obj in objects}
-    keys = {f.key_rel: join_key(prefix, tuple(f.key_rel.split("/"))) for f in tree.files}
-    compare = [f for f in tree.files if keys[f.key_rel] in remote and "-" not in remote[keys[f.key_rel]].etag]
+    remote_ids = _remote_skills(objects, prefix)
+    report.conflicts = _layout_conflicts(tree.skills, remote_ids)
+    excluded = {item.path for item in report.conflicts} if force else set()
+    report.skills = sorted(set(tree.skills) - excluded)
+    protected = [p for item in tree.refused if (p := _protected(tree, item.path)) is not None]
+    files = [f for f in tree.files if f.skill not in excluded]
+    keys = {f.key_rel: join_key(prefix, tuple(f.key_rel.split("/"))) for f in files}
+    compare = [f for f in files if keys[f.key_rel] in remote and "-" not in remote[keys[f.key_rel]].etag]
     digests = await asyncio.to_thread(lambda: {f.key_rel: file_md5(f.local) for f in compare})
+    changed = [f for f in files if (o := remote.get(keys[f.key_rel])) is None or digests.get(f.key_rel) != o.etag]
+    changed_md = [f for f in changed if f.key_rel == f"{f.skill}/{SKILL_FILE}" and keys[f.key_rel] in remote]
+    overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, enable=enable)
+    if report.conflicts and not force and not dry_run:  # a dry run lists them
+        raise PushRefused(
+            f"{source}: {_count(len(report.conflicts), 'skill')} conflict with the library; "
+            "see the conflicts, rename, or use --force",
+            report,
+        )
     uploads: list[LocalFile] = []
-    for f in tree.files:
+    for f in files:
+        if f.skill in excluded:
+            continue
         obj = remote.get(keys[f.key_rel])
-        if obj is not None and digests.get(f.key_rel) == obj.etag:
-            report.skipped.append(Item(f.key_rel, "unchanged", f.size))
+        if f not in changed or f.key_rel in unchanged:
+            why = "unchanged (kept disabled)" if f.key_rel in unchanged else "unchanged"
+            report.skipped.append(Item(f.key_rel, why, f.size))
         else:
             uploads.append(f)
-            report.uploaded.append(Item(f.key_rel, "new" if obj is None else "changed", f.size))
+            size = len(overrides[f.key_rel]) if f.key_rel in overrides else f.size
+            report.uploaded.append(Item(f.key_rel, "new" if obj is None else "changed", size))
     deletions: list[str] = []
     if delete:
-        mirrored = set(tree.skills) | _remote_skills(objects, prefix)
+        mirrored = set(report.skills) | (set() if tree.is_skill_folder else remote_ids)
         local_keys = set(keys.values())
         for key in sorted(remote):
             rel = key[len(prefix) :]
@@ -228,15 +275,35 @@ async def apush_tree(
             report.deleted.append(Item(rel, "not in the local tree", remote[key].size))
     if dry_run:
         return report
+    await _write(store, prefix, tree, uploads, deletions, keys, overrides, progress, concurrency, max_file_bytes)
+    return report
+
+
+async def _write(
+    store: ObjectStore,
+    prefix: str,
+    tree: LocalTree,
+    uploads: list[LocalFile],
+    deletions: list[str],
+    keys: dict[str, str],
+    overrides: dict[str, bytes],
+    progress: Progress | None,
+    concurrency: int,
+    max_file_bytes: int,
+) -> None:
     total, done = len(uploads) + len(deletions), 0
 
     def upload(f: LocalFile) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
             nonlocal done
-            data = await asyncio.to_thread(f.local.read_bytes)
+            data = overrides.get(f.key_rel)
+            if data is None:
+                data = await asyncio.to_thread(f.local.read_bytes)
             if len(data) > max_file_bytes:  # it grew after the scan
                 raise SkillError(f"{f.rel}: the file is over {max_file_bytes} bytes")
-            await store.aput(keys[f.key_rel], data, content_type=_content_type(f.key_rel))
+            is_md = f.key_rel == f"{f.skill}/{SKILL_FILE}"
+            metadata = {SOURCE_KEY: source_of(tree.skills[f.skill])} if is_md else None
+            await store.aput(keys[f.key_rel], data, content_type=_content_type(f.key_rel), metadata=metadata)
             done += 1
             if progress is not None:
                 progress(f.key_rel, done, total)
@@ -244,7 +311,7 @@ async def apush_tree(
         return run
 
     # Everything else first, then each SKILL.md: a skill appears only once complete.
-    is_skill_md = [f.key_rel.endswith("/" + SKILL_FILE) for f in uploads]
+    is_skill_md = [f.key_rel == f"{f.skill}/{SKILL_FILE}" for f in uploads]
     await gather_limited([upload(f) for f, last in zip(uploads, is_skill_md, strict=True) if not last], concurrency)
     await gather_limited([upload(f) for f, last in zip(uploads, is_skill_md, strict=True) if last], concurrency)
     # Deleting SKILL.md first makes a removed skill vanish from the index at once.
@@ -256,7 +323,7 @@ async def apush_tree(
             continue
         failed = await store.adelete_many(batch)
         if failed:
-            raise S3SkillsError(f"delete: {len(failed)} object(s) could not be deleted")
+            raise S3SkillsError(f"delete: {_count(len(failed), 'object')} could not be deleted")
         done += len(batch)
         if progress is not None:
             progress(batch[-1][len(prefix) :], done, total)
@@ -264,7 +331,6 @@ async def apush_tree(
     written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
     touched = {str(sid) for k in [*written, *deletions] if (sid := SkillId.from_key(k, prefix)) is not None}
     await anote_changed(store, prefix, touched)
-    return report
 
 
 # -- pull ---------------------------------------------------------------------------------
@@ -375,6 +441,8 @@ async def apull_tree(
     dest: Path,
     *,
     skill: str | None = None,
+    force: bool = False,
+    backup: bool = False,
     progress: Progress | None = None,
     concurrency: int = 16,
     max_file_bytes: int = MAX_FILE_BYTES,
@@ -382,13 +450,19 @@ async def apull_tree(
     """Download the library at `prefix` (or one skill of it) below `dest`.
 
     Files land at `dest/<skill id>/<path>`, so pushing `dest` again gives the same
-    library. Unchanged files (same MD5 as the ETag) are not downloaded again.
+    library. Unchanged files (same MD5 as the ETag) are not downloaded again. A local
+    file that differs from the library's is never overwritten silently: it is kept and
+    reported (`PullReport.kept`) unless `force` (overwrite) or `backup` (move it to
+    `<name>.s3skills-backup`, then write).
 
     Args:
         store: The bucket.
         prefix: The library prefix, ending with `/`.
         dest: The local folder (created if needed). Nothing is written outside it.
         skill: Only this skill (`pdf` or `category/skill`).
+        force: Overwrite local files that differ from the library.
+        backup: Move such local files aside first (`<name>.s3skills-backup`, replaced
+            if it exists), then write the library's version.
         progress: Called as `progress(path, done, total)` after each file.
         concurrency: Downloads in flight.
         max_file_bytes: Larger objects are refused.
@@ -422,8 +496,15 @@ async def apull_tree(
             continue
         if "-" not in obj.etag and await asyncio.to_thread(_same_file, target, obj):
             report.skipped.append(Item(rel, "unchanged", obj.size))
-        else:
-            wanted.append((obj, target))
+            continue
+        if await asyncio.to_thread(target.is_file) and not force:
+            if not backup:
+                report.kept.append(Item(rel, "changed locally: kept (use --force or --backup)", obj.size))
+                continue
+            moved = target.with_name(target.name + BACKUP_SUFFIX)
+            await asyncio.to_thread(os.replace, target, moved)
+            report.backups.append(Item(rel, moved.name, obj.size))
+        wanted.append((obj, target))
     done = 0
 
     def download(obj: ObjectInfo, target: Path) -> Callable[[], Awaitable[None]]:

@@ -1,0 +1,100 @@
+"""What a push or a pull did (or, for a dry run, would do): the reports and the refusal."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from s3skills.errors import S3SkillsError
+from s3skills.transfer.localtree import Finding, Item
+
+__all__ = ["PullReport", "PushRefused", "PushReport"]
+
+
+class PushRefused(S3SkillsError, ValueError):
+    """The tree holds invalid skills or unsafe files; nothing was written.
+
+    Attributes:
+        report: What the scan found (`refused` and `problems` say why).
+    """
+
+    def __init__(self, message: str, report: PushReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class PushReport:
+    """The outcome (or, with `dry_run`, the plan) of a push.
+
+    Attributes:
+        skills: The ids of the skills pushed.
+        mapping: Skill id -> its folder relative to the pushed folder (`.` for the folder
+            itself): what the mapping rule made of each `SKILL.md`.
+        uploaded: Files written (`new` or `changed`); with `dry_run`, to be written.
+        skipped: Files already up to date.
+        deleted: Remote files removed by `delete` (or to be removed).
+        refused: Local files (or skills) left out, with the reason.
+        ignored: Junk and files outside any skill.
+        problems: `SKILL.md` problems of the pushed skills.
+        nested: Skill folders inside another skill folder (each pushed as its own skill).
+        conflicts: Remote skills the push would replace although they came from another
+            source (`path` is the skill id). They block the push unless `force`.
+        replaced: Remote skills replaced whose source is unknown (created or edited in
+            the bucket): written, and reported.
+        disabled: Remote skills that are disabled and stay disabled (`enable` not given).
+        dry_run: Nothing was written.
+    """
+
+    skills: list[str] = field(default_factory=list)
+    mapping: dict[str, str] = field(default_factory=dict)
+    uploaded: list[Item] = field(default_factory=list)
+    skipped: list[Item] = field(default_factory=list)
+    deleted: list[Item] = field(default_factory=list)
+    refused: list[Item] = field(default_factory=list)
+    ignored: list[Item] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
+    nested: list[Item] = field(default_factory=list)
+    conflicts: list[Item] = field(default_factory=list)
+    replaced: list[Item] = field(default_factory=list)
+    disabled: list[str] = field(default_factory=list)
+    dry_run: bool = False
+
+    @property
+    def bytes_uploaded(self) -> int:
+        """Bytes in `uploaded`."""
+        return sum(item.size for item in self.uploaded)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {**asdict(self), "bytes_uploaded": self.bytes_uploaded}
+
+
+@dataclass
+class PullReport:
+    """The outcome of a pull.
+
+    Attributes:
+        downloaded: Files written below the destination.
+        skipped: Files already there with the same content.
+        refused: Keys not written (unsafe path, too large, in the way of a folder).
+        kept: Local files that differ from the library and were kept (not `force`):
+            local edits are never lost silently.
+        backups: Local files moved aside (`backup`) before the library's version was
+            written; `reason` names the backup file.
+    """
+
+    downloaded: list[Item] = field(default_factory=list)
+    skipped: list[Item] = field(default_factory=list)
+    refused: list[Item] = field(default_factory=list)
+    kept: list[Item] = field(default_factory=list)
+    backups: list[Item] = field(default_factory=list)
+
+    @property
+    def bytes_downloaded(self) -> int:
+        """Bytes in `downloaded`."""
+        return sum(item.size for item in self.downloaded)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {**asdict(self), "bytes_downloaded": self.bytes_downloaded}

@@ -1,0 +1,418 @@
+"""Pushing and pulling trees shaped like public skill repositories (issue 11, items 1-6, 12-16).
+
+The library side is a `MemoryObjectStore` for the transfer functions and a moto server
+for the command line; every tree is generated in `tmp_path`.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from s3skills.cli import main
+from s3skills.fs import S3Backend
+from s3skills.layout import KeyLayout
+from s3skills.skills import SkillLibrary
+from s3skills.testing import MemoryObjectStore
+from s3skills.transfer import PushRefused, pull_tree, push_tree, scan_tree
+
+SEEDS = KeyLayout.seeds()
+USER = "alice"
+PREFIX = f"{USER}/skills/"
+
+
+def skill_md(name: str, description: str = "Does a thing. Use it when a thing is needed.") -> str:
+    return f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nInstructions for {name}.\n"
+
+
+def write(root: Path, rel: str, text: str | bytes) -> Path:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    return path
+
+
+def skill(root: Path, rel: str, *, files: dict[str, str] | None = None, description: str | None = None) -> None:
+    name = rel.rsplit("/", 1)[-1]
+    write(root, f"{rel}/SKILL.md", skill_md(name, description or f"Handles {name}. Use it for {name} work."))
+    for inner, text in (files or {}).items():
+        write(root, f"{rel}/{inner}", text)
+
+
+def library(store: MemoryObjectStore) -> SkillLibrary:
+    return S3Backend("memory", user_id=USER, store=store, layout=SEEDS).skills
+
+
+# -- items 1, 2, 4: the mapping rule ----------------------------------------------------------
+
+
+def test_plugin_repo_skills_at_any_depth_map_to_plugin_category(tmp_path: Path) -> None:
+    repo = tmp_path / "claude-plugins-official"
+    skill(repo, "plugins/sentry/skills/triage", files={"references/guide.md": "guide"})
+    skill(repo, "plugins/hashicorp/skills/terraform-style")
+    skill(repo, "external_plugins/acme/skills/access")
+    write(repo, "README.md", "a repo readme")
+    write(repo, ".git/config", "[core]")
+    write(repo, "plugins/sentry/node_modules/x/SKILL.md", skill_md("x"))
+
+    store = MemoryObjectStore()
+    report = push_tree(store, repo, PREFIX, dry_run=True)
+    assert report.mapping == {
+        "acme/access": "external_plugins/acme/skills/access",
+        "hashicorp/terraform-style": "plugins/hashicorp/skills/terraform-style",
+        "sentry/triage": "plugins/sentry/skills/triage",
+    }
+    assert store.keys() == []  # a dry run writes nothing
+
+    push_tree(store, repo, PREFIX)
+    lib = library(store)
+    assert [s.id for s in lib.index()] == ["acme/access", "hashicorp/terraform-style", "sentry/triage"]
+    assert lib.instructions("triage").strip().endswith("Instructions for triage.")
+    stored = store.keys()
+    assert PREFIX + "sentry/triage/references/guide.md" in stored
+    assert not any("node_modules" in k or ".git" in k for k in stored)
+
+
+def test_dot_folder_categories_are_pushed_loaded_and_readable(tmp_path: Path) -> None:
+    repo = tmp_path / "openai-skills"
+    skill(repo, "skills/.curated/gh-fix-ci", files={"scripts/run.sh": "echo hi\n"})
+    skill(repo, "skills/.system/skill-creator")
+    store = MemoryObjectStore()
+    report = push_tree(store, repo, PREFIX)
+    assert report.skills == [".curated/gh-fix-ci", ".system/skill-creator"]
+
+    backend = S3Backend("memory", user_id=USER, store=store, layout=SEEDS)
+    backend.load_skill("gh-fix-ci")
+    assert backend.loaded_skills == [".curated/gh-fix-ci"]
+    read = backend.read("/skills/gh-fix-ci/scripts/run.sh")
+    assert read.error is None, read.error
+    assert read.file_data is not None
+    assert "echo hi" in read.file_data["content"]
+
+
+def test_nested_skill_is_its_own_skill_never_a_file_of_the_parent(tmp_path: Path) -> None:
+    repo = tmp_path / "awesome-copilot"
+    skill(repo, "skills/qdrant-scaling", files={"notes.md": "outer notes"})
+    skill(repo, "skills/qdrant-scaling/minimize-latency", files={"tips.md": "inner tips"})
+    store = MemoryObjectStore()
+    report = push_tree(store, repo, PREFIX)
+    assert report.skills == ["minimize-latency", "qdrant-scaling"]
+    (nested,) = report.nested
+    assert nested.path == "skills/qdrant-scaling/minimize-latency/SKILL.md"
+    assert "separate skill 'minimize-latency'" in nested.reason
+    stored = store.keys()
+    assert sorted(k[len(PREFIX) :] for k in stored) == [
+        "minimize-latency/SKILL.md",
+        "minimize-latency/tips.md",
+        "qdrant-scaling/SKILL.md",
+        "qdrant-scaling/notes.md",
+    ]
+    assert {s.id for s in library(store).index()} == {"minimize-latency", "qdrant-scaling"}
+
+
+def test_ambiguous_mappings_are_refused_with_every_clash_listed(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    skill(repo, "a/skills/common")  # -> a/common
+    skill(repo, "b/a/common")  # -> a/common as well
+    skill(repo, "tools")  # a skill ...
+    skill(repo, "x/tools/calc")  # ... and a category
+    skill(repo, "fine")
+    store = MemoryObjectStore()
+    with pytest.raises(PushRefused) as info:
+        push_tree(store, repo, PREFIX)
+    refused = {i.path: i.reason for i in info.value.report.refused}
+    assert "a/skills/common/SKILL.md" in refused
+    assert "b/a/common/SKILL.md" in refused
+    assert "all map to the skill id 'a/common'" in refused["b/a/common/SKILL.md"]
+    assert "both a skill" in refused["tools/SKILL.md"]
+    assert "both a skill" in refused["x/tools/calc/SKILL.md"]
+    assert store.keys() == []
+
+    # --category puts every skill in one category; the clash of two folders remains.
+    tree = scan_tree(repo, category="mine")
+    assert {"mine/fine", "mine/calc", "mine/tools"} <= set(tree.skills)
+    assert any("mine/common" in c for c in tree.clashes)
+
+
+def test_delete_never_removes_the_remote_copy_of_a_refused_skill(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    skill(repo, "a/common")
+    skill(repo, "keep")
+    store = MemoryObjectStore()
+    push_tree(store, repo, PREFIX)
+    skill(repo, "b/skills/a/common")  # now two folders map to a/common: refused
+    report = push_tree(store, repo, PREFIX, delete=True, force=True)
+    assert report.skills == ["keep"]
+    assert report.deleted == []
+    stored = store.keys()
+    assert PREFIX + "a/common/SKILL.md" in stored
+
+
+def test_duplicate_leaf_across_pushes_is_a_conflict_not_a_silent_overwrite(tmp_path: Path) -> None:
+    first, second = tmp_path / "one", tmp_path / "two"
+    skill(first, "skills/access", description="Grants access to the first system. Use for system one.")
+    skill(second, "skills/access", description="Grants access to the second system. Use for system two.")
+    store = MemoryObjectStore()
+    push_tree(store, first, PREFIX)
+
+    plan = push_tree(store, second, PREFIX, dry_run=True)  # a dry run lists the conflict
+    assert [c.path for c in plan.conflicts] == ["access"]
+    with pytest.raises(PushRefused) as info:
+        push_tree(store, second, PREFIX)
+    assert [c.path for c in info.value.report.conflicts] == ["access"]
+    assert "system one" in library(store).index()[0].metadata.description
+
+    # Pushing the first folder again is no conflict, and --force replaces.
+    assert push_tree(store, first, PREFIX).conflicts == []
+    push_tree(store, second, PREFIX, force=True)
+    lib = S3Backend("memory", user_id=USER, store=store, layout=SEEDS, catalog_ttl=None).skills
+    assert "system two" in lib.index(refresh=True)[0].metadata.description
+
+
+def test_skill_nested_under_a_remote_skill_is_refused(tmp_path: Path) -> None:
+    store = MemoryObjectStore()
+    skill(tmp_path / "one", "tools")
+    push_tree(store, tmp_path / "one", PREFIX)
+    skill(tmp_path / "two", "tools/calc")
+    with pytest.raises(PushRefused) as info:
+        push_tree(store, tmp_path / "two", PREFIX)
+    (conflict,) = info.value.report.conflicts
+    assert conflict.path == "tools/calc"
+    assert "is a skill in the library" in conflict.reason
+
+
+# -- item 5: disable survives push --------------------------------------------------------------
+
+
+def test_disable_survives_a_push_of_the_unchanged_tree(tmp_path: Path) -> None:
+    tree = tmp_path / "lib"
+    skill(tree, "tools/calc")
+    store = MemoryObjectStore()
+    push_tree(store, tree, PREFIX)
+    lib = library(store)
+    lib_key = PREFIX + "tools/calc/SKILL.md"
+    body = store.keys()
+    assert lib_key in body
+    _disable(store, lib_key)
+
+    plan = push_tree(store, tree, PREFIX, dry_run=True)
+    assert plan.disabled == ["tools/calc"]
+    report = push_tree(store, tree, PREFIX)
+    assert report.uploaded == []
+    assert [i.reason for i in report.skipped] == ["unchanged (kept disabled)"]
+    assert lib.index(include_disabled=True, refresh=True)[0].metadata.enabled is False
+
+    # A local edit is pushed, still disabled; --enable enables.
+    write(tree, "tools/calc/SKILL.md", skill_md("calc", "Calculates. Use it for sums and products."))
+    push_tree(store, tree, PREFIX)
+    (info,) = lib.index(include_disabled=True, refresh=True)
+    assert info.metadata.enabled is False
+    assert "products" in info.metadata.description
+    push_tree(store, tree, PREFIX, enable=True)
+    assert lib.index(refresh=True)[0].metadata.enabled is True
+
+
+def _disable(store: MemoryObjectStore, key: str) -> None:
+    """What `s3skills disable` writes: the SKILL.md re-rendered with `enabled: false`."""
+    from s3skills.aio import run_sync
+    from s3skills.skills import parse_skill_md, render_skill_md
+
+    body = run_sync(store.aget(key))
+    parsed = parse_skill_md(body.data)
+    text = render_skill_md(parsed.metadata.model_copy(update={"enabled": False}), parsed.body)
+    store.put_object(key, text)
+
+
+# -- item 6: pull keeps local edits -------------------------------------------------------------
+
+
+def test_pull_keeps_local_edits_unless_force_or_backup(tmp_path: Path) -> None:
+    tree = tmp_path / "lib"
+    skill(tree, "pdf", files={"notes.md": "remote notes"})
+    store = MemoryObjectStore()
+    push_tree(store, tree, PREFIX)
+    dest = tmp_path / "copy"
+    assert len(pull_tree(store, PREFIX, dest).downloaded) == 2
+
+    write(dest, "pdf/SKILL.md", "my local edit")
+    report = pull_tree(store, PREFIX, dest)
+    assert [i.path for i in report.kept] == ["pdf/SKILL.md"]
+    assert (dest / "pdf/SKILL.md").read_text() == "my local edit"
+
+    report = pull_tree(store, PREFIX, dest, backup=True)
+    assert [i.reason for i in report.backups] == ["SKILL.md.s3skills-backup"]
+    assert (dest / "pdf/SKILL.md.s3skills-backup").read_text() == "my local edit"
+    assert "Instructions for pdf" in (dest / "pdf/SKILL.md").read_text()
+    # The backup is never pushed back.
+    assert "pdf/SKILL.md.s3skills-backup" in {i.path for i in scan_tree(dest).ignored}
+
+    write(dest, "pdf/notes.md", "edited again")
+    report = pull_tree(store, PREFIX, dest, force=True)
+    assert [i.path for i in report.downloaded] == ["pdf/notes.md"]
+    assert (dest / "pdf/notes.md").read_text() == "remote notes"
+
+
+# -- the command line ---------------------------------------------------------------------------
+
+
+class Cli:
+    def __init__(self, endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> None:
+        self.globals = ["--bucket", bucket, "--user", USER, "--endpoint-url", endpoint, "--layout", "seeds"]
+        self.capsys = capsys
+        self.out = self.err = ""
+
+    def __call__(self, *argv: str) -> int:
+        self.capsys.readouterr()
+        code = main([*self.globals, *argv])
+        captured = self.capsys.readouterr()
+        self.out, self.err = captured.out, captured.err
+        return code
+
+
+@pytest.fixture
+def cli(moto_endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(moto_endpoint, bucket, capsys)
+
+
+def test_cli_disable_then_push_keeps_it_disabled(cli: Cli, tmp_path: Path) -> None:
+    tree = tmp_path / "lib"
+    skill(tree, "tools/calc")
+    assert cli("push", str(tree)) == 0
+    assert cli("disable", "calc") == 0
+    assert cli("push", "--dry-run", str(tree)) == 0
+    assert "kept disabled (use --enable to enable): tools/calc" in cli.err
+    assert cli("push", str(tree)) == 0
+    assert "Uploaded 0 files" in cli.out
+    assert cli("--json", "list", "--all") == 0
+    assert json.loads(cli.out)["skills"][0]["enabled"] is False
+    # disable kept the recorded source: editing and pushing again is no "unknown source" replace.
+    write(tree, "tools/calc/SKILL.md", skill_md("calc", "Calculates better. Use it for sums."))
+    assert cli("--json", "push", str(tree)) == 0
+    pushed = json.loads(cli.out)
+    assert pushed["replaced"] == []
+    assert pushed["disabled"] == ["tools/calc"]
+
+
+def test_cli_dry_run_lists_a_conflict_and_exits_1(cli: Cli, tmp_path: Path) -> None:
+    skill(tmp_path / "one", "skills/access", description="First access. Use it for the first system.")
+    skill(tmp_path / "two", "skills/access", description="Second access. Use it for the second system.")
+    assert cli("push", str(tmp_path / "one")) == 0
+    assert cli("push", "--dry-run", str(tmp_path / "two")) == 1
+    assert "conflict: access: the library's copy was pushed from another folder" in cli.err
+    assert "the push would be refused: 1 conflict (use --force to replace)" in cli.err
+    assert cli("push", str(tmp_path / "two")) == 1
+    assert cli("push", "--force", str(tmp_path / "two")) == 0
+
+
+def test_cli_pull_reports_kept_files_and_exits_1(cli: Cli, tmp_path: Path) -> None:
+    tree = tmp_path / "lib"
+    skill(tree, "pdf")
+    assert cli("push", str(tree)) == 0
+    dest = tmp_path / "copy"
+    assert cli("pull", str(dest)) == 0
+    write(dest, "pdf/SKILL.md", "edited")
+    assert cli("pull", str(dest)) == 1
+    assert "kept" in cli.err
+    assert "--force or --backup" in cli.err
+    assert (dest / "pdf/SKILL.md").read_text() == "edited"
+    assert cli("pull", "--backup", str(dest)) == 0
+    assert (dest / "pdf/SKILL.md.s3skills-backup").read_text() == "edited"
+
+
+def test_missing_bucket_says_how_to_create_it_and_dry_run_previews(
+    moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = tmp_path / "lib"
+    skill(tree, "pdf")
+    g = ["--bucket", "not-created-yet", "--user", USER, "--endpoint-url", moto_endpoint]
+    assert main([*g, "push", str(tree)]) == 1
+    err = capsys.readouterr().err
+    assert "does not exist" in err
+    assert "--create-bucket" in err
+    assert main([*g, "push", "--dry-run", "--create-bucket", str(tree)]) == 0
+    out = capsys.readouterr().out
+    assert "Would upload 1 file" in out
+    assert "+ pdf/SKILL.md (new" in out
+
+
+def test_json_errors_are_json_on_stdout(moto_endpoint: str, capsys: pytest.CaptureFixture[str]) -> None:
+    g = ["--bucket", "not-created-yet", "--user", USER, "--endpoint-url", moto_endpoint]
+    assert main([*g, "--json", "list"]) == 1
+    captured = capsys.readouterr()
+    document = json.loads(captured.out)
+    assert document["ok"] is False
+    assert "does not exist" in document["error"]
+    assert captured.err.startswith("s3skills: error: ")
+    assert main(["--json", "list", "--no-such-flag"]) == 2
+    assert json.loads(capsys.readouterr().out)["status"] == 2
+
+
+@pytest.mark.parametrize("output", [["--json"], []])
+def test_piped_to_head_there_is_no_broken_pipe(
+    moto_endpoint: str, bucket: str, s3_client: Any, output: list[str]
+) -> None:
+    long = "Does a thing with many words. " * 15  # ~200 KB of output: more than a pipe holds
+    for i in range(300):
+        body = skill_md(f"skill-{i:03d}", long.strip())
+        s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}skill-{i:03d}/SKILL.md", Body=body)
+    env_args = ["--bucket", bucket, "--user", USER, "--endpoint-url", moto_endpoint, "--layout", "seeds"]
+    command = [sys.executable, "-m", "s3skills.cli", *env_args, "list", *output]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as producer:
+        assert producer.stdout is not None
+        assert producer.stderr is not None
+        producer.stdout.readline()  # like `head -1`
+        producer.stdout.close()
+        err = producer.stderr.read().decode()
+        producer.wait(timeout=120)
+    assert "Broken pipe" not in err
+    assert "Traceback" not in err
+    assert "BrokenPipeError" not in err
+
+
+def test_dry_run_names_files_mapping_and_ignored(cli: Cli, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    skill(repo, "plugins/x/skills/y", files={"scripts/run.py": "print(1)\n"})
+    write(repo, "README.md", "readme")
+    assert cli("push", "--dry-run", str(repo)) == 0
+    assert "x/y <- plugins/x/skills/y" in cli.out
+    assert "+ x/y/scripts/run.py (new" in cli.out
+    assert "README.md: not inside a skill folder" in cli.out
+    assert "Would upload 2 files" in cli.out
+
+
+def test_create_without_description_is_disabled_and_validate_warns(cli: Cli) -> None:
+    assert cli("create", "draft-skill") == 0
+    assert "(disabled)" in cli.out
+    assert "s3skills enable draft-skill" in cli.out
+    assert cli("--json", "list") == 0
+    assert json.loads(cli.out)["skills"] == []  # an agent never sees a TODO skill
+    assert cli("validate", "draft-skill") == 0
+    assert "warning: the description is a placeholder" in cli.out
+    assert "1 skill checked: 0 errors, 1 warning" in cli.out
+
+
+def test_create_refuses_a_leaf_that_exists_in_another_category(cli: Cli) -> None:
+    assert cli("create", "calc", "--category", "tools", "-d", "Calculates. Use it for sums.") == 0
+    assert cli("create", "calc", "-d", "Another calc. Use it for other sums.") == 1
+    assert "a skill named 'calc' already exists: tools/calc" in cli.err
+
+
+def test_a_name_starting_with_a_hyphen_is_accepted_after_double_dash(cli: Cli, s3_client: Any, bucket: str) -> None:
+    body = skill_md("2chat-automation")
+    s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}-2chat-automation/SKILL.md", Body=body)
+    assert cli("info", "-2chat-automation") == 2
+    assert "put '--' before it" in cli.err
+    assert cli("info", "--", "-2chat-automation") == 0
+    assert cli("disable", "--", "-2chat-automation") == 0
+    assert cli("enable", "--", "-2chat-automation") == 0
+    # validate reads it, and reports what the Agent Skills name rule says of its folder name.
+    assert cli("validate", "--", "-2chat-automation") == 1
+    assert "1 skill checked" in cli.out
