@@ -19,20 +19,11 @@ from s3skills.layout import KeyLayout
 from s3skills.runner import ScriptRunner
 from s3skills.storage import S3ObjectStore as ObjectStore
 from s3skills.testing import free_port, skill_md
+from s3skills.testing import write_file as write
 from s3skills.transfer import PushRefused, pull_tree, push_tree, scan_tree
 
 USER = "alice"
 PREFIX = f"{USER}/skills/"
-
-
-def write(root: Path, rel: str, text: str | bytes) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
 
 
 def make_tree(root: Path, count: int) -> Path:

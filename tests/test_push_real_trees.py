@@ -18,7 +18,8 @@ from s3skills.cli import main
 from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillLibrary
-from s3skills.testing import MemoryObjectStore
+from s3skills.testing import DEFAULT_DESCRIPTION, MemoryObjectStore, builders
+from s3skills.testing import write_file as write
 from s3skills.transfer import PushRefused, pull_tree, push_tree, scan_tree
 
 SEEDS = KeyLayout.seeds()
@@ -26,18 +27,8 @@ USER = "alice"
 PREFIX = f"{USER}/skills/"
 
 
-def skill_md(name: str, description: str = "Does a thing. Use it when a thing is needed.") -> str:
-    return f"---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nInstructions for {name}.\n"
-
-
-def write(root: Path, rel: str, text: str | bytes) -> Path:
-    path = root / rel
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(text, encoding="utf-8")
-    return path
+def skill_md(name: str, description: str = DEFAULT_DESCRIPTION) -> str:
+    return builders.skill_md(name, description, body=f"\n# {name}\n\nInstructions for {name}.\n")
 
 
 def skill(root: Path, rel: str, *, files: dict[str, str] | None = None, description: str | None = None) -> None:

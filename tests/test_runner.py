@@ -14,13 +14,14 @@ import os
 import signal
 import time
 import tracemalloc
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
 from langchain_core.messages import AIMessage, ToolMessage
+from procs import alive, eventually
 
 from s3skills import S3Backend, create_skills_agent
 from s3skills._loop import run_sync
@@ -156,31 +157,8 @@ ALLOWED_ENV = {
 }
 
 
-def _alive(pid: int) -> bool:
-    """True while `pid` runs (a zombie left for PID 1 to reap counts as dead)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
-    """Poll `condition` until it holds (SIGKILL and cleanup after a cancel are asynchronous)."""
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
-
-
 def _all_dead(pids: list[int]) -> bool:
-    return _eventually(lambda: not any(_alive(p) for p in pids))
+    return eventually(lambda: not any(alive(p) for p in pids))
 
 
 def seed(client: Any, bucket: str) -> None:
@@ -402,7 +380,7 @@ async def test_cancelling_a_run_kills_its_processes(runner: ScriptRunner, tmp_pa
     with pytest.raises(asyncio.CancelledError):
         await task
     assert _all_dead([int(parent), int(child)])
-    assert _eventually(lambda: not Path(workdir).exists())
+    assert eventually(lambda: not Path(workdir).exists())
 
 
 def test_a_process_that_leaves_the_group_survives_but_the_run_ends(runner: ScriptRunner) -> None:
@@ -412,7 +390,7 @@ def test_a_process_that_leaves_the_group_survives_but_the_run_ends(runner: Scrip
     escaped = obs.result["escaped"]
     try:
         assert obs.ok, obs
-        assert _alive(escaped)
+        assert alive(escaped)
     finally:
         os.kill(escaped, signal.SIGKILL)
     assert _all_dead([escaped])

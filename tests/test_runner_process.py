@@ -8,11 +8,10 @@ import json
 import resource
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from procs import alive, eventually
 
 from s3skills.aio import run_sync
 from s3skills.runner import Finished, Job, LaunchError, Limits, LocalLauncher
@@ -20,23 +19,6 @@ from s3skills.runner import _limits as trampoline
 from s3skills.runner.process import limits_prefix, run_process
 
 MIB = 1024 * 1024
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
-def _eventually(condition: Callable[[], bool], within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-    return True
 
 
 @pytest.fixture
@@ -160,7 +142,7 @@ time.sleep(60)
     assert finished.returncode == -9
     pids = [int(line.split("=")[1]) for line in finished.stderr.decode().split()]
     assert len(pids) == 2
-    assert _eventually(lambda: not any(_alive(p) for p in pids)), "a child or grandchild survived"
+    assert eventually(lambda: not any(alive(p) for p in pids)), "a child or grandchild survived"
 
 
 def test_a_script_that_never_reads_stdin_is_not_blocked_by_big_args(workdir: Path) -> None:

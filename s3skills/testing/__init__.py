@@ -9,7 +9,7 @@ only when one starts). `ScriptedChatModel` drives a real agent loop from a scrip
 with no model provider. `skill_md` builds a SKILL.md for a test.
 """
 
-from s3skills.testing.builders import DEFAULT_DESCRIPTION, skill_md
+from s3skills.testing.builders import DEFAULT_DESCRIPTION, skill_md, write_file
 from s3skills.testing.faults import FaultKind, FaultRule, ProxyRequest, RequestMatcher, RequestRecord, match_request
 from s3skills.testing.memory import MemoryObjectStore
 from s3skills.testing.proxy import FaultProxy
@@ -55,4 +55,5 @@ __all__ = [
     "skill_md",
     "tool_call",
     "unique_bucket_name",
+    "write_file",
 ]

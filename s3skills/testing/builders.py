@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_DESCRIPTION", "skill_md"]
+from pathlib import Path
+
+__all__ = ["DEFAULT_DESCRIPTION", "skill_md", "write_file"]
 
 DEFAULT_DESCRIPTION = "Does a thing. Use it when a thing is needed."
 """A description that passes the Agent Skills rules (what and when)."""
@@ -24,3 +26,14 @@ def skill_md(name: str, description: str = DEFAULT_DESCRIPTION, *, body: str | N
     lines = [f"name: {name}", f"description: {description}", *(f"{key}: {value}" for key, value in fields.items())]
     text = body if body is not None else f"\n# {name}\n\nInstructions.\n"
     return "---\n" + "\n".join(lines) + "\n---\n" + text
+
+
+def write_file(root: Path, rel: str, content: str | bytes) -> Path:
+    """Write `content` (text as UTF-8) at `root/rel`, creating folders; returns the path."""
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
