@@ -109,7 +109,7 @@ async def load_skill_update(
         others = list(loaded)
         for name in pending:
             try:
-                others.append(await library.aresolve(name, tenant=tenant))
+                others.append(await library.aresolve(name, tenant=tenant, cached=True))
             except S3SkillsError:
                 continue  # that call fails on its own
         result = await library.aload(skill_path, others, tenant=tenant)

@@ -191,9 +191,12 @@ class SkillLibrary(LibraryWriter):
         return (await self._find(name, self._user(tenant), cached=cached)).info
 
     @io_bound
-    async def aresolve(self, name: str, *, tenant: Tenant | None = None) -> str:
-        """The id of the enabled skill `name` stands for (an id or a unique folder name)."""
-        return (await self._find(name, self._user(tenant))).info.id
+    async def aresolve(self, name: str, *, tenant: Tenant | None = None, cached: bool = False) -> str:
+        """The id of the enabled skill `name` stands for (an id or a unique folder name).
+
+        With `cached`, the index already read answers (no request unless it does not know `name`).
+        """
+        return (await self._find(name, self._user(tenant), cached=cached)).info.id
 
     @io_bound
     async def asearch(
