@@ -203,6 +203,11 @@ class Fingerprint:
     frontmatter: dict[str, Any] | None = None
     problem: str | None = None
 
+    @property
+    def describes_skill_md(self) -> bool:
+        """Whether it holds what a `SKILL.md` needs: its frontmatter, or why it has none."""
+        return self.frontmatter is not None or self.problem is not None
+
 
 class DigestCache:
     """Fingerprints by (file identity, ETag), least recently used first out.

@@ -2,17 +2,25 @@
 
 The library decides what a user may see (enabled skills only; a nested skill's folder
 is not part of the outer one; a code skill has no files) and where each skill lives.
-A skill's file listing costs one LIST of its folder; reading a file costs one GET.
-Keys under a folder that do not make a valid relative path are left out.
+A skill's file listing costs one LIST of its folder, a page of skills one LIST per library
+(per 1,000 keys); reading a file costs one GET. Keys under a folder that do not make a
+valid relative path are left out.
+
+Fingerprints the server computed are kept in each library's digest book
+(`s3skills.serve.digest_book`): recalling them costs one GET per library involved.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
-from s3skills.errors import InvalidPath
+from s3skills.errors import InvalidPath, S3SkillsError
 from s3skills.paths import VPath
+from s3skills.serve.digest_book import DigestBooks, Record
+from s3skills.serve.entries import Fingerprint
 from s3skills.serve.source import SkillFile
+from s3skills.skills import SkillFile as LibraryFile
 from s3skills.skills import SkillInfo, SkillLibrary
 from s3skills.tenancy import Tenant
 
@@ -47,6 +55,7 @@ class LibrarySkillSource:
     def __init__(self, library: SkillLibrary, *, max_file_bytes: int = MAX_FILE_BYTES) -> None:
         self.library = library
         self.max_file_bytes = max_file_bytes
+        self.books = DigestBooks(library.store, library.config.layout)
 
     async def list_skills(self, user_id: str) -> list[SkillInfo]:
         """The user's enabled S3 skills (user library over shared), sorted by id."""
@@ -55,15 +64,47 @@ class LibrarySkillSource:
 
     async def files(self, user_id: str, skill_id: str) -> list[SkillFile]:
         """The skill's files from one LIST of its folder (no reads)."""
-        found = []
-        for f in await self.library.afiles(skill_id, tenant=Tenant(user_id=user_id)):
+        return _served(skill_id, await self.library.afiles(skill_id, tenant=Tenant(user_id=user_id)))
+
+    async def files_many(self, user_id: str, skill_ids: Sequence[str]) -> dict[str, list[SkillFile]]:
+        """The files of several skills from one LIST per library (per 1,000 keys), no reads."""
+        listed = await self.library.afiles_many(skill_ids, tenant=Tenant(user_id=user_id))
+        return {skill_id: _served(skill_id, files) for skill_id, files in listed.items()}
+
+    def _by_library(self, user_id: str, files: Sequence[SkillFile]) -> dict[str, list[tuple[str, SkillFile]]]:
+        """Files grouped by the library holding their key, with the key relative to it."""
+        prefixes = sorted((p for _, p in self.library.libraries(Tenant(user_id=user_id))), key=len, reverse=True)
+        grouped: dict[str, list[tuple[str, SkillFile]]] = {}
+        for f in files:
+            library = next((p for p in prefixes if f.key and f.key.startswith(p)), None)
+            if library is not None:
+                grouped.setdefault(library, []).append((f.key[len(library) :], f))  # type: ignore[index]
+        return grouped
+
+    async def recall(self, user_id: str, files: Sequence[SkillFile]) -> dict[str, Fingerprint]:
+        """Fingerprints from the digest books (1 GET per library), for the listed versions only."""
+        out: dict[str, Fingerprint] = {}
+        for library, group in self._by_library(user_id, files).items():
             try:
-                parts = check_file_path(f.path)
-            except InvalidPath:
-                logger.warning("skill %s: %r is not a valid file path; it is not served", skill_id, f.path)
+                records = await self.books.arecall(library)
+            except S3SkillsError as exc:
+                logger.info("digest book of %s not read: %s", library, exc)
                 continue
-            found.append(SkillFile(path="/".join(parts), size=f.size, etag=f.etag, key=f.key))
-        return sorted(found, key=lambda f: f.path)
+            for rel, f in group:
+                r = records.get(rel)
+                if r is not None and f.key and r.matches(f.etag, f.size):
+                    out[f.key] = Fingerprint("sha256:" + r.sha256, r.size, r.frontmatter, r.problem)
+        return out
+
+    async def remember(self, user_id: str, known: Sequence[tuple[SkillFile, Fingerprint]]) -> None:
+        """Record fingerprints in the digest books (1 conditional PUT per library; best effort)."""
+        fingerprints = {id(f): fp for f, fp in known}
+        for library, group in self._by_library(user_id, [f for f, _ in known]).items():
+            records = {}
+            for rel, f in group:
+                fp = fingerprints[id(f)]
+                records[rel] = Record(f.etag, fp.size, fp.digest.removeprefix("sha256:"), fp.frontmatter, fp.problem)
+            await self.books.aremember(library, records)
 
     async def read(self, user_id: str, skill_id: str, path: str) -> tuple[bytes, str]:
         """One GET of the file (after the index lookup, usually cached).
@@ -76,3 +117,16 @@ class LibrarySkillSource:
         check_file_path(path)
         body = await self.library.aopen(skill_id, path, tenant=Tenant(user_id=user_id), max_bytes=self.max_file_bytes)
         return body.data, body.etag
+
+
+def _served(skill_id: str, files: Sequence[LibraryFile]) -> list[SkillFile]:
+    """The files a client may be given, by path; keys that make no valid path are left out."""
+    found = []
+    for f in files:
+        try:
+            parts = check_file_path(f.path)
+        except InvalidPath:
+            logger.warning("skill %s: %r is not a valid file path; it is not served", skill_id, f.path)
+            continue
+        found.append(SkillFile(path="/".join(parts), size=f.size, etag=f.etag, key=f.key))
+    return sorted(found, key=lambda f: f.path)

@@ -246,43 +246,96 @@ class SkillsServer:
         except (ValueError, UnicodeDecodeError) as exc:
             return Fingerprint(digest_of(data), len(data), problem=str(exc))
 
-    async def _fingerprint(self, user: str, skill_id: str, f: SkillFile) -> tuple[SkillFile, Fingerprint] | None:
-        """The digest of a listed file: cached by (file, ETag), given by the source, or read."""
-        identity = f.key or f"{user}\0{skill_id}\0{f.path}"
-        skill_md = f.path == SKILL_FILE
-        known = self.digests.get(identity, f.etag)
-        if known is not None:
-            return f, known
-        if f.sha256 is not None and not skill_md:
-            known = Fingerprint("sha256:" + f.sha256.lower(), f.size)
-            self.digests.put(identity, f.etag, known)
-            return f, known
+    @staticmethod
+    def _identity(user: str, skill_id: str, f: SkillFile) -> str:
+        return f.key or f"{user}\0{skill_id}\0{f.path}"
+
+    async def _fingerprints(
+        self, user: str, wanted: list[tuple[str, SkillFile]]
+    ) -> dict[tuple[str, str], tuple[SkillFile, Fingerprint]]:
+        """Fingerprints of listed files by (skill id, path): cached, recalled, or read.
+
+        The cache answers first, then the source's records of earlier reads (one recall
+        for all the misses), and only a file still unknown is read (and then recorded).
+        A file deleted since it was listed is left out.
+        """
+        found: dict[tuple[str, str], tuple[SkillFile, Fingerprint]] = {}
+        missing: list[tuple[str, SkillFile]] = []
+        for skill_id, f in wanted:
+            known = self.digests.get(self._identity(user, skill_id, f), f.etag)
+            if known is None and f.sha256 is not None and f.path != SKILL_FILE:
+                known = Fingerprint("sha256:" + f.sha256.lower(), f.size)
+                self.digests.put(self._identity(user, skill_id, f), f.etag, known)
+            if known is None:
+                missing.append((skill_id, f))
+            else:
+                found[(skill_id, f.path)] = (f, known)
+        if not missing:
+            return found
+        recalled = await self._recall(user, [f for _, f in missing])
+        unread: list[tuple[str, SkillFile]] = []
+        for skill_id, f in missing:
+            known = recalled.get(f.key) if f.key else None
+            if known is not None and known.size == f.size and (f.path != SKILL_FILE or known.describes_skill_md):
+                self.digests.put(self._identity(user, skill_id, f), f.etag, known)
+                found[(skill_id, f.path)] = (f, known)
+            else:
+                unread.append((skill_id, f))
+        jobs = [partial(self._read_fingerprint, user, skill_id, f) for skill_id, f in unread]
+        fresh: list[tuple[SkillFile, Fingerprint]] = []
+        for (skill_id, f), pair in zip(unread, await gather_limited(jobs, self.concurrency), strict=True):
+            if pair is not None:
+                found[(skill_id, f.path)] = pair
+                fresh.append(pair)
+        if fresh:
+            try:
+                await self.source.remember(user, fresh)
+            except S3SkillsError as exc:
+                logger.info("digests not recorded: %s", exc)
+        return found
+
+    async def _recall(self, user: str, files: list[SkillFile]) -> dict[str, Fingerprint]:
+        try:
+            recalled: dict[str, Fingerprint] = await self.source.recall(user, files)
+        except S3SkillsError as exc:
+            logger.info("digests not recalled: %s", exc)
+            return {}
+        return recalled
+
+    async def _read_fingerprint(self, user: str, skill_id: str, f: SkillFile) -> tuple[SkillFile, Fingerprint] | None:
+        """Read a file and fingerprint the version read; None when it was deleted since it was listed."""
         try:
             data, etag = await self.source.read(user, skill_id, f.path)
         except NotFound:
-            return None  # deleted since it was listed: not part of the skill any more
-        known = self._fingerprint_of(data, skill_md=skill_md)
-        self.digests.put(identity, etag, known)
+            return None
+        known = self._fingerprint_of(data, skill_md=f.path == SKILL_FILE)
+        self.digests.put(self._identity(user, skill_id, f), etag, known)
         # If the file changed since the listing, describe the version just read.
         return replace(f, etag=etag, size=len(data)), known
 
-    async def _entry(
-        self, user: str, skill: SkillInfo, base: tuple[str, ...]
-    ) -> tuple[dict[str, Any], list[SkillFile]]:
-        """A skill's entry and the file versions it describes.
-
-        Raises:
-            _Refused: The skill breaks a rule of the extension (name, limits, frontmatter).
-        """
-        files: list[SkillFile] = await self._call(self.source.files(user, skill.id))
+    @staticmethod
+    def _check(skill: SkillInfo, files: list[SkillFile]) -> None:
+        """Raises `_Refused` when the listed files break a limit of the extension."""
         if not any(f.path == SKILL_FILE for f in files):
             raise _Refused(f"skill {skill.id} has no SKILL.md")
         if len(files) > MAX_SKILL_FILES:
             raise _Refused(f"skill {skill.id} has {len(files)} files; the limit is {MAX_SKILL_FILES}")
         if (total := sum(f.size for f in files)) > MAX_SKILL_BYTES:
             raise _Refused(f"skill {skill.id} holds {total} bytes; the limit is {MAX_SKILL_BYTES}")
-        jobs = [partial(self._fingerprint, user, skill.id, f) for f in files]
-        found = [pair for pair in await gather_limited(jobs, self.concurrency) if pair is not None]
+
+    @staticmethod
+    def _build(
+        skill: SkillInfo,
+        base: tuple[str, ...],
+        files: list[SkillFile],
+        fingerprints: dict[tuple[str, str], tuple[SkillFile, Fingerprint]],
+    ) -> tuple[dict[str, Any], list[SkillFile]]:
+        """A skill's entry and the file versions it describes.
+
+        Raises:
+            _Refused: The skill breaks a rule of the extension (name, frontmatter).
+        """
+        found = [pair for f in files if (pair := fingerprints.get((skill.id, f.path))) is not None]
         frontmatter: dict[str, Any] | None = None
         for f, fp in found:
             if f.path == SKILL_FILE:
@@ -305,6 +358,19 @@ class SkillsServer:
         }
         return entry, [f for f, _ in found]
 
+    async def _entry(
+        self, user: str, skill: SkillInfo, base: tuple[str, ...]
+    ) -> tuple[dict[str, Any], list[SkillFile]]:
+        """One skill's entry, from one listing of its folder (`skills/get`).
+
+        Raises:
+            _Refused: The skill breaks a rule of the extension (name, limits, frontmatter).
+        """
+        files: list[SkillFile] = await self._call(self.source.files(user, skill.id))
+        self._check(skill, files)
+        fingerprints = await self._fingerprints(user, [(skill.id, f) for f in files])
+        return self._build(skill, base, files, fingerprints)
+
     # -- handlers ------------------------------------------------------------------------
 
     async def _skills_list(
@@ -318,21 +384,26 @@ class SkillsServer:
         skills: list[SkillInfo] = await self._call(self.source.list_skills(user))
         rest = [s for s in skills if after is None or s.id > after]
         page = rest[: self.page_size]
-
-        async def one(skill: SkillInfo) -> dict[str, Any] | None:
+        by_skill: dict[str, list[SkillFile]] = await self._call(self.source.files_many(user, [s.id for s in page]))
+        served: list[tuple[SkillInfo, list[SkillFile]]] = []
+        for skill in page:
             try:
-                entry, files = await self._entry(user, skill, tuple(skill.id.split("/")))
+                self._check(skill, by_skill.get(skill.id, []))
             except _Refused as exc:
                 logger.warning("not served as a skill: %s", exc)
-                return None
-            except MCPError as exc:  # the skill vanished between the listing and its files
-                logger.info("skill %s skipped: %s", skill.id, exc.message)
-                return None
-            self._hold(ctx, user, skill.id, files)
-            return entry
-
-        entries = await gather_limited([partial(one, s) for s in page], max(1, self.concurrency // 2))
-        result: dict[str, Any] = {"skills": [e for e in entries if e is not None]}
+                continue
+            served.append((skill, by_skill[skill.id]))
+        fingerprints = await self._fingerprints(user, [(skill.id, f) for skill, files in served for f in files])
+        entries: list[dict[str, Any]] = []
+        for skill, files in served:
+            try:
+                entry, held = self._build(skill, tuple(skill.id.split("/")), files, fingerprints)
+            except _Refused as exc:
+                logger.warning("not served as a skill: %s", exc)
+                continue
+            self._hold(ctx, user, skill.id, held)
+            entries.append(entry)
+        result: dict[str, Any] = {"skills": entries}
         if len(rest) > len(page):
             result["nextCursor"] = encode_cursor(page[-1].id)
         return self._finish(ctx, result)

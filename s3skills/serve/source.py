@@ -4,17 +4,21 @@ The server (`s3skills.serve.mcp`) is written against `SkillSource` only. A sourc
 for one user at a time and never decides who the user is: the server passes the user id
 it took from the transport (the command line for stdio, the verified token for HTTP).
 
-A source lists a skill's files with their ETags (a listing, no reads); the server reads a
-file only to compute a digest it has not seen for that (key, ETag), or when a client asks
-for it. A source that already knows a file's SHA-256 (a manifest, an object checksum)
-puts it in `SkillFile.sha256`, and the server then never reads the file to hash it.
+A source lists a skill's files with their ETags (a listing, no reads), for one skill or
+for a page of skills at once. The server reads a file only to compute a digest it has not
+seen for that (key, ETag), or when a client asks for it. A source that already knows a
+file's SHA-256 (an object checksum) puts it in `SkillFile.sha256`; a source that keeps the
+fingerprints the server computed (`remember`) gives them back (`recall`), so a server that
+starts cold reads no file whose version it has described before.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from s3skills.serve.entries import Fingerprint
 from s3skills.skills import SkillInfo
 
 __all__ = ["SkillFile", "SkillSource"]
@@ -61,6 +65,25 @@ class SkillSource(Protocol):
         """
         ...
 
+    async def files_many(self, user_id: str, skill_ids: Sequence[str]) -> dict[str, list[SkillFile]]:
+        """`files` of several skills at once, by skill id (a page of `skills/list`)."""
+        ...
+
     async def read(self, user_id: str, skill_id: str, path: str) -> tuple[bytes, str]:
         """The bytes of one file of the skill and the ETag of exactly those bytes."""
+        ...
+
+    async def recall(self, user_id: str, files: Sequence[SkillFile]) -> dict[str, Fingerprint]:
+        """Fingerprints remembered for these listed files, by `SkillFile.key`.
+
+        Only a fingerprint of the exact version listed (its ETag) may be given; an empty
+        dict is always a correct answer.
+        """
+        ...
+
+    async def remember(self, user_id: str, known: Sequence[tuple[SkillFile, Fingerprint]]) -> None:
+        """Keep fingerprints the server computed, each for the version in its `SkillFile`.
+
+        Best effort: a source may keep nothing, and must not raise for a failed write.
+        """
         ...

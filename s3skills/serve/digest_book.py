@@ -1,0 +1,220 @@
+"""The digest book: file digests the MCP server computed, kept in the bucket for the next server.
+
+The skills extension describes every file of a skill by its SHA-256, and S3 lists no
+checksum values, so a digest costs one read of the file. The server reads a file
+to hash it only once per version: what it computed is recorded in the library's digest
+book, one JSON object per library next to its manifest (`users/ana/.s3skills/digests.json`,
+`KeyLayout.manifest_key` with `digests` for `manifest`). A cold server (a restart, a new
+replica) reads the book (1 GET, conditional once it holds a copy) and reads no file
+whose listed ETag and size match a record.
+
+The book is derived data, written with the same trust as the library: whoever can
+write the files can write the book. It is never an authority on which files exist
+(the listing is), and a record counts only for the exact version the listing names
+(its ETag and size). A book that is missing, damaged, oversized or of another schema
+is read as empty; records that do not parse are dropped. A writer merges its records
+into the version it read and writes with a condition (`if_match`, or create-only);
+after a few conflicts it gives up, which only costs a later server some reads.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
+from s3skills.layout import KeyLayout
+from s3skills.storage import NotModified, ObjectStore
+
+__all__ = ["BOOK_SCHEMA", "MAX_BOOK_BYTES", "MAX_RECORDS", "DigestBooks", "Record", "book_key"]
+
+logger = logging.getLogger(__name__)
+
+BOOK_SCHEMA = "s3skills.digests/1"
+"""The schema this code reads and writes; any other value reads as an empty book."""
+
+MAX_BOOK_BYTES = 32 * 1024 * 1024
+"""A larger book is not read (it is replaced by the next write)."""
+
+MAX_RECORDS = 100_000
+"""Records kept per book; past it the records not just written are dropped first."""
+
+_WRITE_ATTEMPTS = 3
+_HEX64 = re.compile(r"\A[0-9a-f]{64}\Z")
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """What the server knows of one version of a file.
+
+    Attributes:
+        etag: The version (the ETag it was read with).
+        size: Its size in bytes.
+        sha256: The lowercase hex SHA-256 of its bytes.
+        frontmatter: For a `SKILL.md`, its frontmatter as JSON (None: not a
+            `SKILL.md`, or one whose frontmatter does not parse: see `problem`).
+        problem: For a `SKILL.md`, why its frontmatter does not parse.
+    """
+
+    etag: str
+    size: int
+    sha256: str
+    frontmatter: dict[str, Any] | None = None
+    problem: str | None = None
+
+    def matches(self, etag: str, size: int) -> bool:
+        """Whether this record describes the listed version (ETag and size)."""
+        return self.etag == etag and self.size == size
+
+
+def book_key(layout: KeyLayout, library_prefix: str) -> str:
+    """The key of a library's digest book: its manifest's key with `digests` for `manifest`."""
+    folder, _, name = layout.manifest_key(library_prefix).rpartition("/")
+    return folder + "/" + "digests" + name.removeprefix("manifest")
+
+
+def _record(item: object) -> Record | None:
+    if not isinstance(item, dict):
+        return None
+    etag, size, sha = item.get("etag"), item.get("size"), item.get("sha256")
+    if not isinstance(etag, str) or not etag or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+        return None
+    if not isinstance(sha, str) or not _HEX64.match(sha):
+        return None
+    frontmatter, problem = item.get("frontmatter"), item.get("problem")
+    if frontmatter is not None and not (
+        isinstance(frontmatter, dict)
+        and isinstance(frontmatter.get("name"), str)
+        and isinstance(frontmatter.get("description"), str)
+    ):
+        return None
+    if problem is not None and not isinstance(problem, str):
+        return None
+    return Record(etag, size, sha, frontmatter, problem)
+
+
+def decode_book(data: bytes) -> dict[str, Record]:
+    """The records of a book object by key relative to its library (never raises)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return {}
+    if not isinstance(doc, dict) or doc.get("schema") != BOOK_SCHEMA or not isinstance(doc.get("files"), dict):
+        return {}
+    records: dict[str, Record] = {}
+    for rel, item in doc["files"].items():
+        record = _record(item)
+        if isinstance(rel, str) and rel and record is not None and len(records) < MAX_RECORDS:
+            records[rel] = record
+    return records
+
+
+def encode_book(records: Mapping[str, Record]) -> bytes:
+    """The JSON bytes of a book (records sorted by key)."""
+    files: dict[str, Any] = {}
+    for rel, r in sorted(records.items()):
+        item: dict[str, Any] = {"etag": r.etag, "size": r.size, "sha256": r.sha256}
+        if r.frontmatter is not None:
+            item["frontmatter"] = r.frontmatter
+        if r.problem is not None:
+            item["problem"] = r.problem
+        files[rel] = item
+    return json.dumps({"schema": BOOK_SCHEMA, "files": files}, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+@dataclass(slots=True)
+class _Copy:
+    etag: str | None  # None: the book did not exist when read
+    records: dict[str, Record]
+
+
+class DigestBooks:
+    """Reads and writes the digest books of a store's libraries (one copy of each held by ETag).
+
+    Args:
+        store: The store holding the libraries.
+        layout: Where each library's book lives (`book_key`).
+    """
+
+    def __init__(self, store: ObjectStore, layout: KeyLayout) -> None:
+        self.store = store
+        self.layout = layout
+        self._copies: dict[str, _Copy] = {}
+
+    async def _read(self, library: str) -> _Copy:
+        """The book as stored now (1 GET, conditional when a copy is held)."""
+        key = book_key(self.layout, library)
+        held = self._copies.get(library)
+        try:
+            body = await self.store.aget(
+                key, max_bytes=MAX_BOOK_BYTES, if_none_match=held.etag if held is not None else None
+            )
+        except NotModified:
+            assert held is not None
+            return held
+        except NotFound:
+            copy = _Copy(None, {})
+        except FileTooLarge:
+            logger.warning("digest book %s is over %d bytes: read as empty", key, MAX_BOOK_BYTES)
+            copy = _Copy(await self._etag_of(key), {})
+        else:
+            copy = _Copy(body.etag, decode_book(body.data))
+        self._copies[library] = copy
+        return copy
+
+    async def _etag_of(self, key: str) -> str | None:
+        try:
+            return (await self.store.ahead(key)).etag
+        except NotFound:
+            return None
+
+    async def arecall(self, library: str) -> dict[str, Record]:
+        """The records of a library's book by key relative to the library (1 GET).
+
+        Raises:
+            S3SkillsError: The store failed (the caller hashes the files instead).
+        """
+        return (await self._read(library)).records
+
+    async def aremember(self, library: str, records: Mapping[str, Record]) -> bool:
+        """Merge `records` into a library's book (a record replaces the one of its key).
+
+        Returns whether the book holds them. A store failure or repeated conflicts leave
+        the book as it was (logged): the records are only a saving. Records of deleted
+        files stay until `MAX_RECORDS` pushes them out; they are never used, as no
+        listing names their version.
+        """
+        for _ in range(_WRITE_ATTEMPTS):
+            try:
+                # The copy held (from the recall that came before) is tried first; a conflict re-reads.
+                copy = self._copies.get(library) or await self._read(library)
+                merged = dict(copy.records)
+                merged.update(records)
+                if merged == copy.records:
+                    return True
+                if len(merged) > MAX_RECORDS:
+                    keep = [rel for rel in merged if rel not in records][: MAX_RECORDS - len(records)]
+                    merged = {rel: merged[rel] for rel in [*keep, *records]}
+                data = encode_book(merged)
+                if len(data) > MAX_BOOK_BYTES:
+                    logger.warning("digest book of %s would exceed %d bytes: not written", library, MAX_BOOK_BYTES)
+                    return False
+                key = book_key(self.layout, library)
+                if copy.etag is None:
+                    etag = await self.store.aput(key, data, if_none_match=True, content_type="application/json")
+                else:
+                    etag = await self.store.aput(key, data, if_match=copy.etag, content_type="application/json")
+            except (Conflict, NotFound):  # changed, or deleted, since the copy was read
+                self._copies.pop(library, None)
+                continue
+            except S3SkillsError as exc:
+                logger.warning("digest book of %s not written: %s", library, exc)
+                return False
+            self._copies[library] = _Copy(etag, merged)
+            return True
+        logger.info("digest book of %s not written: it kept changing under us", library)
+        return False
