@@ -13,8 +13,9 @@ Who a call is for comes from the transport only: a fixed user (stdio, one person
 or the verified bearer token of the HTTP request (`s3skills.serve.auth`). No request
 parameter can name a user.
 
-Digests are cached by (file, ETag), so a listing reads only the files that changed since
-they were last hashed; a source that knows a file's SHA-256 saves even that. A manifest
+Digests come from `s3skills.serve.fingerprints`: cached by (file, ETag), recalled from
+the source's records (the library's digest book), or read once per file version. A page of
+`skills/list` lists its skills' files in one call to the source (`files_many`). A manifest
 never carries a stale digest: the server remembers, per connection, which version of each
 file it last described, and a `resources/read` that finds another version answers with an
 error asking the client to fetch the skill's entry again (`skills/get`) instead of bytes
@@ -29,7 +30,6 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -42,21 +42,19 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from s3skills.aio import gather_limited
 from s3skills.errors import FileTooLarge, InvalidPath, NotFound, S3SkillsError, SkillError
 from s3skills.serve.auth import user_of_token
 from s3skills.serve.entries import (
     DigestCache,
     Fingerprint,
     decode_cursor,
-    digest_of,
     encode_cursor,
-    frontmatter_json,
     mime_type,
     parse_uri,
     text_or_none,
     uri_of,
 )
+from s3skills.serve.fingerprints import SKILL_FILE, Fingerprinter
 from s3skills.serve.source import SkillFile, SkillSource
 from s3skills.skills import SkillInfo
 
@@ -65,7 +63,6 @@ __all__ = ["EXTENSION_ID", "MAX_SKILL_BYTES", "MAX_SKILL_FILES", "SkillsServer"]
 logger = logging.getLogger(__name__)
 
 EXTENSION_ID = "io.modelcontextprotocol/skills"
-SKILL_FILE = "SKILL.md"
 MAX_SKILL_FILES = 512
 """The extension's limit on files per skill; a larger skill is not served."""
 MAX_SKILL_BYTES = 16 * 1024 * 1024
@@ -138,7 +135,8 @@ class SkillsServer:
         self.token_user = token_user
         self.page_size = page_size
         self.concurrency = concurrency
-        self.digests = digests if digests is not None else DigestCache()
+        self.fingerprinter = Fingerprinter(source, digests if digests is not None else DigestCache(), concurrency)
+        self.digests = self.fingerprinter.digests
         self.held_per_connection = held_per_connection
         self.max_users = max_users
         self._held_by_user: OrderedDict[str, OrderedDict[tuple[str, str, str], str]] = OrderedDict()
@@ -235,83 +233,7 @@ class SkillsServer:
             result = {"resultType": "complete", **result, "ttlMs": 0, "cacheScope": "private"}
         return result
 
-    # -- fingerprints and entries -----------------------------------------------------------
-
-    @staticmethod
-    def _fingerprint_of(data: bytes, *, skill_md: bool) -> Fingerprint:
-        if not skill_md:
-            return Fingerprint(digest_of(data), len(data))
-        try:
-            return Fingerprint(digest_of(data), len(data), frontmatter=frontmatter_json(data))
-        except (ValueError, UnicodeDecodeError) as exc:
-            return Fingerprint(digest_of(data), len(data), problem=str(exc))
-
-    @staticmethod
-    def _identity(user: str, skill_id: str, f: SkillFile) -> str:
-        return f.key or f"{user}\0{skill_id}\0{f.path}"
-
-    async def _fingerprints(
-        self, user: str, wanted: list[tuple[str, SkillFile]]
-    ) -> dict[tuple[str, str], tuple[SkillFile, Fingerprint]]:
-        """Fingerprints of listed files by (skill id, path): cached, recalled, or read.
-
-        The cache answers first, then the source's records of earlier reads (one recall
-        for all the misses), and only a file still unknown is read (and then recorded).
-        A file deleted since it was listed is left out.
-        """
-        found: dict[tuple[str, str], tuple[SkillFile, Fingerprint]] = {}
-        missing: list[tuple[str, SkillFile]] = []
-        for skill_id, f in wanted:
-            known = self.digests.get(self._identity(user, skill_id, f), f.etag)
-            if known is None and f.sha256 is not None and f.path != SKILL_FILE:
-                known = Fingerprint("sha256:" + f.sha256.lower(), f.size)
-                self.digests.put(self._identity(user, skill_id, f), f.etag, known)
-            if known is None:
-                missing.append((skill_id, f))
-            else:
-                found[(skill_id, f.path)] = (f, known)
-        if not missing:
-            return found
-        recalled = await self._recall(user, [f for _, f in missing])
-        unread: list[tuple[str, SkillFile]] = []
-        for skill_id, f in missing:
-            known = recalled.get(f.key) if f.key else None
-            if known is not None and known.size == f.size and (f.path != SKILL_FILE or known.describes_skill_md):
-                self.digests.put(self._identity(user, skill_id, f), f.etag, known)
-                found[(skill_id, f.path)] = (f, known)
-            else:
-                unread.append((skill_id, f))
-        jobs = [partial(self._read_fingerprint, user, skill_id, f) for skill_id, f in unread]
-        fresh: list[tuple[SkillFile, Fingerprint]] = []
-        for (skill_id, f), pair in zip(unread, await gather_limited(jobs, self.concurrency), strict=True):
-            if pair is not None:
-                found[(skill_id, f.path)] = pair
-                fresh.append(pair)
-        if fresh:
-            try:
-                await self.source.remember(user, fresh)
-            except S3SkillsError as exc:
-                logger.info("digests not recorded: %s", exc)
-        return found
-
-    async def _recall(self, user: str, files: list[SkillFile]) -> dict[str, Fingerprint]:
-        try:
-            recalled: dict[str, Fingerprint] = await self.source.recall(user, files)
-        except S3SkillsError as exc:
-            logger.info("digests not recalled: %s", exc)
-            return {}
-        return recalled
-
-    async def _read_fingerprint(self, user: str, skill_id: str, f: SkillFile) -> tuple[SkillFile, Fingerprint] | None:
-        """Read a file and fingerprint the version read; None when it was deleted since it was listed."""
-        try:
-            data, etag = await self.source.read(user, skill_id, f.path)
-        except NotFound:
-            return None
-        known = self._fingerprint_of(data, skill_md=f.path == SKILL_FILE)
-        self.digests.put(self._identity(user, skill_id, f), etag, known)
-        # If the file changed since the listing, describe the version just read.
-        return replace(f, etag=etag, size=len(data)), known
+    # -- entries ------------------------------------------------------------------------------
 
     @staticmethod
     def _check(skill: SkillInfo, files: list[SkillFile]) -> None:
@@ -368,7 +290,7 @@ class SkillsServer:
         """
         files: list[SkillFile] = await self._call(self.source.files(user, skill.id))
         self._check(skill, files)
-        fingerprints = await self._fingerprints(user, [(skill.id, f) for f in files])
+        fingerprints = await self._call(self.fingerprinter.fingerprints(user, [(skill.id, f) for f in files]))
         return self._build(skill, base, files, fingerprints)
 
     # -- handlers ------------------------------------------------------------------------
@@ -393,7 +315,8 @@ class SkillsServer:
                 logger.warning("not served as a skill: %s", exc)
                 continue
             served.append((skill, by_skill[skill.id]))
-        fingerprints = await self._fingerprints(user, [(skill.id, f) for skill, files in served for f in files])
+        wanted = [(skill.id, f) for skill, files in served for f in files]
+        fingerprints = await self._call(self.fingerprinter.fingerprints(user, wanted))
         entries: list[dict[str, Any]] = []
         for skill, files in served:
             try:
@@ -460,9 +383,7 @@ class SkillsServer:
         data, etag = read
         if held is not None and held != etag:
             raise changed
-        identity = listed[path].key or f"{user}\0{skill.id}\0{path}"
-        if self.digests.get(identity, etag) is None:
-            self.digests.put(identity, etag, self._fingerprint_of(data, skill_md=path == SKILL_FILE))
+        self.fingerprinter.note_read(user, skill.id, replace(listed[path], etag=etag), data)
         mime = mime_type(path)
         text = text_or_none(data, mime)
         content: types.TextResourceContents | types.BlobResourceContents

@@ -32,11 +32,20 @@ from s3skills.skills.matching import closest_ids, rank
 from s3skills.skills.model import InvalidSkill, SkillInfo, SkillProblem
 from s3skills.skills.parse import get_skill_doc, parse_skill_md
 from s3skills.skills.registry import SkillRegistry, merge_index
-from s3skills.skills.results import LoadResult, SkillFile, SkillHome, SkillPage, check_leaf_clash
+from s3skills.skills.results import (
+    LoadResult,
+    SkillFile,
+    SkillHome,
+    SkillPage,
+    check_leaf_clash,
+    files_of,
+    shared_folder,
+    sort_into_homes,
+)
 from s3skills.skills.versions import SkillVersion, current_from_objects, current_version, read_pinned
 from s3skills.skills.versions import history as version_history
 from s3skills.skills.writers import LibraryWriter
-from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore, ObjectVersion
+from s3skills.storage import ObjectBody, ObjectStore, ObjectVersion
 from s3skills.tenancy import Identity, SkillPin, Tenant, resolve_tenant, run_config
 
 __all__ = ["LoadResult", "SkillFile", "SkillHome", "SkillLibrary", "SkillPage", "check_leaf_clash"]
@@ -332,7 +341,7 @@ class SkillLibrary(LibraryWriter):
         tenant = self._user(tenant)
         home = await self.ahome(name, tenant=tenant)
         objects, _ = await self.store.alist(home.prefix)
-        return _listed(home, objects, tenant)
+        return files_of(home, objects, tenant.skill_versions.get(home.skill.id))
 
     @io_bound
     async def afiles_many(self, names: Sequence[str], *, tenant: Tenant | None = None) -> dict[str, list[SkillFile]]:
@@ -355,17 +364,9 @@ class SkillLibrary(LibraryWriter):
             by_library.setdefault(home.prefix[: -len(home.skill.id) - 1], []).append(home)
         found: dict[str, list[SkillFile]] = {}
         for group in by_library.values():
-            folders = {home.prefix: home for home in group}
-            objects, _ = await self.store.alist(_shared_folder(list(folders)))
-            owned: dict[str, list[ObjectInfo]] = {home.prefix: [] for home in group}
-            for obj in objects:
-                cut = len(obj.key)
-                while (cut := obj.key.rfind("/", 0, cut)) >= 0:
-                    if (folder := obj.key[: cut + 1]) in folders:  # the deepest requested folder
-                        owned[folder].append(obj)
-                        break
-            for folder, home in folders.items():
-                found[home.skill.id] = _listed(home, owned[folder], tenant)
+            objects, _ = await self.store.alist(shared_folder([home.prefix for home in group]))
+            for home, owned in sort_into_homes(group, objects):
+                found[home.skill.id] = files_of(home, owned, tenant.skill_versions.get(home.skill.id))
         return found
 
     @io_bound
@@ -540,26 +541,3 @@ def _enabled_in(text: str, skill_id: str) -> bool:
 def _resolves(name: str, known: dict[str, _Known]) -> bool:
     wanted = _name(name)
     return wanted in known or any(SkillId.parse(sid).leaf == wanted for sid in known)
-
-
-def _listed(home: SkillHome, objects: Sequence[ObjectInfo], tenant: Tenant) -> list[SkillFile]:
-    """The files of `home` among listed objects: nested skills' and folder markers left out.
-
-    A skill the tenant's thread pinned at a versioned load keeps only the files of that version.
-    """
-    pin = tenant.skill_versions.get(home.skill.id)
-    pinned = pin.files if pin is not None and all(f.version_id for f in pin.files.values()) else None
-    return [
-        SkillFile(o.key[len(home.prefix) :], o.size, o.etag, o.key)
-        for o in objects
-        if home.owns(o.key) and not o.key.endswith("/") and (pinned is None or o.key[len(home.prefix) :] in pinned)
-    ]
-
-
-def _shared_folder(folders: list[str]) -> str:
-    """The deepest folder prefix (ending in `/`) that every one of `folders` starts with."""
-    lo, hi = min(folders), max(folders)
-    n = 0
-    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
-        n += 1
-    return lo[: lo.rfind("/", 0, n) + 1]

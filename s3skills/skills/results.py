@@ -1,6 +1,7 @@
 """What `SkillLibrary` answers: where a skill lives, its files, a page of a search, a load.
 
-Plain values (no I/O), plus the rule that two loaded skills never share a folder name.
+Plain values (no I/O), the rule that two loaded skills never share a folder name, and
+how listed keys become skills' files.
 """
 
 from __future__ import annotations
@@ -12,8 +13,19 @@ from s3skills.errors import SkillError
 from s3skills.ids import SkillId
 from s3skills.skills.model import SkillInfo
 from s3skills.skills.versions import SkillVersion
+from s3skills.storage import ObjectInfo
+from s3skills.tenancy import SkillPin
 
-__all__ = ["LoadResult", "SkillFile", "SkillHome", "SkillPage", "check_leaf_clash"]
+__all__ = [
+    "LoadResult",
+    "SkillFile",
+    "SkillHome",
+    "SkillPage",
+    "check_leaf_clash",
+    "files_of",
+    "shared_folder",
+    "sort_into_homes",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,3 +102,44 @@ def check_leaf_clash(skill_id: str, loaded: Sequence[str]) -> None:
                 f"Cannot load '{skill_id}': the loaded skill '{other}' already appears as /skills/{leaf}. "
                 "Two loaded skills cannot share a folder name."
             )
+
+
+def files_of(home: SkillHome, objects: Sequence[ObjectInfo], pin: SkillPin | None = None) -> list[SkillFile]:
+    """The files of `home` among listed objects: nested skills' and folder markers left out.
+
+    With the `pin` of a versioned load, only the files of that version are kept.
+    """
+    pinned = pin.files if pin is not None and all(f.version_id for f in pin.files.values()) else None
+    return [
+        SkillFile(o.key[len(home.prefix) :], o.size, o.etag, o.key)
+        for o in objects
+        if home.owns(o.key) and not o.key.endswith("/") and (pinned is None or o.key[len(home.prefix) :] in pinned)
+    ]
+
+
+def shared_folder(folders: Sequence[str]) -> str:
+    """The deepest folder prefix (ending in `/`) that every one of `folders` starts with."""
+    lo, hi = min(folders), max(folders)
+    n = 0
+    while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
+        n += 1
+    return lo[: lo.rfind("/", 0, n) + 1]
+
+
+def sort_into_homes(
+    homes: Sequence[SkillHome], objects: Sequence[ObjectInfo]
+) -> list[tuple[SkillHome, list[ObjectInfo]]]:
+    """Each home with the listed objects under its folder and under no deeper home's.
+
+    Order-free: keys may come in any order (SeaweedFS does not list in S3's byte order).
+    `files_of` then drops what belongs to nested skills that were not asked for.
+    """
+    folders = {home.prefix: home for home in homes}
+    owned: dict[str, list[ObjectInfo]] = {home.prefix: [] for home in homes}
+    for obj in objects:
+        cut = len(obj.key)
+        while (cut := obj.key.rfind("/", 0, cut)) >= 0:
+            if (folder := obj.key[: cut + 1]) in folders:  # the deepest folder asked for
+                owned[folder].append(obj)
+                break
+    return [(home, owned[prefix]) for prefix, home in folders.items()]
