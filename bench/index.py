@@ -17,7 +17,8 @@ same server and data, in the same run:
   `S3Backend(skills_mode="library")` (its `abefore_agent`, which reads the library).
 
 Also: the middleware's cost per model call (a warm index: what `SkillsPromptMiddleware`
-asks for), `load` + the SKILL.md read, and a push of 1,000 skills (`apush_tree`).
+asks for), `load` + the SKILL.md read, a push of 1,000 skills (`apush_tree`), and the MCP
+server's `skills/list` of the whole library up to `--baseline-max` skills (`mcp_list.py`).
 Reported: median wall time, requests seen by the proxy, peak RSS of this process.
 The slow baselines run only up to `--baseline-max` skills (they take minutes beyond).
 
@@ -40,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import aioboto3
+import mcp_list  # bench/mcp_list.py
 from botocore.config import Config as BotoConfig
 from workload import NaiveS3
 
@@ -212,6 +214,11 @@ def one_size(up: Any, proxy: FaultProxy, size: int, repeat: int, baseline_max: i
     loader = lib()
     loader.index()
     extra["load + SKILL.md read"] = meter.run(lambda: (loader.load(first), loader.skill_md(first)))
+    mcp: dict[str, Any] = {}
+    if size <= baseline_max:
+        from s3skills.serve.digest_book import book_key
+
+        mcp = mcp_list.measure(lib, USER, book_key(LAYOUT, PREFIX), meter)
     run_sync(store.aclose_all())
     return {
         "size": size,
@@ -221,6 +228,7 @@ def one_size(up: Any, proxy: FaultProxy, size: int, repeat: int, baseline_max: i
         "manifest_parse_seconds": round(parse_seconds, 5),
         "index": rows,
         "other": extra,
+        "mcp": mcp,
         "peak_rss_mib": peak_rss_mib(),
     }
 
@@ -320,6 +328,12 @@ def print_index_report(report: dict[str, Any]) -> None:
                 else f"{row['seconds']:.4f}s/{row['total']}req"
             )
         print(f"{name:<42}" + "".join(f"{c:>22}" for c in cells))
+    for name in mcp_list.CONTENDERS:
+        cells = []
+        for r in report["sizes"]:
+            row = r.get("mcp", {}).get(name)
+            cells.append("-" if row is None else f"{row['seconds']:.4f}s/{row['total']}req")
+        print(f"{'MCP skills/list, ' + name:<42}" + "".join(f"{c:>22}" for c in cells))
     if report.get("push"):
         p = report["push"]
         print(f"push of {p['skills']} skills: {p['seconds']:.2f} s, {p['total']} requests {p['requests']}")

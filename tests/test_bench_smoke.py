@@ -22,6 +22,7 @@ INDEX_CONTENDERS = {
     "raw transfer",
     "deepagents SkillsMiddleware",
 }
+MCP_CONTENDERS = {"first listing ever", "cold server, book present", "warm server", "per skill, no book (before)"}
 
 
 def test_index_smoke_reports_every_contender_at_every_size_and_a_plot(tmp_path: Path) -> None:
@@ -40,6 +41,8 @@ def test_index_smoke_reports_every_contender_at_every_size_and_a_plot(tmp_path: 
         assert set(row["index"]) == INDEX_CONTENDERS
         assert all("seconds" in cell and "requests" in cell for cell in row["index"].values())
         assert set(row["other"]) == {"middleware per model call (warm index)", "load + SKILL.md read"}
+        assert set(row["mcp"]) == MCP_CONTENDERS
+        assert all(cell["total"] > 0 for cell in row["mcp"].values())
         assert row["peak_rss_mib"] > 0
     assert index["push"]["skills"] == 20
     assert Path(index["plot"]).stat().st_size > 0
