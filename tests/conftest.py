@@ -28,6 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import aioboto3
 import pytest
 
 from s3skills.fs import S3Backend
@@ -232,6 +233,22 @@ def seaweed_bucket(seaweed_server: SeaweedServer) -> Iterator[SeaweedBucket]:
             client.delete_bucket(Bucket=name)
     finally:
         client.close()
+
+
+@pytest.fixture
+def s3_store_on(request: pytest.FixtureRequest) -> Callable[[str], S3ObjectStore]:
+    """Makes an `S3ObjectStore` on a fresh bucket of a kind ("moto" or "seaweedfs"), for
+    fixtures parametrised over store kinds. The caller closes it."""
+
+    def make(kind: str) -> S3ObjectStore:
+        if kind == "seaweedfs":
+            sw = request.getfixturevalue("seaweed_bucket")
+            session = aioboto3.Session(aws_access_key_id=sw.access_key, aws_secret_access_key=sw.secret_key)
+            return S3ObjectStore(sw.bucket, endpoint_url=sw.endpoint_url, region_name=REGION, session=session)
+        endpoint = request.getfixturevalue("moto_endpoint")
+        return S3ObjectStore(request.getfixturevalue("bucket"), endpoint_url=endpoint, region_name=REGION)
+
+    return make
 
 
 # --- live endpoint --------------------------------------------------------------------------

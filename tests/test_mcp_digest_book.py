@@ -11,7 +11,6 @@ import hashlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aioboto3
 import pytest
 from keylog import KeyLogStore
 from mcp.client.client import Client
@@ -23,7 +22,7 @@ from s3skills.serve.digest_book import BOOK_SCHEMA, DigestBooks, Record, book_ke
 from s3skills.serve.library_source import LibrarySkillSource
 from s3skills.serve.server import SkillsServer
 from s3skills.skills import SkillLibrary
-from s3skills.storage import ObjectStore, RequestCounter, S3ObjectStore
+from s3skills.storage import ObjectStore, RequestCounter
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, skill_md
 
@@ -208,13 +207,7 @@ async def any_store(request: pytest.FixtureRequest) -> AsyncIterator[ObjectStore
     if request.param == "memory":
         yield MemoryObjectStore()
         return
-    if request.param == "seaweedfs":
-        sw = request.getfixturevalue("seaweed_bucket")
-        session = aioboto3.Session(aws_access_key_id=sw.access_key, aws_secret_access_key=sw.secret_key)
-        store = S3ObjectStore(sw.bucket, endpoint_url=sw.endpoint_url, region_name="us-east-1", session=session)
-    else:
-        endpoint = request.getfixturevalue("moto_endpoint")
-        store = S3ObjectStore(request.getfixturevalue("bucket"), endpoint_url=endpoint, region_name="us-east-1")
+    store = request.getfixturevalue("s3_store_on")(request.param)
     yield store
     await store.aclose()
 

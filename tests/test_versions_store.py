@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
-import aioboto3
 import pytest
 
 from s3skills.errors import Conflict, NotFound, SkillError
@@ -19,7 +18,7 @@ from s3skills.skills.versions import (
     version_id_of,
     versions_by_skill,
 )
-from s3skills.storage import ObjectInfo, ObjectStore, ObjectVersion, RequestCounter, S3ObjectStore
+from s3skills.storage import ObjectInfo, ObjectStore, ObjectVersion, RequestCounter
 from s3skills.tenancy import PinnedFile, SkillPin, parse_pins
 from s3skills.testing import MemoryObjectStore
 
@@ -32,13 +31,7 @@ async def store(request: pytest.FixtureRequest) -> AsyncIterator[ObjectStore]:
     if request.param == "memory":
         yield MemoryObjectStore(versioning=True)
         return
-    if request.param == "seaweedfs":
-        sw = request.getfixturevalue("seaweed_bucket")
-        session = aioboto3.Session(aws_access_key_id=sw.access_key, aws_secret_access_key=sw.secret_key)
-        s3 = S3ObjectStore(sw.bucket, endpoint_url=sw.endpoint_url, region_name="us-east-1", session=session)
-    else:
-        endpoint = request.getfixturevalue("moto_endpoint")
-        s3 = S3ObjectStore(request.getfixturevalue("bucket"), endpoint_url=endpoint, region_name="us-east-1")
+    s3 = request.getfixturevalue("s3_store_on")(request.param)
     assert await s3.aget_versioning() == ""
     await s3.aput_versioning(True)
     yield s3
