@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from s3skills._loop import io_bound, sync_method
 from s3skills.config import Config
 from s3skills.errors import AccessDenied, InvalidPath, NotFound, SkillError, StoreError, TenantError
-from s3skills.ids import SkillId, nested_in
+from s3skills.ids import SkillId
 from s3skills.paths import VPath, join_key
 from s3skills.skills.catalog import SkillCatalog, SkillEntry
 from s3skills.skills.matching import closest_ids, rank
@@ -168,19 +168,23 @@ class SkillLibrary(LibraryWriter):
 
     async def _find(self, name: str, tenant: Tenant, *, cached: bool = False) -> _Known:
         """An enabled skill by id or unique leaf; unknown, disabled and ambiguous raise."""
+        return (await self._find_in(name, tenant, cached=cached))[0]
+
+    async def _find_in(self, name: str, tenant: Tenant, *, cached: bool = False) -> tuple[_Known, dict[str, _Known]]:
+        """`_find`, with the merged index it was found in."""
         known = await self._known(tenant, cached=cached)
         if cached and not _resolves(name, known):
             known = await self._known(tenant)  # a skill the cached index does not know yet
         wanted = _name(name)
         hit = known.get(wanted)
         if hit is None and "/" not in wanted:
-            leaves = [k for sid, k in known.items() if SkillId.parse(sid).leaf == wanted and k.info.metadata.enabled]
+            leaves = [k for sid, k in known.items() if _leaf(sid) == wanted and k.info.metadata.enabled]
             if len(leaves) > 1:
                 ids = ", ".join(sorted(k.info.id for k in leaves))
                 raise SkillError(f"'{wanted}' names several skills ({ids}): give the full id.")
             hit = leaves[0] if leaves else None
         if hit is not None and hit.info.metadata.enabled:
-            return hit
+            return hit, known
         code = self.registry.get(wanted) if self.registry is not None else None
         if code is not None and hit is None:
             raise SkillError(f"The skill '{wanted}' is not available in this context.")
@@ -243,10 +247,9 @@ class SkillLibrary(LibraryWriter):
     def _home(self, known: dict[str, _Known], hit: _Known) -> SkillHome:
         if hit.prefix is None:
             raise NotFound(f"'{hit.info.id}' is a code skill: it has no files")
-        same_library = [sid for sid, k in known.items() if k.prefix == hit.prefix]
-        prefix = hit.prefix + hit.info.id + "/"
-        excluded = tuple(hit.prefix + sid + "/" for sid in nested_in(hit.info.id, same_library))
-        return SkillHome(hit.info, prefix, excluded)
+        inside = hit.info.id + "/"  # ids in the index are canonical: a string prefix is a folder prefix
+        nested = sorted(sid for sid, k in known.items() if k.prefix == hit.prefix and sid.startswith(inside))
+        return SkillHome(hit.info, hit.prefix + inside, tuple(hit.prefix + sid + "/" for sid in nested))
 
     @io_bound
     async def ahome(self, name: str, *, tenant: Tenant | None = None, cached: bool = True) -> SkillHome:
@@ -258,9 +261,8 @@ class SkillLibrary(LibraryWriter):
         Raises:
             SkillError: Unknown or disabled. NotFound: a code skill (no files).
         """
-        tenant = self._user(tenant)
-        hit = await self._find(name, tenant, cached=cached)
-        return self._home(await self._known(tenant, cached=True), hit)
+        hit, known = await self._find_in(name, self._user(tenant), cached=cached)
+        return self._home(known, hit)
 
     @io_bound
     async def askill_md(self, name: str, *, tenant: Tenant | None = None) -> str:
@@ -356,9 +358,13 @@ class SkillLibrary(LibraryWriter):
             SkillError: A name is unknown or disabled. NotFound: a code skill.
         """
         tenant = self._user(tenant)
+        known = await self._known(tenant, cached=True)
         homes: list[SkillHome] = []
         for name in dict.fromkeys(names):
-            homes.append(await self.ahome(name, tenant=tenant))
+            hit = known.get(name) if isinstance(name, str) else None
+            if hit is None or not hit.info.metadata.enabled:  # a leaf, or an id the index must confirm
+                hit, known = await self._find_in(name, tenant, cached=True)
+            homes.append(self._home(known, hit))
         by_library: dict[str, list[SkillHome]] = {}
         for home in homes:
             by_library.setdefault(home.prefix[: -len(home.skill.id) - 1], []).append(home)
@@ -540,4 +546,9 @@ def _enabled_in(text: str, skill_id: str) -> bool:
 
 def _resolves(name: str, known: dict[str, _Known]) -> bool:
     wanted = _name(name)
-    return wanted in known or any(SkillId.parse(sid).leaf == wanted for sid in known)
+    return wanted in known or any(_leaf(sid) == wanted for sid in known)
+
+
+def _leaf(skill_id: str) -> str:
+    """The folder name of a canonical id from the index (no parsing needed)."""
+    return skill_id.rpartition("/")[2]
