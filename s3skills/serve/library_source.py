@@ -76,9 +76,10 @@ class LibrarySkillSource:
         prefixes = sorted((p for _, p in self.library.libraries(Tenant(user_id=user_id))), key=len, reverse=True)
         grouped: dict[str, list[tuple[str, SkillFile]]] = {}
         for f in files:
-            library = next((p for p in prefixes if f.key and f.key.startswith(p)), None)
+            key = f.key or ""
+            library = next((p for p in prefixes if key.startswith(p)), None)
             if library is not None:
-                grouped.setdefault(library, []).append((f.key[len(library) :], f))  # type: ignore[index]
+                grouped.setdefault(library, []).append((key[len(library) :], f))
         return grouped
 
     async def recall(self, user_id: str, files: Sequence[SkillFile]) -> dict[str, Fingerprint]:
