@@ -216,7 +216,7 @@ def one_size(up: Any, proxy: FaultProxy, size: int, repeat: int, baseline_max: i
     extra["load + SKILL.md read"] = meter.run(lambda: (loader.load(first), loader.skill_md(first)))
     mcp: dict[str, Any] = {}
     if size <= baseline_max:
-        from s3skills.serve.digest_book import book_key
+        from s3skills.skills.digests import book_key
 
         mcp = mcp_list.measure(lib, USER, book_key(LAYOUT, PREFIX), meter)
     run_sync(store.aclose_all())

@@ -165,7 +165,7 @@ def test_json_request_counts(json_run: dict[str, Any]) -> None:
     total = json_run["requests"]
     assert json_run["total_requests"] == sum(total.values())
     assert total["PutObject"] == 2  # the agent's write, and the library manifest the first index builds
-    assert json_run["seed_requests"]["PutObject"] == 10
+    assert json_run["seed_requests"]["PutObject"] == 11  # the example library's 10 files, and its digest book
 
 
 def test_quiet_prints_only_the_summary(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,13 +19,14 @@ from mcp_harness import list_all
 
 from s3skills.config import Config
 from s3skills.errors import AccessDenied
-from s3skills.serve.digest_book import BOOK_SCHEMA, DigestBooks, Record, book_key, decode_book, encode_book
 from s3skills.serve.library_source import LibrarySkillSource
 from s3skills.serve.server import SkillsServer
 from s3skills.skills import SkillLibrary
+from s3skills.skills.digests import BOOK_SCHEMA, DigestBooks, Record, book_key, decode_book, encode_book
 from s3skills.storage import ObjectStore, RequestCounter
 from s3skills.tenancy import Tenant
-from s3skills.testing import MemoryObjectStore, skill_md
+from s3skills.testing import MemoryObjectStore, skill_md, write_file
+from s3skills.transfer import apush_tree
 
 LIBRARY = "users/ana/skills/"
 BOOK = "users/ana/.s3skills/digests.json"
@@ -87,7 +89,7 @@ async def test_a_cold_server_lists_a_thousand_skills_without_reading_one_of_thei
     assert set(gets) <= {BOOK, "users/ana/.s3skills/manifest.json"}
 
 
-async def test_a_page_of_a_flat_library_is_one_listing_of_the_library() -> None:
+async def test_a_page_of_a_flat_library_is_one_listing_of_the_prefix_its_skills_share() -> None:
     store = KeyLogStore()
     for i in range(120):
         store.put_object(f"{LIBRARY}skill-{i:03d}/SKILL.md", skill_md(f"skill-{i:03d}", "A flat one."))
@@ -96,7 +98,9 @@ async def test_a_page_of_a_flat_library_is_one_listing_of_the_library() -> None:
     log = store.take()
     built = log.index(("PutObject", "users/ana/.s3skills/manifest.json"))
     assert pages == 3
-    assert [entry for entry in log[built:] if entry[0] == "ListObjectsV2"] == [("ListObjectsV2", LIBRARY)] * pages
+    lists = [prefix for op, prefix in log[built:] if op == "ListObjectsV2"]
+    # One LIST per page, of the key prefix its skills share (skill-000..049: "skill-0").
+    assert lists == [LIBRARY + "skill-0", LIBRARY + "skill-0", LIBRARY + "skill-1"]
 
 
 async def test_a_file_changed_in_place_is_hashed_again_and_its_record_replaced() -> None:
@@ -114,6 +118,29 @@ async def test_a_file_changed_in_place_is_hashed_again_and_its_record_replaced()
     digests_are_right(entries, files)
     record = decode_book((await store.aget(BOOK)).data)["cat-00/skill-001/references/guide.md"]
     assert record.sha256 == hashlib.sha256(files[changed]).hexdigest()
+
+
+async def test_a_pushed_library_is_listed_by_a_cold_server_without_reading_one_of_its_files(tmp_path: Path) -> None:
+    files: dict[str, bytes] = {}
+    for i in range(3):
+        folder = f"cat/skill-{i}/"
+        files[LIBRARY + folder + "SKILL.md"] = skill_md(f"skill-{i}", f"Pushed skill {i}.", version="1.0").encode()
+        files[LIBRARY + folder + "assets/data.bin"] = bytes(range(256)) * (i + 1)
+    for key, data in files.items():
+        write_file(tmp_path, key[len(LIBRARY) :], data)
+    store = KeyLogStore()
+    await apush_tree(store, tmp_path, LIBRARY)
+    book = decode_book((await store.aget(BOOK)).data)
+    frontmatter = book["cat/skill-0/SKILL.md"].frontmatter
+    assert frontmatter == {"name": "skill-0", "description": "Pushed skill 0.", "version": 1.0}  # YAML's types
+    store.take()
+
+    entries, _ = await list_everything(store)
+    log = store.take()
+    assert len(entries) == 3
+    digests_are_right(entries, files)
+    # The index reads each SKILL.md's head (GetRange); no file is read whole to be hashed.
+    assert not [key for op, key in log if op == "GetObject" and key.startswith(LIBRARY)]
 
 
 @pytest.mark.parametrize(
@@ -233,6 +260,11 @@ async def test_the_files_of_a_page_are_the_files_of_each_skill_from_one_listing_
     assert [f.path for f in together["a"]] == ["SKILL.md", "notes/deep/z.md", "x.md"]
     assert counter["ListObjectsV2"] == 2  # the user's library and the shared one
     assert counter.total == 2
+
+    counter.reset()
+    siblings = await library.afiles_many(["a", "a-b", "a0"], tenant=_ana())  # they share the key prefix "a"
+    assert siblings == {sid: one_by_one[sid] for sid in ("a", "a-b", "a0")}
+    assert counter.total == 1
 
 
 def _ana() -> Tenant:

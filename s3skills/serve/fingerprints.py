@@ -19,8 +19,9 @@ from functools import partial
 
 from s3skills.aio import gather_limited
 from s3skills.errors import NotFound, S3SkillsError
-from s3skills.serve.entries import DigestCache, Fingerprint, digest_of, frontmatter_json
+from s3skills.serve.entries import DigestCache, Fingerprint
 from s3skills.serve.source import SkillFile, SkillSource
+from s3skills.skills.digests import record_of
 
 __all__ = ["SKILL_FILE", "Fingerprinter", "fingerprint_of"]
 
@@ -31,12 +32,8 @@ SKILL_FILE = "SKILL.md"
 
 def fingerprint_of(data: bytes, *, skill_md: bool) -> Fingerprint:
     """The fingerprint of some bytes; for a `SKILL.md`, with its frontmatter or why it has none."""
-    if not skill_md:
-        return Fingerprint(digest_of(data), len(data))
-    try:
-        return Fingerprint(digest_of(data), len(data), frontmatter=frontmatter_json(data))
-    except (ValueError, UnicodeDecodeError) as exc:
-        return Fingerprint(digest_of(data), len(data), problem=str(exc))
+    r = record_of(SKILL_FILE if skill_md else "", data, etag="")
+    return Fingerprint("sha256:" + r.sha256, r.size, r.frontmatter, r.problem)
 
 
 class Fingerprinter:

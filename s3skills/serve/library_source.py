@@ -7,7 +7,7 @@ A skill's file listing costs one LIST of its folder, a page of skills one LIST p
 valid relative path are left out.
 
 Fingerprints the server computed are kept in each library's digest book
-(`s3skills.serve.digest_book`): recalling them costs one GET per library involved.
+(`s3skills.skills.digests`): recalling them costs one GET per library involved.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from collections.abc import Sequence
 
 from s3skills.errors import InvalidPath, S3SkillsError
 from s3skills.paths import VPath
-from s3skills.serve.digest_book import DigestBooks, Record
 from s3skills.serve.entries import Fingerprint
 from s3skills.serve.source import SkillFile
 from s3skills.skills import SkillFile as LibraryFile
 from s3skills.skills import SkillInfo, SkillLibrary
+from s3skills.skills.digests import DigestBooks, Record
 from s3skills.tenancy import Tenant
 
 __all__ = ["MAX_FILE_BYTES", "LibrarySkillSource", "check_file_path"]

@@ -39,7 +39,7 @@ from s3skills.skills.results import (
     SkillPage,
     check_leaf_clash,
     files_of,
-    shared_folder,
+    shared_prefix,
     sort_into_homes,
 )
 from s3skills.skills.versions import SkillVersion, current_from_objects, current_version, read_pinned
@@ -350,7 +350,7 @@ class SkillLibrary(LibraryWriter):
         """The files of several enabled S3 skills, by skill id, as `afiles` lists them.
 
         One listing per library instead of one per skill: each library is listed below
-        the deepest folder its requested skills share (1 LIST per 1,000 keys there), and
+        the longest key prefix its requested skills share (1 LIST per 1,000 keys there), and
         every key is given to the skill whose folder holds it. Key order is not relied on
         (SeaweedFS does not list in S3's byte order).
 
@@ -370,7 +370,7 @@ class SkillLibrary(LibraryWriter):
             by_library.setdefault(home.prefix[: -len(home.skill.id) - 1], []).append(home)
         found: dict[str, list[SkillFile]] = {}
         for group in by_library.values():
-            objects, _ = await self.store.alist(shared_folder([home.prefix for home in group]))
+            objects, _ = await self.store.alist(shared_prefix([home.prefix for home in group]))
             for home, owned in sort_into_homes(group, objects):
                 found[home.skill.id] = files_of(home, owned, tenant.skill_versions.get(home.skill.id))
         return found

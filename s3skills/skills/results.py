@@ -23,7 +23,7 @@ __all__ = [
     "SkillPage",
     "check_leaf_clash",
     "files_of",
-    "shared_folder",
+    "shared_prefix",
     "sort_into_homes",
 ]
 
@@ -117,13 +117,17 @@ def files_of(home: SkillHome, objects: Sequence[ObjectInfo], pin: SkillPin | Non
     ]
 
 
-def shared_folder(folders: Sequence[str]) -> str:
-    """The deepest folder prefix (ending in `/`) that every one of `folders` starts with."""
+def shared_prefix(folders: Sequence[str]) -> str:
+    """The longest key prefix every one of `folders` starts with (not cut at a `/`).
+
+    `skill-001/` and `skill-002/` share `skill-00`: a LIST of that prefix holds both
+    folders and no `skill-1.../`, which a cut at the last `/` would also list.
+    """
     lo, hi = min(folders), max(folders)
     n = 0
     while n < min(len(lo), len(hi)) and lo[n] == hi[n]:
         n += 1
-    return lo[: lo.rfind("/", 0, n) + 1]
+    return lo[:n]
 
 
 def sort_into_homes(

@@ -4,8 +4,9 @@
 `SKILL.md` validated, unsafe files refused), compares it with one listing of the
 library and uploads only what changed (the local MD5 against the ETag of single-part
 objects), each skill's `SKILL.md` last so that an agent never sees a half-uploaded
-skill. With `delete` it mirrors. `apull_tree` writes a library (or one skill) below a
-folder and never outside it. Both run on the private I/O loop; `push_tree` and
+skill, then records the files written in the library's digest book and manifest. With
+`delete` it mirrors. `apull_tree` writes a library (or one skill) below a folder and never
+outside it. Both run on the private I/O loop; `push_tree` and
 `pull_tree` are their generated sync twins.
 """
 
@@ -24,8 +25,10 @@ from pathlib import Path, PurePosixPath
 from s3skills._loop import gather_limited, io_bound, sync_method
 from s3skills.errors import BucketNotFound, FileTooLarge, InvalidPath, NotFound, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
+from s3skills.layout import KeyLayout
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
+from s3skills.skills.digests import DigestBooks, Record, record_of
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.writers import anote_changed
 from s3skills.storage import ObjectInfo, ObjectStore
@@ -292,6 +295,7 @@ async def _write(
     max_file_bytes: int,
 ) -> None:
     total, done = len(uploads) + len(deletions), 0
+    records: dict[str, Record] = {}
 
     def upload(f: LocalFile) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
@@ -303,7 +307,10 @@ async def _write(
                 raise SkillError(f"{f.rel}: the file is over {max_file_bytes} bytes")
             is_md = f.key_rel == f"{f.skill}/{SKILL_FILE}"
             metadata = {SOURCE_KEY: source_of(tree.skills[f.skill])} if is_md else None
-            await store.aput(keys[f.key_rel], data, content_type=_content_type(f.key_rel), metadata=metadata)
+            key = keys[f.key_rel]
+            etag = await store.aput(key, data, content_type=_content_type(f.key_rel), metadata=metadata)
+            if key.startswith(prefix):
+                records[key[len(prefix) :]] = record_of(key, data, etag)
             done += 1
             if progress is not None:
                 progress(f.key_rel, done, total)
@@ -327,6 +334,8 @@ async def _write(
         done += len(batch)
         if progress is not None:
             progress(batch[-1][len(prefix) :], done, total)
+    # The digest book records what was written, so an MCP server never reads it back to hash it.
+    await DigestBooks(store, KeyLayout()).aremember(prefix, records)
     # The library's manifest (its one-request index) records the pushed and removed skills.
     written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
     touched = {str(sid) for k in [*written, *deletions] if (sid := SkillId.from_key(k, prefix)) is not None}

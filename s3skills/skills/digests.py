@@ -1,11 +1,13 @@
-"""The digest book: file digests the MCP server computed, kept in the bucket for the next server.
+"""The digest book: the SHA-256 of each file version of a library, kept in the bucket.
 
-The skills extension describes every file of a skill by its SHA-256, and S3 lists no
-checksum values, so a digest costs one read of the file. The server reads a file
-to hash it only once per version: what it computed is recorded in the library's digest
-book, one JSON object per library next to its manifest (`users/ana/.s3skills/digests.json`,
-`KeyLayout.manifest_key` with `digests` for `manifest`). A cold server (a restart, a new
-replica) reads the book (1 GET, conditional once it holds a copy) and reads no file
+The MCP skills extension describes every file of a skill by its SHA-256, and S3 lists no
+checksum values, so a digest otherwise costs one read of the file. Each library has a
+digest book, one JSON object next to its manifest (`users/ana/.s3skills/digests.json`,
+`KeyLayout.manifest_key` with `digests` for `manifest`), mapping each file (its key
+relative to the library) to the version it describes: ETag, size, SHA-256, and for a
+`SKILL.md` its frontmatter as JSON. A push records every file it writes
+(`s3skills.transfer`); the MCP server records what it had to read itself. A server that
+starts cold reads the book (1 GET, conditional once it holds a copy) and reads no file
 whose listed ETag and size match a record.
 
 The book is derived data, written with the same trust as the library: whoever can
@@ -19,6 +21,7 @@ after a few conflicts it gives up, which only costs a later server some reads.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -27,10 +30,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
+from s3skills.ids import SKILL_FILE
 from s3skills.layout import KeyLayout
+from s3skills.skills.frontmatter import frontmatter_json
 from s3skills.storage import NotModified, ObjectStore
 
-__all__ = ["BOOK_SCHEMA", "MAX_BOOK_BYTES", "MAX_RECORDS", "DigestBooks", "Record", "book_key"]
+__all__ = [
+    "BOOK_SCHEMA",
+    "MAX_BOOK_BYTES",
+    "MAX_RECORDS",
+    "DigestBooks",
+    "Record",
+    "book_key",
+    "decode_book",
+    "encode_book",
+    "record_of",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -69,6 +84,17 @@ class Record:
     def matches(self, etag: str, size: int) -> bool:
         """Whether this record describes the listed version (ETag and size)."""
         return self.etag == etag and self.size == size
+
+
+def record_of(path: str, data: bytes, etag: str) -> Record:
+    """The record of bytes just written or read as version `etag` of the file at `path`."""
+    sha = hashlib.sha256(data).hexdigest()
+    if path.rpartition("/")[2] != SKILL_FILE:
+        return Record(etag, len(data), sha)
+    try:
+        return Record(etag, len(data), sha, frontmatter=frontmatter_json(data))
+    except (ValueError, UnicodeDecodeError) as exc:
+        return Record(etag, len(data), sha, problem=str(exc))
 
 
 def book_key(layout: KeyLayout, library_prefix: str) -> str:
@@ -146,7 +172,11 @@ class DigestBooks:
         self._copies: dict[str, _Copy] = {}
 
     async def _read(self, library: str) -> _Copy:
-        """The book as stored now (1 GET, conditional when a copy is held)."""
+        """The book as stored now (1 GET, conditional when a copy is held).
+
+        Raises:
+            ValueError: `library` has no book (not a library prefix of the layout).
+        """
         key = book_key(self.layout, library)
         held = self._copies.get(library)
         try:
@@ -178,7 +208,10 @@ class DigestBooks:
         Raises:
             S3SkillsError: The store failed (the caller hashes the files instead).
         """
-        return (await self._read(library)).records
+        try:
+            return (await self._read(library)).records
+        except ValueError:  # not a library prefix: no book
+            return {}
 
     async def aremember(self, library: str, records: Mapping[str, Record]) -> bool:
         """Merge `records` into a library's book (a record replaces the one of its key).
@@ -188,6 +221,12 @@ class DigestBooks:
         files stay until `MAX_RECORDS` pushes them out; they are never used, as no
         listing names their version.
         """
+        if not records:
+            return True
+        try:
+            book_key(self.layout, library)
+        except ValueError:  # not a library prefix: no book
+            return False
         for _ in range(_WRITE_ATTEMPTS):
             try:
                 # The copy held (from the recall that came before) is tried first; a conflict re-reads.
