@@ -2,18 +2,9 @@
 
 from s3skills.transfer.localtree import Finding, Item, LocalTree, scan_tree
 from s3skills.transfer.provenance import SOURCE_KEY, source_of
-from s3skills.transfer.trees import (
-    BACKUP_SUFFIX,
-    MAX_FILE_BYTES,
-    Progress,
-    PullReport,
-    PushRefused,
-    PushReport,
-    apull_tree,
-    apush_tree,
-    pull_tree,
-    push_tree,
-)
+from s3skills.transfer.pull import BACKUP_SUFFIX, apull_tree, pull_tree
+from s3skills.transfer.push import MAX_FILE_BYTES, Progress, apush_tree, push_tree
+from s3skills.transfer.reports import PullReport, PushRefused, PushReport
 
 __all__ = [
     "BACKUP_SUFFIX",
