@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
@@ -28,7 +29,9 @@ async def test_listing_again_reads_no_file_and_a_change_reads_only_that_file(
     store.add_request_hook(counter)
     # verify="always": the out-of-band put below shows at once (the default shows it within verify_interval)
     skills = SkillsServer(LibrarySkillSource(SkillLibrary(store, Config(verify="always"))), user_id="ana")
-    async with Client(skills.server) as client:
+    async with contextlib.AsyncExitStack() as stack:
+        stack.push_async_callback(store.aclose)  # this loop's client; the I/O loop's closes with the store
+        client = await stack.enter_async_context(Client(skills.server))
         first = await client.session.send_request(ListSkills(params=None), ANY)
         cold = counter["GetObject"]
         counter.reset()
