@@ -10,7 +10,7 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from s3skills import S3Backend, create_skills_agent
+from s3skills import CodeSkill, S3Backend, SkillContext, SkillMetadata, SkillRegistry, SkillResult, create_skills_agent
 from s3skills.cli import main
 from s3skills.config import Config
 from s3skills.layout import KeyLayout
@@ -142,6 +142,36 @@ def test_with_versioning_a_thread_keeps_the_version_it_loaded(
     third = ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="compraventa")])
     out3 = run(agent_with(third, backend, saver), "t3")
     assert out3["skill_versions"]["escrituras/compraventa"]["version"] == v1
+
+
+class Noop(CodeSkill):
+    """A runnable code skill: with one in the registry, the agent gets `use_skill`."""
+
+    @property
+    def metadata(self) -> SkillMetadata:
+        return SkillMetadata(name="noop", description="Does nothing.")
+
+    def execute(self, ctx: SkillContext) -> SkillResult:
+        return SkillResult(True, "nothing")
+
+
+def test_use_skill_runs_the_version_the_thread_loaded(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
+    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    push(s3_client, bucket, "v1")
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=OUT_OF_BAND)
+    saver = InMemorySaver()
+
+    def agent(model: ScriptedChatModel) -> Any:
+        return create_skills_agent(model, backend, checkpointer=saver, registry=SkillRegistry([Noop()]))
+
+    run(agent(ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="compraventa")])), "t1")
+    push(s3_client, bucket, "v2")  # during the thread
+
+    out = run(agent(ScriptedChatModel(steps=[call("use_skill", skill_name="compraventa")])), "t1", "Sigue")
+    assert "Instrucciones de la v1" in last_tool_result(out)
+    assert "v2" not in last_tool_result(out)
+    fresh = run(agent(ScriptedChatModel(steps=[call("use_skill", skill_name="compraventa")])), "t2")
+    assert "is not loaded" in last_tool_result(fresh)  # a new thread loads first, and then gets v2
 
 
 def test_with_versioning_a_file_added_after_the_load_is_not_in_the_thread(

@@ -329,7 +329,10 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
             raise SkillError(f"the skill '{known.id}' is not loaded: load it with cargar_habilidad first")
         # Disabled since it was loaded: not found, like everywhere else.
         info = await self.library.aget(s3_id, tenant=tenant)
-        return s3_id, PromptSkill(info, await self.library.ainstructions(s3_id, tenant=tenant)), "prompt"
+        # The version this thread loaded (its pin), as the prompt shows it; a changed skill on an
+        # unversioned bucket raises SkillChanged, which asks the model to reload it.
+        pin = tenant.skill_versions.get(info.id)
+        return s3_id, PromptSkill(info, await self.library.ainstructions_pinned(info, pin, tenant=tenant)), "prompt"
 
     # -- middleware hooks --------------------------------------------------------------------
 
