@@ -203,6 +203,20 @@ async def test_restore_is_conditional_so_a_concurrent_push_is_not_lost() -> None
     assert (await store.aget(FOLDER + "SKILL.md")).data == b"three (a push meanwhile)"
 
 
+async def test_restore_never_deletes_a_file_a_concurrent_push_changed() -> None:
+    store = MemoryObjectStore(versioning=True)
+    await store.aput(FOLDER + "SKILL.md", b"one")
+    await store.aput(FOLDER + "extra.md", b"e")
+    await store.aput(FOLDER + "SKILL.md", b"two")
+    versions = await store.alist_versions(FOLDER)
+    newest, old = history("pdf", FOLDER, versions, lambda _k: True)
+    await store.aput(FOLDER + "extra.md", b"e, pushed meanwhile")
+    with pytest.raises(Conflict, match=r"extra\.md changed while the rollback ran"):
+        await restore(store, old, newest)
+    assert (await store.aget(FOLDER + "extra.md")).data == b"e, pushed meanwhile"
+    assert (await store.aget(FOLDER + "SKILL.md")).data == b"two"  # nothing after it was written
+
+
 def test_pins_from_a_checkpoint_are_checked() -> None:
     good = SkillPin("abc", {"SKILL.md": PinnedFile("e", "v1")})
     parsed = parse_pins({"pdf": good.to_state(), "../x": good.to_state(), "bad": {"version": 3}})
@@ -225,3 +239,15 @@ async def test_restore_deletes_files_the_old_version_lacked_and_keeps_them_in_hi
     extra = newest.file("extra.md")
     assert extra is not None
     assert (await store.aget(extra.key, version_id=extra.version_id)).data == b"e"
+
+
+async def test_a_conditional_delete_removes_only_the_version_it_names(store: ObjectStore) -> None:
+    etag = await store.aput(FOLDER + "old.md", b"one")
+    newer = await store.aput(FOLDER + "old.md", b"two")  # a push in between
+    with pytest.raises(Conflict):
+        await store.adelete(FOLDER + "old.md", if_match=etag)
+    assert (await store.aget(FOLDER + "old.md")).data == b"two"
+    await store.adelete(FOLDER + "old.md", if_match=newer)
+    assert not await store.aexists(FOLDER + "old.md")
+    with pytest.raises((Conflict, NotFound)):  # gone: S3 and moto say 404, SeaweedFS 412
+        await store.adelete(FOLDER + "old.md", if_match=newer)

@@ -301,11 +301,12 @@ def _changed(path: str, what: str) -> str:
 async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersion) -> list[str]:
     """Make `target`'s content the newest version of each file (rollback), conditionally.
 
-    Each file that differs is copied from its old version (GET by VersionId) as a new
-    version with a PUT conditioned on the current ETag (`IfMatch`, or `IfNoneMatch`
-    when absent), so a push in between is reported rather than overwritten. Files the
-    target lacks are deleted first (a delete marker: history keeps them); `SKILL.md`
-    goes last, as with a push. Later versions stay in the history.
+    Files the target lacks are deleted first, each with a delete conditioned on its
+    current ETag (`If-Match`: a delete marker, history keeps them). Each file that
+    differs is then copied from its old version (GET by VersionId) as a new version with
+    a PUT conditioned on the current ETag (`IfMatch`, or `IfNoneMatch` when absent).
+    So a push in between is reported rather than overwritten or deleted. `SKILL.md` goes
+    last, as with a push. Later versions stay in the history.
 
     Returns:
         The paths written or deleted.
@@ -323,11 +324,12 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
     changed = [f for f in target.files if (c := now.get(f.path)) is None or c.etag != f.etag]
     gone = [f for f in current.files if target.file(f.path) is None]
     done: list[str] = []
-    if gone:  # first: the SKILL.md write that ends the rollback must see the target's files only
-        failed = await store.adelete_many([f.key for f in gone])
-        if failed:
-            raise SkillError(f"{len(failed)} file(s) could not be deleted during the rollback")
-        done.extend(f.path for f in gone)
+    for f in gone:  # first: the SKILL.md write that ends the rollback must see the target's files only
+        try:
+            await store.adelete(f.key, if_match=f.etag)
+        except (Conflict, NotFound) as exc:
+            raise Conflict(f"{f.path} changed while the rollback ran; run it again") from exc
+        done.append(f.path)
     for f in sorted(changed, key=lambda f: f.path == SKILL_FILE):
         body = await store.aget(f.key, version_id=f.version_id)
         was = now.get(f.path)

@@ -247,6 +247,16 @@ class ObjectStore(Protocol):
         """Delete keys (1 request per 1,000); returns the keys that failed."""
         ...
 
+    async def adelete(self, key: str, *, if_match: str | None = None) -> None:
+        """Delete one key (1 request); with `if_match`, only while its ETag is that one.
+
+        Raises:
+            Conflict: The object's ETag is another (a 412; SeaweedFS also answers 412 for a
+                deleted object).
+            NotFound: `if_match` was given and the object is gone.
+        """
+        ...
+
     async def aclose(self) -> None:
         """Release connections."""
         ...

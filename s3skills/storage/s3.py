@@ -367,6 +367,21 @@ class S3ObjectStore(StoreHelpers):
             failed.extend(e["Key"] for e in resp.get("Errors", []) or [])
         return failed
 
+    async def adelete(self, key: str, *, if_match: str | None = None) -> None:
+        """Delete one key (1 DeleteObject); `if_match` sends `If-Match` (S3 conditional delete).
+
+        Raises:
+            Conflict: The ETag is another. NotFound: `if_match` given and the key is gone.
+        """
+        client = await self._client()
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Key": key}
+        if if_match is not None:
+            kwargs["IfMatch"] = f'"{if_match.strip(chr(34))}"'
+        try:
+            await client.delete_object(**kwargs)
+        except Exception as exc:
+            raise translate_error(exc, f"delete {key}") from exc
+
     async def alist_versions(self, prefix: str) -> list[ObjectVersion]:
         """Every version and delete marker under `prefix` (1 ListObjectVersions per 1,000).
 

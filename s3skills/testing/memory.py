@@ -275,6 +275,19 @@ class MemoryObjectStore(StoreHelpers):
                         self._store(key, None)
         return []
 
+    async def adelete(self, key: str, *, if_match: str | None = None) -> None:
+        """Delete one key (one `DeleteObject` hook call); `if_match` checked atomically."""
+        self._call("DeleteObject")
+        with self._lock:
+            current = self._objects.get(key)
+            if if_match is not None:
+                if current is None:
+                    raise NotFound(key)
+                if current.etag != if_match.strip('"'):
+                    raise Conflict("delete: the store answered PreconditionFailed")
+            if current is not None:
+                self._store(key, None)
+
     async def aclose(self) -> None:
         """Nothing to release."""
 
