@@ -204,6 +204,17 @@ async def test_concurrent_writers_of_one_book_lose_no_record() -> None:
     assert set(decode_book((await store.aget(book_key(Config().layout, LIBRARY))).data)) == {"a/SKILL.md", "b/SKILL.md"}
 
 
+async def test_a_server_for_many_tenants_holds_only_the_books_it_used_last() -> None:
+    store = MemoryObjectStore()
+    books = DigestBooks(store, Config().layout, max_held=2)
+    record = Record(etag="e", size=1, sha256="ab" * 32)
+    for user in ("ana", "bob", "eva"):
+        assert await books.aremember(f"users/{user}/skills/", {"x/SKILL.md": record})
+    assert books.held == ["users/bob/skills/", "users/eva/skills/"]
+    assert (await books.arecall("users/ana/skills/"))["x/SKILL.md"] == record  # read again from the store
+    assert books.held == ["users/eva/skills/", "users/ana/skills/"]
+
+
 def test_each_library_has_its_own_book_beside_its_manifest() -> None:
     layout = Config().layout
     assert book_key(layout, LIBRARY) == BOOK

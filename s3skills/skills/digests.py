@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import re
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -159,17 +160,32 @@ class _Copy:
 
 
 class DigestBooks:
-    """Reads and writes the digest books of a store's libraries (one copy of each held by ETag).
+    """Reads and writes the digest books of a store's libraries, holding recent copies by ETag.
 
     Args:
         store: The store holding the libraries.
         layout: Where each library's book lives (`book_key`).
+        max_held: Books held in memory (least recently used out first): a server for
+            many tenants keeps the books of the libraries it served last, not all of them.
     """
 
-    def __init__(self, store: ObjectStore, layout: KeyLayout) -> None:
+    def __init__(self, store: ObjectStore, layout: KeyLayout, *, max_held: int = 64) -> None:
         self.store = store
         self.layout = layout
-        self._copies: dict[str, _Copy] = {}
+        self.max_held = max(1, max_held)
+        self._copies: OrderedDict[str, _Copy] = OrderedDict()
+
+    @property
+    def held(self) -> list[str]:
+        """The libraries whose books are held in memory, least recently used first."""
+        return list(self._copies)
+
+    def _hold(self, library: str, copy: _Copy) -> _Copy:
+        self._copies[library] = copy
+        self._copies.move_to_end(library)
+        while len(self._copies) > self.max_held:
+            self._copies.popitem(last=False)
+        return copy
 
     async def _read(self, library: str) -> _Copy:
         """The book as stored now (1 GET, conditional when a copy is held).
@@ -185,7 +201,7 @@ class DigestBooks:
             )
         except NotModified:
             assert held is not None
-            return held
+            return self._hold(library, held)
         except NotFound:
             copy = _Copy(None, {})
         except FileTooLarge:
@@ -193,8 +209,7 @@ class DigestBooks:
             copy = _Copy(await self._etag_of(key), {})
         else:
             copy = _Copy(body.etag, decode_book(body.data))
-        self._copies[library] = copy
-        return copy
+        return self._hold(library, copy)
 
     async def _etag_of(self, key: str) -> str | None:
         try:
@@ -253,7 +268,7 @@ class DigestBooks:
             except S3SkillsError as exc:
                 logger.warning("digest book of %s not written: %s", library, exc)
                 return False
-            self._copies[library] = _Copy(etag, merged)
+            self._hold(library, _Copy(etag, merged))
             return True
         logger.info("digest book of %s not written: it kept changing under us", library)
         return False
