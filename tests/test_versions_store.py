@@ -10,6 +10,7 @@ import pytest
 from s3skills.errors import Conflict, NotFound, SkillError
 from s3skills.skills.versions import (
     SkillChanged,
+    SkillVersion,
     current_version,
     find_version,
     history,
@@ -203,13 +204,18 @@ async def test_restore_is_conditional_so_a_concurrent_push_is_not_lost() -> None
     assert (await store.aget(FOLDER + "SKILL.md")).data == b"three (a push meanwhile)"
 
 
-async def test_restore_never_deletes_a_file_a_concurrent_push_changed() -> None:
-    store = MemoryObjectStore(versioning=True)
+async def extra_file_then_a_new_skill_md(store: MemoryObjectStore) -> tuple[SkillVersion, SkillVersion]:
+    """v1: SKILL.md "one"; then extra.md and SKILL.md "two". Returns (newest, the one before)."""
     await store.aput(FOLDER + "SKILL.md", b"one")
     await store.aput(FOLDER + "extra.md", b"e")
     await store.aput(FOLDER + "SKILL.md", b"two")
-    versions = await store.alist_versions(FOLDER)
-    newest, old = history("pdf", FOLDER, versions, lambda _k: True)
+    newest, old = history("pdf", FOLDER, await store.alist_versions(FOLDER), lambda _k: True)
+    return newest, old
+
+
+async def test_restore_never_deletes_a_file_a_concurrent_push_changed() -> None:
+    store = MemoryObjectStore(versioning=True)
+    newest, old = await extra_file_then_a_new_skill_md(store)
     await store.aput(FOLDER + "extra.md", b"e, pushed meanwhile")
     with pytest.raises(Conflict, match=r"extra\.md changed while the rollback ran"):
         await restore(store, old, newest)
@@ -226,11 +232,7 @@ def test_pins_from_a_checkpoint_are_checked() -> None:
 
 async def test_restore_deletes_files_the_old_version_lacked_and_keeps_them_in_history() -> None:
     store = MemoryObjectStore(versioning=True)
-    await store.aput(FOLDER + "SKILL.md", b"one")
-    await store.aput(FOLDER + "extra.md", b"e")
-    await store.aput(FOLDER + "SKILL.md", b"two")
-    versions = await store.alist_versions(FOLDER)
-    newest, old = history("pdf", FOLDER, versions, lambda _k: True)
+    newest, old = await extra_file_then_a_new_skill_md(store)
     assert [f.path for f in old.files] == ["SKILL.md"]
     assert sorted(await restore(store, old, newest)) == ["SKILL.md", "extra.md"]
     assert store.keys() == [FOLDER + "SKILL.md"]
