@@ -68,13 +68,17 @@ def agent_with(model: ScriptedChatModel, backend: S3Backend, saver: InMemorySave
     return create_skills_agent(model, backend, system_prompt="Eres un notario.", checkpointer=saver)
 
 
+def versioned_at_v1(endpoint: str, bucket: str, s3_client: Any) -> tuple[S3Backend, InMemorySaver]:
+    """A bucket with versioning on and v1 pushed; a backend on it and a checkpointer."""
+    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    push(s3_client, bucket, "v1")
+    return S3Backend(bucket, endpoint_url=endpoint, config=OUT_OF_BAND), InMemorySaver()
+
+
 def test_with_versioning_a_thread_keeps_the_version_it_loaded(
     moto_endpoint: str, bucket: str, s3_client: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    push(s3_client, bucket, "v1")
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=OUT_OF_BAND)
-    saver = InMemorySaver()
+    backend, saver = versioned_at_v1(moto_endpoint, bucket, s3_client)
     reset_usage()
 
     first = ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="compraventa")])
@@ -156,10 +160,7 @@ class Noop(CodeSkill):
 
 
 def test_use_skill_runs_the_version_the_thread_loaded(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
-    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    push(s3_client, bucket, "v1")
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=OUT_OF_BAND)
-    saver = InMemorySaver()
+    backend, saver = versioned_at_v1(moto_endpoint, bucket, s3_client)
 
     def agent(model: ScriptedChatModel) -> Any:
         return create_skills_agent(model, backend, checkpointer=saver, registry=SkillRegistry([Noop()]))
@@ -177,10 +178,7 @@ def test_use_skill_runs_the_version_the_thread_loaded(moto_endpoint: str, bucket
 def test_with_versioning_a_file_added_after_the_load_is_not_in_the_thread(
     moto_endpoint: str, bucket: str, s3_client: Any
 ) -> None:
-    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    push(s3_client, bucket, "v1")
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=OUT_OF_BAND)
-    saver = InMemorySaver()
+    backend, saver = versioned_at_v1(moto_endpoint, bucket, s3_client)
     run(agent_with(ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="compraventa")]), backend, saver), "t")
     s3_client.put_object(Bucket=bucket, Key=FOLDER + "references/nuevo.md", Body=b"Solo en la v2")
     model = ScriptedChatModel(
@@ -232,10 +230,7 @@ def test_without_versioning_a_changed_skill_asks_for_a_reload_and_reload_works(
 def test_a_pinned_read_is_one_get_and_an_unchanged_pin_costs_no_request_per_model_call(
     moto_endpoint: str, bucket: str, s3_client: Any
 ) -> None:
-    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    push(s3_client, bucket, "v1")
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=OUT_OF_BAND)
-    saver = InMemorySaver()
+    backend, saver = versioned_at_v1(moto_endpoint, bucket, s3_client)
     run(agent_with(ScriptedChatModel(steps=[call("cargar_habilidad", skill_path="compraventa")]), backend, saver), "t")
     counter = RequestCounter()
     backend.store.add_request_hook(counter)
