@@ -18,8 +18,9 @@ from s3skills.cli.context import CliError, Context, UsageError, global_options, 
 from s3skills.cli.shared import human_size, problem_line, resolve_skill
 from s3skills.errors import Conflict, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
-from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md, version_id_of
+from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
+from s3skills.skills.versions import version_from_listing
 
 if TYPE_CHECKING:
     from s3skills.storage import ObjectInfo
@@ -104,11 +105,7 @@ def info_command(ctx: Context, name: str) -> int:
     files = [(o.key[len(folder) :], o.size) for o in sorted(objects, key=lambda o: o.key)]
     total = sum(size for _, size in files)
     nested = [o.key[: -len(SKILL_FILE)] for o in objects if o.key.endswith("/" + SKILL_FILE) and o.key != key_md]
-    version_id = version_id_of(
-        (o.key[len(folder) :], o.etag)
-        for o in objects
-        if not o.key.endswith("/") and not any(o.key.startswith(n) for n in nested)
-    )
+    version_id = version_from_listing(skill_id, folder, objects, lambda key: not any(key.startswith(n) for n in nested))
     if ctx.json:
         ctx.emit(
             {

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 import mimetypes
 from collections import OrderedDict
@@ -23,16 +22,13 @@ from urllib.parse import quote, unquote
 
 from s3skills.errors import InvalidPath
 from s3skills.paths import VPath
-from s3skills.skills.frontmatter import frontmatter_json
 
 __all__ = [
     "SCHEME",
     "DigestCache",
     "Fingerprint",
     "decode_cursor",
-    "digest_of",
     "encode_cursor",
-    "frontmatter_json",
     "mime_type",
     "parse_uri",
     "text_or_none",
@@ -100,11 +96,6 @@ def decode_cursor(cursor: str | None) -> str | None:
     if not isinstance(value, str):
         raise ValueError("Invalid cursor: pass back the nextCursor of the previous page unchanged")
     return value
-
-
-def digest_of(data: bytes) -> str:
-    """`sha256:{hex}` of the bytes, as the skills extension writes digests."""
-    return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
 def mime_type(path: str) -> str:

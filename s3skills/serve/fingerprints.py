@@ -19,21 +19,24 @@ from functools import partial
 
 from s3skills.aio import gather_limited
 from s3skills.errors import NotFound, S3SkillsError
+from s3skills.ids import SKILL_FILE
 from s3skills.serve.entries import DigestCache, Fingerprint
 from s3skills.serve.source import SkillFile, SkillSource
-from s3skills.skills.digests import record_of
+from s3skills.skills.digests import Record, record_of
 
-__all__ = ["SKILL_FILE", "Fingerprinter", "fingerprint_of"]
+__all__ = ["Fingerprinter", "fingerprint_from", "fingerprint_of"]
 
 logger = logging.getLogger(__name__)
-
-SKILL_FILE = "SKILL.md"
 
 
 def fingerprint_of(data: bytes, *, skill_md: bool) -> Fingerprint:
     """The fingerprint of some bytes; for a `SKILL.md`, with its frontmatter or why it has none."""
-    r = record_of(SKILL_FILE if skill_md else "", data, etag="")
-    return Fingerprint("sha256:" + r.sha256, r.size, r.frontmatter, r.problem)
+    return fingerprint_from(record_of(SKILL_FILE if skill_md else "", data, etag=""))
+
+
+def fingerprint_from(record: Record) -> Fingerprint:
+    """The fingerprint a digest-book record holds (for the version the record names)."""
+    return Fingerprint("sha256:" + record.sha256, record.size, record.frontmatter, record.problem)
 
 
 class Fingerprinter:

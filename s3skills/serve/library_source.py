@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from s3skills.errors import InvalidPath, S3SkillsError
 from s3skills.paths import VPath
 from s3skills.serve.entries import Fingerprint
+from s3skills.serve.fingerprints import fingerprint_from
 from s3skills.serve.source import SkillFile
 from s3skills.skills import SkillFile as LibraryFile
 from s3skills.skills import SkillInfo, SkillLibrary
@@ -94,7 +95,7 @@ class LibrarySkillSource:
             for rel, f in group:
                 r = records.get(rel)
                 if r is not None and f.key and r.matches(f.etag, f.size):
-                    out[f.key] = Fingerprint("sha256:" + r.sha256, r.size, r.frontmatter, r.problem)
+                    out[f.key] = fingerprint_from(r)
         return out
 
     async def remember(self, user_id: str, known: Sequence[tuple[SkillFile, Fingerprint]]) -> None:

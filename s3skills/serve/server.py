@@ -43,6 +43,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from s3skills.errors import FileTooLarge, InvalidPath, NotFound, S3SkillsError, SkillError
+from s3skills.ids import SKILL_FILE
 from s3skills.serve.auth import user_of_token
 from s3skills.serve.entries import (
     DigestCache,
@@ -54,7 +55,7 @@ from s3skills.serve.entries import (
     text_or_none,
     uri_of,
 )
-from s3skills.serve.fingerprints import SKILL_FILE, Fingerprinter
+from s3skills.serve.fingerprints import Fingerprinter
 from s3skills.serve.source import SkillFile, SkillSource
 from s3skills.skills import SkillInfo
 
@@ -134,9 +135,7 @@ class SkillsServer:
         self.user_id = user_id
         self.token_user = token_user
         self.page_size = page_size
-        self.concurrency = concurrency
         self.fingerprinter = Fingerprinter(source, digests if digests is not None else DigestCache(), concurrency)
-        self.digests = self.fingerprinter.digests
         self.held_per_connection = held_per_connection
         self.max_users = max_users
         self._held_by_user: OrderedDict[str, OrderedDict[tuple[str, str, str], str]] = OrderedDict()
@@ -178,9 +177,7 @@ class SkillsServer:
         """Await a source call, mapping its errors to protocol errors."""
         try:
             return await coro
-        except (SkillError, NotFound) as exc:
-            raise _invalid(str(exc)) from None
-        except (InvalidPath, FileTooLarge) as exc:
+        except (SkillError, NotFound, InvalidPath, FileTooLarge) as exc:
             raise _invalid(str(exc)) from None
         except S3SkillsError as exc:
             logger.warning("skill source failed: %s", exc)
