@@ -7,7 +7,7 @@ dot-folders such as `.curated` are fine, `.` and `..` never are. The last
 segment, the *leaf*, is the folder name the agent sees under `/skills/`.
 
 A `SKILL.md` ends a skill: a folder inside a skill is part of it, never another
-skill (`nested_in`, `owner_of` apply that rule to a set of ids).
+skill (`nested_in` applies that rule to a set of ids).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from s3skills.errors import InvalidPath
 from s3skills.paths import check_identity
 
-__all__ = ["MAX_ID_DEPTH", "SKILL_FILE", "SkillId", "nested_in", "owner_of", "skill_leaf"]
+__all__ = ["MAX_ID_DEPTH", "SKILL_FILE", "SkillId", "nested_in"]
 
 SKILL_FILE = "SKILL.md"
 """The file that makes a folder a skill."""
@@ -95,22 +95,7 @@ class SkillId:
         return len(other.parts) > len(self.parts) and other.parts[: len(self.parts)] == self.parts
 
 
-def skill_leaf(skill_id: str | SkillId) -> str:
-    """The folder name of a skill id (`escrituras/compraventa` -> `compraventa`)."""
-    return SkillId.parse(skill_id).leaf
-
-
 def nested_in(skill_id: str, ids: Iterable[str]) -> list[str]:
     """The ids among `ids` whose folders lie inside `skill_id`'s folder (not part of it)."""
     outer = SkillId.parse(skill_id)
     return sorted(i for i in ids if outer.contains(SkillId.parse(i)))
-
-
-def owner_of(rel_path: str, ids: Iterable[str]) -> str | None:
-    """The skill that owns a path relative to a library prefix: the deepest id that is a
-    folder prefix of it (so a file of a nested skill belongs to the nested one)."""
-    best: str | None = None
-    for skill in ids:
-        if rel_path.startswith(skill + "/") and (best is None or len(skill) > len(best)):
-            best = skill
-    return best

@@ -74,6 +74,11 @@ class SkillPin:
     version: str
     files: Mapping[str, PinnedFile] = field(default_factory=dict, hash=False)
 
+    @property
+    def versioned(self) -> bool:
+        """Whether every file was loaded with a VersionId, so each can be read as it was."""
+        return bool(self.files) and all(f.version_id for f in self.files.values())
+
     def to_state(self) -> dict[str, Any]:
         """The JSON-able form kept in the agent state (checkpointed with the thread)."""
         return {
@@ -206,16 +211,8 @@ def _state_skill_versions(configurable: Mapping[str, Any]) -> dict[str, SkillPin
 
 
 def _state_loaded_skills(configurable: Mapping[str, Any]) -> list[str]:
-    try:
-        from langgraph._internal._constants import CONFIG_KEY_READ
-    except ImportError:  # pragma: no cover - langgraph moved it
-        return []
-    read = configurable.get(CONFIG_KEY_READ)
-    if read is None:
-        return []
-    try:
-        value = read(LOADED_SKILLS_KEY, True)
-    except Exception:  # the graph has no such channel (no skills middleware)
+    value = _state_value(configurable, LOADED_SKILLS_KEY)
+    if value is None:
         return []
     values = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else []
     # State comes from checkpoints: never trust it.

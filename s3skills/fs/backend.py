@@ -25,7 +25,6 @@ the result's `error`.
 from __future__ import annotations
 
 import hashlib
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from functools import partial
@@ -75,7 +74,6 @@ from s3skills.tenancy import Identity, Tenant, TenantResolver, context_identity,
 
 __all__ = ["S3Backend"]
 
-logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 

@@ -8,12 +8,11 @@ from __future__ import annotations
 import base64
 import io
 import re
-from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import PurePosixPath
 from typing import Literal
 
-from deepagents.backends.protocol import FileData, FileInfo, GrepMatch
+from deepagents.backends.protocol import FileData, FileInfo
 
 from s3skills.errors import BinaryFile, InvalidPath, S3SkillsError
 from s3skills.media import content_type_for
@@ -25,7 +24,6 @@ __all__ = [
     "content_type_for",
     "decode_text",
     "file_info",
-    "grep_lines",
     "is_searchable_path",
     "is_text_path",
     "pdf_request",
@@ -152,13 +150,6 @@ def file_info(path: str, *, is_dir: bool, size: int = 0, modified: datetime | No
     if is_dir:
         return FileInfo(path=path if path.endswith("/") else path + "/", is_dir=True, size=0, modified_at="")
     return FileInfo(path=path, is_dir=False, size=int(size), modified_at=_iso(modified))
-
-
-def grep_lines(path: str, text: str, pattern: str) -> Iterable[GrepMatch]:
-    """Literal (not regex) matches of `pattern` in `text`, one per matching line."""
-    for number, line in enumerate(text.split("\n"), 1):
-        if pattern in line:
-            yield GrepMatch(path=path, line=number, text=line.rstrip("\r"))
 
 
 def pdf_request(path: str, mode: PdfMode) -> tuple[str, tuple[int, int] | None]:

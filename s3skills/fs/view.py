@@ -97,7 +97,7 @@ class FileView:
         """
         skill_id = loaded_skill_of(tenant, loc)
         pin = tenant.skill_versions.get(skill_id) if skill_id is not None else None
-        if pin is None or not pin.files or not all(f.version_id for f in pin.files.values()):
+        if pin is None or not pin.versioned:
             return lambda _key: True
         return lambda key: key[len(loc.prefix) :] in pin.files
 

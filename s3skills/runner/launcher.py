@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from s3skills.runner.process import Finished, LaunchError, Limits, limits_prefix, run_process
+from s3skills.runner.process import Finished, LaunchError, Limits, limits_prefix, run_process, signal_status
 
 __all__ = ["SYSTEM_DIRS", "BubblewrapLauncher", "Job", "Launcher", "LocalLauncher"]
 
@@ -173,9 +172,7 @@ class BubblewrapLauncher:
     async def launch(self, job: Job) -> Finished:
         """Run `job` in the sandbox; see the class docstring for what it shows the script."""
         finished = await run_job(job, self.sandbox_argv(job))
-        code = finished.returncode
-        if code is not None and code > 128 and (code - 128) in signal.valid_signals():
-            finished.returncode = -(code - 128)
+        finished.returncode = signal_status(finished.returncode)
         return finished
 
 

@@ -23,7 +23,16 @@ from pathlib import Path
 
 from s3skills.errors import S3SkillsError
 
-__all__ = ["DRAIN_SECONDS", "Finished", "LaunchError", "Limits", "killpg", "limits_prefix", "run_process"]
+__all__ = [
+    "DRAIN_SECONDS",
+    "Finished",
+    "LaunchError",
+    "Limits",
+    "killpg",
+    "limits_prefix",
+    "run_process",
+    "signal_status",
+]
 
 DRAIN_SECONDS = 2.0
 """After the kill, how long the output pipes may take to close."""
@@ -89,6 +98,16 @@ def limits_prefix(limits: Limits) -> list[str]:
         raise LaunchError("Could not start the script: the service's Python interpreter is unknown.")
     pairs = [f"{name}={soft}:{hard}" for name, soft, hard in limits.rlimits()]
     return [sys.executable, "-I", "-S", _TRAMPOLINE, *pairs, "--"]
+
+
+def signal_status(code: int | None) -> int | None:
+    """A shell's exit status for a signal (128 + N) as Python reports one (-N); others as they are.
+
+    Launchers that run the script under a shell or a sandbox's init get the former.
+    """
+    if code is not None and code > 128 and (code - 128) in signal.valid_signals():
+        return -(code - 128)
+    return code
 
 
 def killpg(pgid: int) -> None:

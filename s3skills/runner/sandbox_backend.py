@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from s3skills.runner.launcher import Job
-from s3skills.runner.process import Finished, LaunchError
+from s3skills.runner.process import Finished, LaunchError, signal_status
 
 if TYPE_CHECKING:
     from deepagents.backends.protocol import SandboxBackendProtocol
@@ -92,8 +92,7 @@ class SandboxBackendLauncher:
         fields = [int(f) for f in status.split() if f.isdigit()]
         code, elapsed = (fields[0], fields[1]) if len(fields) == 2 else (None, 0)
         timed_out = code in (_TIMEOUT_STATUS, 128 + signal.SIGKILL) and elapsed >= math.floor(job.timeout)
-        if code is not None and code > 128 and (code - 128) in signal.valid_signals():
-            code = -(code - 128)
+        code = signal_status(code)
         return Finished(
             stdout=stdout[: job.max_output_bytes],
             stderr=stderr or b"",

@@ -369,17 +369,7 @@ class SkillCatalog:
             if prefix is None or key == prefix:
                 index.refreshed_at = None
 
-    def request_reconcile(self, prefix: str) -> None:
-        """Make the next refresh of `prefix` check it against a LIST (a skill went missing)."""
-        index = self._indexes.get(prefix)
-        if index is not None:
-            index.reconcile = True
-
     # -- bodies --------------------------------------------------------------------------
-
-    async def atext(self, entry: SkillEntry) -> str:
-        """The full text of a skill's `SKILL.md` (no request when cached for its ETag)."""
-        return (await self.abody(entry))[0]
 
     async def abody(self, entry: SkillEntry) -> tuple[str, str]:
         """The text of a skill's `SKILL.md` and the ETag it was read with.

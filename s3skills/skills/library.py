@@ -232,7 +232,8 @@ class SkillLibrary(LibraryWriter):
         skills = await self.aindex(category, tenant=tenant)
         if query.strip():
             ranked = [s for s, _ in rank(query, skills, limit=len(skills))]
-            skills = ranked + [s for s in skills if s not in ranked]
+            seen = {s.id for s in ranked}
+            skills = ranked + [s for s in skills if s.id not in seen]
         try:
             start = int(cursor) if cursor else 0
         except ValueError:

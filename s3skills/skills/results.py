@@ -109,7 +109,7 @@ def files_of(home: SkillHome, objects: Sequence[ObjectInfo], pin: SkillPin | Non
 
     With the `pin` of a versioned load, only the files of that version are kept.
     """
-    pinned = pin.files if pin is not None and all(f.version_id for f in pin.files.values()) else None
+    pinned = pin.files if pin is not None and pin.versioned else None
     return [
         SkillFile(o.key[len(home.prefix) :], o.size, o.etag, o.key)
         for o in objects

@@ -272,7 +272,7 @@ async def read_pinned(
     if pin is None:
         return await store.aget(key, max_bytes=max_bytes)
     pinned = pin.files.get(path)
-    versioned = bool(pin.files) and all(f.version_id for f in pin.files.values())
+    versioned = pin.versioned
     if pinned is not None and pinned.version_id:
         return await store.aget(key, max_bytes=max_bytes, version_id=pinned.version_id)
     try:

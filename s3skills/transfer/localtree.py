@@ -145,7 +145,6 @@ class LocalTree:
 
     Attributes:
         root: The scanned folder.
-        base: `""` for a tree; `"<id>/"` when the folder is itself the one skill found.
         skills: Skill id -> folder, for every valid skill id.
         mapping: Skill id -> its folder relative to `root` (`""` for `root` itself).
         nested: Skill folders found inside another skill folder, and the id each got.
@@ -163,7 +162,6 @@ class LocalTree:
     """
 
     root: Path
-    base: str = ""
     skills: dict[str, Path] = field(default_factory=dict)
     mapping: dict[str, str] = field(default_factory=dict)
     nested: list[Item] = field(default_factory=list)
@@ -174,11 +172,6 @@ class LocalTree:
     problems: list[Finding] = field(default_factory=list)
     refused: list[Item] = field(default_factory=list)
     ignored: list[Item] = field(default_factory=list)
-
-    @property
-    def single(self) -> bool:
-        """True when the scanned folder is itself one skill."""
-        return bool(self.base)
 
     def findings(self) -> list[Finding]:
         """Refusals (as fatal errors) and `SKILL.md` problems, by path."""
@@ -359,8 +352,6 @@ def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]], category: 
             rel = f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE
             tree.problems.append(Finding(rel, problem.level, problem.message, problem.fatal))
     tree.is_skill_folder = "" in skill_dirs
-    if len(tree.mapping) == 1 and "" in tree.mapping.values():
-        tree.base = next(iter(tree.mapping)) + "/"
     owners = {folder: skill_id for skill_id, folder in tree.mapping.items()}
     for path, rel, size in candidates:
         owner = _owning_folder(rel, skill_dirs)

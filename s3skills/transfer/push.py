@@ -228,11 +228,10 @@ async def apush_tree(
             report,
         )
     uploads: list[LocalFile] = []
+    changed_keys = {f.key_rel for f in changed}
     for f in files:
-        if f.skill in excluded:
-            continue
         obj = remote.get(keys[f.key_rel])
-        if f not in changed or f.key_rel in unchanged:
+        if f.key_rel not in changed_keys or f.key_rel in unchanged:
             why = "unchanged (kept disabled)" if f.key_rel in unchanged else "unchanged"
             report.skipped.append(Item(f.key_rel, why, f.size))
         else:
@@ -282,8 +281,7 @@ async def _write(
             metadata = {SOURCE_KEY: source_of(tree.skills[f.skill])} if is_md else None
             key = keys[f.key_rel]
             etag = await store.aput(key, data, content_type=_content_type(f.key_rel), metadata=metadata)
-            if key.startswith(prefix):
-                records[key[len(prefix) :]] = record_of(key, data, etag)
+            records[key[len(prefix) :]] = record_of(key, data, etag)  # every key is join_key(prefix, ...)
             done += 1
             if progress is not None:
                 progress(f.key_rel, done, total)
