@@ -16,7 +16,7 @@ from s3skills.skills import SkillCatalog, SkillLibrary
 from s3skills.storage import RequestCounter
 from s3skills.storage import S3ObjectStore as ObjectStore
 from s3skills.tenancy import Tenant
-from s3skills.testing import skill_md
+from s3skills.testing import MemoryObjectStore, skill_md
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 ALICE = Tenant(user_id="alice")
@@ -311,3 +311,19 @@ def test_with_a_shared_library_a_skill_file_read_costs_one_get_once_the_index_is
     assert "alice's pdf" in backend.read("/skills/pdf/SKILL.md").file_data["content"]  # type: ignore[index]
     assert counter.counts == {"GetObject": 2}
     backend.close()
+
+
+async def test_reading_the_entry_of_a_big_skill_md_costs_one_ranged_get() -> None:
+    store = MemoryObjectStore()
+    body = "Paso largo.\n" * 2000  # ~24 KB: larger than the 8 KiB head, the frontmatter inside it
+    store.put_object("users/ana/skills/grande/SKILL.md", skill_md("grande", "A big one.", body=body))
+    counter = RequestCounter()
+    store.add_request_hook(counter)
+
+    entries = await SkillCatalog(store).aread_entries("user", "users/ana/skills/", ["grande"])
+
+    entry = entries["grande"]
+    assert entry is not None
+    assert entry.info is not None
+    assert entry.info.metadata.description == "A big one."
+    assert counter.counts == {"GetObject": 1}

@@ -37,7 +37,7 @@ from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, aupda
 from s3skills.skills.model import InvalidSkill, SkillInfo
 from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
 from s3skills.skills.versions import versions_by_skill
-from s3skills.storage import NotModified, ObjectInfo, ObjectStore
+from s3skills.storage import NotModified, ObjectBody, ObjectInfo, ObjectStore
 
 __all__ = ["LibraryIndex", "SkillCatalog", "SkillEntry"]
 
@@ -184,8 +184,8 @@ class SkillCatalog:
             manifest = await aread_manifest(
                 self.store, key, prefix, source, etag=index.manifest_etag, max_entries=limit
             )
-        except NotModified:
-            manifest = Manifest(prefix, dict(index.entries), verified_at=index.manifest_verified_at)
+        except NotModified:  # the entries are the index's already: only the verification time matters
+            manifest = Manifest(prefix, verified_at=index.manifest_verified_at)
             manifest.etag = index.manifest_etag
         else:
             if manifest is not None and manifest.valid:
@@ -332,7 +332,7 @@ class SkillCatalog:
                 return None
             obj = ObjectInfo(key, probe.size, probe.etag)
             whole = probe.size <= len(probe.data) and probe.size <= self.limits.max_skill_md_bytes
-            return sid, obj, (probe.data, probe.etag) if whole else await self._head(obj)
+            return sid, obj, (probe.data, probe.etag) if whole else await self._head(obj, probe)
 
         found = await gather_limited([partial(head, sid) for sid in skill_ids], self.limits.concurrency)
         items = [item for item in found if item is not None]
@@ -341,12 +341,15 @@ class SkillCatalog:
             out.update((e.skill_id, e) for e in await asyncio.to_thread(_parse_all, source, items))
         return out
 
-    async def _head(self, obj: ObjectInfo) -> tuple[bytes, str] | str:
-        """The bytes of a SKILL.md needed to parse its frontmatter, or why it was skipped."""
+    async def _head(self, obj: ObjectInfo, probe: ObjectBody | None = None) -> tuple[bytes, str] | str:
+        """The bytes of a SKILL.md needed to parse its frontmatter, or why it was skipped.
+
+        `probe` is the first `head_bytes` already read, if the caller has them.
+        """
         if obj.size > self.limits.max_skill_md_bytes:
             return f"SKILL.md is {obj.size} bytes; the limit is {self.limits.max_skill_md_bytes}"
         try:
-            head = await self.store.aget_range(obj.key, 0, self.head_bytes)
+            head = probe or await self.store.aget_range(obj.key, 0, self.head_bytes)
             if head.size <= len(head.data):
                 return head.data, head.etag
             prefix = frontmatter_prefix(head.data)
