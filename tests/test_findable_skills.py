@@ -70,12 +70,17 @@ def test_ranked_index_never_cuts_a_description_inside_a_word() -> None:
         SkillInfo(f"s{i:03d}", SkillMetadata(name=f"s{i:03d}", description=" ".join(["wordy"] * 80) + f" end{i}"))
         for i in range(200)
     ]
+    cuts_seen = 0
     for budget in (300, 1000, 3000, 6000):
         for fmt in ("xml", "yaml", "grouped"):
             text = render.format_ranked(skills, budget, index_format=fmt)
             assert len(text) <= budget
-            for cut in re.findall(r"(\w*)…", text):
+            assert not re.search(r"\bend\d+\b", text)  # no 80-word description fits whole: each one is cut
+            cuts = re.findall(r"(\w*)…", text)
+            cuts_seen += len(cuts)
+            for cut in cuts:
                 assert cut in ("", "wordy"), (fmt, budget, cut)
+    assert cuts_seen > 0  # the check above ran on real cuts
 
 
 def test_small_library_index_is_the_plain_format() -> None:
