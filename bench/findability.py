@@ -16,6 +16,10 @@ ComposioHQ/awesome-claude-skills fetched by you; it is pushed into an in-memory 
 nothing is committed). `--anonymous` also measures requests with the skill's own name
 words removed (a user who does not name the app).
 
+Targets (the exit status is 1 when one fails), for the requests written from the body:
+>= 90 % of the skills in the index, >= 98 % on the first search page. The anonymous
+requests are reported, not held to them.
+
     python bench/findability.py                       # generated, 864 skills
     python bench/findability.py --library ~/src/awesome-claude-skills
     python bench/findability.py --skills 200 --budget 4000 --json out.json
@@ -230,6 +234,15 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     if args.anonymous:
         report["anonymous_requests"] = await measure(store, cases, args.budget, anonymous=True)
     report["examples"] = [{"skill": c.skill_id, "request": c.request} for c in cases[:3]]
+    named = report["named_requests"]
+    report["targets"] = [
+        {"target": "in the index >= 90 %", "value": named["in_index"], "ok": named["in_index"] >= 90},
+        {
+            "target": "on the first search page >= 98 %",
+            "value": named["in_first_search_page"],
+            "ok": named["in_first_search_page"] >= 98,
+        },
+    ]
     return report
 
 
@@ -247,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.json:
         Path(args.json).write_text(text + "\n", encoding="utf-8")
-    return 0
+    return 0 if all(t["ok"] for t in report["targets"]) else 1
 
 
 if __name__ == "__main__":
