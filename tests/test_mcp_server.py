@@ -184,6 +184,11 @@ async def test_http_token_decides_the_user_and_never_shows_another_users_skills(
         async with http_session(url, "tok-ana", modern=modern) as ana:
             ana_entries, pages = await list_all(ana)
             await _check_entry_bytes(ana, ana_entries[0])
+            compraventa = await get_skill(ana, "skill://escrituras/compraventa/SKILL.md")
+            await _check_entry_bytes(ana, compraventa)  # its text files and its PDF, digests checked
+            pdf = await ana.read_resource("skill://escrituras/compraventa/resources/plantilla.pdf")
+            assert pdf.contents[0].mime_type == "application/pdf"
+            assert hasattr(pdf.contents[0], "blob")
             with pytest.raises(MCPError):
                 await ana.read_resource("skill://privado/SKILL.md")
         async with http_session(url, "tok-bob", modern=modern) as bob:
