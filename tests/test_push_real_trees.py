@@ -407,3 +407,8 @@ def test_a_name_starting_with_a_hyphen_is_accepted_after_double_dash(cli: Cli, s
     # validate reads it, and reports what the Agent Skills name rule says of its folder name.
     assert cli("validate", "--", "-2chat-automation") == 1
     assert "1 skill checked" in cli.out
+    assert cli("history", "--", "-2chat-automation") == 0
+    assert cli("diff", "--", "-2chat-automation") == 1
+    assert "-2chat-automation has one version only" in cli.err  # found; nothing to compare yet
+    assert cli("rm", "--yes", "--", "-2chat-automation") == 0
+    assert cli("info", "--", "-2chat-automation") == 1  # removed

@@ -238,6 +238,19 @@ def test_a_write_over_the_file_limit_is_refused_and_nothing_is_stored() -> None:
     assert store.keys() == []
 
 
+def test_an_object_over_the_limit_written_by_another_tool_is_refused_on_read_with_its_size() -> None:
+    store = KeyLogStore()
+    store.put_object("users/ana/threads/t1/big.txt", "x" * (11 * MiB))  # out of band: no s3skills writer
+    backend = S3Backend("memory", store=store)
+    read, downloaded = as_ana(
+        lambda: [backend.read("/workspace/big.txt"), backend.download_files(["/workspace/big.txt"])[0]]
+    )
+    said = f"the object is {11 * MiB} bytes; the limit is {10 * MiB}"
+    assert read.error == f"File '/workspace/big.txt' is too large to read (get: {said})."
+    assert downloaded.error == f"File '/workspace/big.txt' is too large to download (get: {said})."
+    assert store.bytes_fetched == 0  # refused from the object's size, its bytes never held
+
+
 def test_an_edit_that_grows_a_file_past_the_limit_is_refused_and_the_file_kept() -> None:
     store = KeyLogStore()
     store.put_object("users/ana/threads/t1/a.txt", "seed")
