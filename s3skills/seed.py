@@ -102,15 +102,23 @@ def is_loopback_url(url: str | None) -> bool:
         return False
 
 
-def session_for(endpoint_url: str | None, region_name: str | None = None) -> aioboto3.Session:
+def session_for(
+    endpoint_url: str | None, region_name: str | None = None, *, profile: str | None = None
+) -> aioboto3.Session:
     """An aioboto3 session for `endpoint_url`.
 
-    Credentials come from the usual AWS chain (environment, profile, ...). For a
-    loopback endpoint with no credentials in the environment (`AWS_ACCESS_KEY_ID` or
-    `AWS_PROFILE`), LocalStack's dummy `test`/`test` keys are used instead, so a
-    local server works with no setup and the instance-metadata service is never asked.
+    Credentials come from `profile` when given, else the usual AWS chain (environment,
+    profile, ...). For a loopback endpoint with no credentials in the environment
+    (`AWS_ACCESS_KEY_ID` or `AWS_PROFILE`), LocalStack's dummy `test`/`test` keys are used
+    instead, so a local server works with no setup and the instance-metadata service is
+    never asked.
+
+    Raises:
+        botocore.exceptions.ProfileNotFound: `profile` is not configured.
     """
     region = region_name or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+    if profile is not None:
+        return aioboto3.Session(profile_name=profile, region_name=region)
     configured = os.environ.get("AWS_ACCESS_KEY_ID") or os.environ.get("AWS_PROFILE")
     if is_loopback_url(endpoint_url) and not configured:
         return aioboto3.Session(

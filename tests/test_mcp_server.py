@@ -220,3 +220,16 @@ def test_the_cli_command_refuses_a_user_over_http(capsys: pytest.CaptureFixture[
 
     assert main(["--bucket", "b-1", "--user", "ana", "mcp", "--transport", "http"]) == 2
     assert "--user is for stdio" in capsys.readouterr().err
+
+
+def test_the_cli_command_passes_the_global_profile_to_the_server(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from s3skills.cli import main
+
+    config = tmp_path / "aws-config"
+    config.write_text("[profile elsewhere]\nregion = eu-west-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    # The server is built with the profile: an unknown one is refused before it serves anything.
+    assert main(["--bucket", "b-1", "--user", "ana", "--profile", "missing-profile", "mcp"]) == 2
+    assert "AWS profile not found" in capsys.readouterr().err

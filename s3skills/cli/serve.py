@@ -57,6 +57,8 @@ def mcp_command(
         argv += ["--endpoint-url", ctx.endpoint_url]
     if ctx.settings.region:
         argv += ["--region", ctx.settings.region]
+    if ctx.settings.profile:
+        argv += ["--profile", ctx.settings.profile]
     if shared_prefix:
         argv += ["--shared-prefix", shared_prefix]
     if transport == "stdio":

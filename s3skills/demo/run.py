@@ -151,10 +151,7 @@ def run_demo(
                 aws_access_key_id=_EMBEDDED_KEY, aws_secret_access_key=_EMBEDDED_KEY, region_name="us-east-1"
             )
             return _run(url, DEMO_BUCKET, user, session, chat_model, layout, embedded=True)
-    if profile is not None:
-        session = aioboto3.Session(profile_name=profile, region_name=session_for(endpoint_url, region).region_name)
-    else:
-        session = session_for(endpoint_url, region)
+    session = session_for(endpoint_url, region, profile=profile)
     return _run(endpoint_url, bucket or DEMO_BUCKET, user, session, chat_model, layout, embedded=False)
 
 

@@ -18,6 +18,7 @@ import os
 import sys
 
 import uvicorn
+from botocore.exceptions import ProfileNotFound
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.stdio import stdio_server
@@ -44,13 +45,17 @@ def library_source(
     *,
     endpoint_url: str | None = None,
     region: str | None = None,
+    profile: str | None = None,
     shared_prefix: str | None = None,
     layout: KeyLayout | None = None,
 ) -> LibrarySkillSource:
-    """A skill source over a bucket's libraries (the default key layout unless given)."""
-    store = S3ObjectStore(
-        bucket, endpoint_url=endpoint_url, region_name=region, session=session_for(endpoint_url, region)
-    )
+    """A skill source over a bucket's libraries (the default key layout unless given).
+
+    Raises:
+        botocore.exceptions.ProfileNotFound: `profile` is not configured.
+    """
+    session = session_for(endpoint_url, region, profile=profile)
+    store = S3ObjectStore(bucket, endpoint_url=endpoint_url, region_name=region, session=session)
     config = Config(layout=layout or KeyLayout(), shared_library=shared_prefix)
     return LibrarySkillSource(SkillLibrary(store, config))
 
@@ -93,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--user", help="stdio: the user whose library is served")
     parser.add_argument("--endpoint-url", help="an S3-compatible endpoint (MinIO, SeaweedFS, moto)")
     parser.add_argument("--region", help="the AWS region")
+    parser.add_argument("--profile", help="an AWS profile for the server's credentials")
     parser.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     parser.add_argument("--host", default="127.0.0.1", help="http: the address to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="http: the port (default 8000)")
@@ -120,11 +126,14 @@ def main(argv: list[str] | None = None) -> int:
             args.bucket,
             endpoint_url=args.endpoint_url,
             region=args.region,
+            profile=args.profile,
             shared_prefix=args.shared_prefix,
             layout=KeyLayout.named(args.layout),
         )
     except ValueError as exc:
         parser.error(str(exc))
+    except ProfileNotFound as exc:
+        parser.error(f"AWS profile not found: {exc}")
     if args.transport == "stdio":
         if args.tokens:
             parser.error("--tokens is for --transport http; stdio serves the --user given")
