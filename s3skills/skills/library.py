@@ -472,7 +472,11 @@ class SkillLibrary(LibraryWriter):
             )
             text = get_skill_doc(body.data.decode("utf-8-sig", errors="replace"))
             self._pinned_md[cache_key] = text
-            while len(self._pinned_md) > 256:
+            # Older versions are rare: at most 256 of them, within a quarter of the body cache's budget.
+            budget = self.config.limits.body_cache_bytes // 4
+            while len(self._pinned_md) > 256 or (
+                len(self._pinned_md) > 1 and sum(len(t) for t in self._pinned_md.values()) > budget
+            ):
                 self._pinned_md.popitem(last=False)
         return text
 
