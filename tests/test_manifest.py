@@ -25,7 +25,7 @@ from s3skills.skills import SkillCatalog, SkillLibrary
 from s3skills.skills.writers import anote_changed
 from s3skills.storage import ListPage, RequestCounter, S3ObjectStore
 from s3skills.tenancy import Tenant
-from s3skills.testing import MemoryObjectStore, SeaweedBucket
+from s3skills.testing import MemoryObjectStore, SeaweedBucket, builders
 from s3skills.transfer import apush_tree
 
 LAYOUT = KeyLayout()  # the default layout: users/{user_id}/skills/
@@ -35,8 +35,7 @@ MANIFEST = "users/ana/.s3skills/manifest.json"
 
 
 def skill_md(name: str, description: str = "Does things", **extra: str) -> bytes:
-    lines = [f"name: {name}", f"description: {description}", *(f"{k}: {v}" for k, v in extra.items())]
-    return ("---\n" + "\n".join(lines) + "\n---\n# " + name + "\n\nInstructions.\n").encode()
+    return builders.skill_md(name, description, body=f"# {name}\n\nInstructions.\n", **extra).encode()
 
 
 class Clock:

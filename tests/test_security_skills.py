@@ -19,14 +19,14 @@ from s3skills import S3Backend, create_skills_agent
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.skills import SkillMetadata, SkillRegistry
 from s3skills.tenancy import Tenant
-from s3skills.testing import ScriptedChatModel, tool_call
+from s3skills.testing import ScriptedChatModel, builders, tool_call
 
 SCRIPT = b'import json\nprint(json.dumps({"ran": "SCRIPT RAN"}))\n'
 
 
 def skill_md(name: str, body: str, *, enabled: bool = True) -> bytes:
-    flag = "" if enabled else "enabled: false\n"
-    return f"---\nname: {name}\ndescription: The {name} skill.\n{flag}---\n{body}\n".encode()
+    flags = {} if enabled else {"enabled": "false"}
+    return builders.skill_md(name, f"The {name} skill.", body=body, **flags).encode()
 
 
 @pytest.fixture
