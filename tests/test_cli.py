@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_harness import Cli
 
 from s3skills.cli import main
 from s3skills.errors import BucketNotFound
@@ -45,31 +46,9 @@ def keys(s3_client: Any, bucket: str, prefix: str = PREFIX) -> dict[str, str]:
     return out
 
 
-class Cli:
-    """Runs `main` in-process with the global options of one bucket and user (seeds' layout)."""
-
-    def __init__(self, endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.globals = ["--bucket", bucket, "--user", USER, "--endpoint-url", endpoint, "--layout", "seeds"]
-        self.capsys = capsys
-        self.out = ""
-        self.err = ""
-
-    def __call__(self, *argv: str) -> int:
-        self.capsys.readouterr()
-        code = main([*self.globals, *argv])
-        captured = self.capsys.readouterr()
-        self.out, self.err = captured.out, captured.err
-        return code
-
-    def json(self, *argv: str, expect: int = 0) -> Any:
-        code = self("--json", *argv)
-        assert code == expect, self.err
-        return json.loads(self.out)
-
-
 @pytest.fixture
 def cli(moto_endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(moto_endpoint, bucket, capsys)
+    return Cli(moto_endpoint, bucket, capsys, USER)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_harness import Cli
 
 from s3skills.cli import main
 from s3skills.fs import S3Backend
@@ -254,23 +255,9 @@ def test_pull_keeps_local_edits_unless_force_or_backup(tmp_path: Path) -> None:
 # -- the command line ---------------------------------------------------------------------------
 
 
-class Cli:
-    def __init__(self, endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.globals = ["--bucket", bucket, "--user", USER, "--endpoint-url", endpoint, "--layout", "seeds"]
-        self.capsys = capsys
-        self.out = self.err = ""
-
-    def __call__(self, *argv: str) -> int:
-        self.capsys.readouterr()
-        code = main([*self.globals, *argv])
-        captured = self.capsys.readouterr()
-        self.out, self.err = captured.out, captured.err
-        return code
-
-
 @pytest.fixture
 def cli(moto_endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(moto_endpoint, bucket, capsys)
+    return Cli(moto_endpoint, bucket, capsys, USER)
 
 
 def test_cli_disable_then_push_keeps_it_disabled(cli: Cli, tmp_path: Path) -> None:
