@@ -11,9 +11,14 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import findability
+
+# Minutes-long: run by .ci/run after the README's test command (`pytest -m slow`).
+pytestmark = pytest.mark.slow
 
 
 def test_the_targets_hold_at_864_skills_and_the_report_has_both_measures(tmp_path: Path) -> None:

@@ -12,6 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Minutes-long: run by .ci/run after the README's test command (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 INDEX_CONTENDERS = {
     "manifest cold",

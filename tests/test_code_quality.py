@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# Minutes-long: run by .ci/run after the README's test command (`pytest -m slow`).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
