@@ -48,16 +48,18 @@ def test_without_versioning_history_shows_one_version_and_says_why(cli: Cli, s3_
     assert "one version only" in err
 
 
-def test_rollback_of_a_version_written_without_versioning_is_refused(cli: Cli, s3_client: Any, bucket: str) -> None:
+def test_rollback_to_a_version_written_before_versioning_was_enabled_works(
+    cli: Cli, s3_client: Any, bucket: str
+) -> None:
     put(s3_client, bucket, {"SKILL.md": SKILL.format(1).encode()})
     s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
     put(s3_client, bucket, {"SKILL.md": SKILL.format(2).encode(), "forms.md": b"f"})
     versions = json.loads(cli("--json", "history", "pdf")[1])["versions"]
     assert len(versions) == 2
-    code, _, err = cli("rollback", "pdf", "--to", versions[1]["version"])
-    assert code == 1
-    assert "written while the bucket's versioning was off" in err
-    assert s3_client.get_object(Bucket=bucket, Key=FOLDER + "SKILL.md")["Body"].read() == SKILL.format(2).encode()
+    code, out, err = cli("rollback", "pdf", "--to", versions[1]["version"])
+    assert code == 0, err
+    assert f"Rolled back pdf to version {versions[1]['version']}" in out
+    assert s3_client.get_object(Bucket=bucket, Key=FOLDER + "SKILL.md")["Body"].read() == SKILL.format(1).encode()
 
 
 def test_diff_names_binary_files_and_an_unknown_version_is_an_error(cli: Cli, s3_client: Any, bucket: str) -> None:

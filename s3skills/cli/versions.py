@@ -2,7 +2,9 @@
 
 A skill's version is the set of its files' object versions, shown as a short id
 (`s3skills.skills.versions`). History and rollback need the bucket's versioning on
-(`s3skills versioning enable`); without it only the current version exists.
+(`s3skills versioning enable`); without it only the current version exists. Objects
+written before versioning was enabled (S3's VersionId `"null"`) are versions like any
+other: the first push of an existing bucket can be compared with and rolled back to.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from s3skills.skills.versions import (
     current_version,
     find_version,
     history,
+    read_version,
     restore,
     versions_by_skill,
 )
@@ -163,7 +166,7 @@ def rollback_command(ctx: Context, name: str, to: str) -> int:
     except Conflict as exc:
         raise CliError(f"{skill_id}: {exc}") from exc
     except SkillError as exc:
-        raise CliError(f"{skill_id}: {exc} Turn versioning on first ('s3skills versioning enable').") from exc
+        raise CliError(f"{skill_id}: {exc}") from exc
     if ctx.json:
         ctx.emit({"id": skill_id, "version": target.id, "previous": current.id, "changed": changed})
     else:
@@ -208,7 +211,10 @@ def diff_command(ctx: Context, name: str, from_: str | None, to: str | None) -> 
         a, b = old.file(path), new.file(path)
         if a is not None and b is not None and a.etag == b.etag:
             continue
-        before, after = _read(ctx, a), _read(ctx, b)
+        try:
+            before, after = _read(ctx, a), _read(ctx, b)
+        except SkillError as exc:
+            raise CliError(f"{skill_id}: {exc}") from exc
         if before is None or after is None:
             out.append(f"Binary file {path} differs\n")
             continue
@@ -231,8 +237,7 @@ def diff_command(ctx: Context, name: str, from_: str | None, to: str | None) -> 
 def _read(ctx: Context, file: FileVersion | None) -> list[str] | None:
     if file is None:
         return []
-    body = ctx.run(ctx.store.aget(file.key, version_id=file.version_id))
-    return _text(body.data)
+    return _text(ctx.run(read_version(ctx.store, file)).data)
 
 
 @click.group("versioning", short_help="Turn on (or check) the bucket's versioning.")

@@ -6,10 +6,15 @@ of its files (`version_id_of`): the id depends only on the content, so it can be
 computed from any listing at no extra request, it is the same on a versioned and an
 unversioned bucket, and a rollback brings the old id back.
 
-On a bucket with versioning on, each file of a version also has an S3 `VersionId`;
-a thread that loaded the skill reads exactly those (`read_pinned`: 1 GET with
-`VersionId`). Without versioning an overwritten file is gone, so a read whose ETag
-differs from the pinned one raises `SkillChanged` (the agent is told to reload).
+Each file of a version listed by `ListObjectVersions` also has an S3 `VersionId`; a
+thread that loaded the skill reads exactly those (`read_pinned`: 1 GET with
+`VersionId`). `"null"` is a real VersionId: it names the object written while the
+bucket's versioning was off (every bucket that had skills before `versioning enable`
+starts so). It stays readable once versioning is on, but a write while versioning is
+off or suspended replaces it in place; so a read of a `"null"` version checks the
+ETag it was pinned with, and a replaced one raises `SkillChanged` (the agent is told
+to reload), never serves other bytes. A plain listing has no VersionIds: such pins
+are checked by ETag on the current object the same way.
 
 `history` rebuilds the versions of a skill from `ListObjectVersions`: writes are
 replayed in time order and a version ends at each `SKILL.md` write (a push writes it
@@ -31,6 +36,7 @@ from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore, ObjectVersion
 from s3skills.tenancy import PinnedFile, SkillPin
 
 __all__ = [
+    "NULL_VERSION",
     "VERSION_ID_CHARS",
     "FileVersion",
     "SkillChanged",
@@ -40,6 +46,7 @@ __all__ = [
     "find_version",
     "history",
     "read_pinned",
+    "read_version",
     "restore",
     "version_from_listing",
     "version_id_of",
@@ -71,8 +78,9 @@ class FileVersion:
     Attributes:
         path: Relative to the skill folder (`SKILL.md`, `references/a.md`).
         etag: Its ETag.
-        version_id: Its S3 VersionId; None on an unversioned bucket (or a `"null"`
-            version, which a later write replaces in place).
+        version_id: Its S3 VersionId, `"null"` included (written while versioning was
+            off: readable by that id until a write with versioning off replaces it,
+            which the ETag tells); None when it came from a plain listing.
         size: Bytes.
         last_modified: When it was written.
         key: The object key (opaque: for reads, never to show).
@@ -111,7 +119,7 @@ class SkillVersion:
 
     @property
     def versioned(self) -> bool:
-        """Every file can be read back by VersionId (the bucket keeps old versions)."""
+        """Every file can be asked for by VersionId (a `"null"` one is then checked by ETag)."""
         return bool(self.files) and all(f.version_id for f in self.files)
 
     def file(self, path: str) -> FileVersion | None:
@@ -123,8 +131,12 @@ class SkillVersion:
         return SkillPin(self.id, {f.path: PinnedFile(f.etag, f.version_id) for f in self.files})
 
 
+NULL_VERSION = "null"
+"""S3's VersionId of an object written while the bucket's versioning was off."""
+
+
 def _version_id(v: ObjectVersion) -> str | None:
-    return v.version_id if v.version_id and v.version_id != "null" else None
+    return v.version_id or None
 
 
 def version_from_listing(skill_id: str, prefix: str, objects: Iterable[ObjectInfo], owns: Callable[[str], bool]) -> str:
@@ -257,6 +269,9 @@ async def read_pinned(
 ) -> ObjectBody:
     """Read one file of a skill as the thread loaded it (1 GET, whatever happens).
 
+    A file pinned with a VersionId is read by it; a `"null"` one (or one pinned
+    without a VersionId) must still have the ETag it was loaded with.
+
     Args:
         store: The store.
         key: The file's key.
@@ -273,14 +288,15 @@ async def read_pinned(
         return await store.aget(key, max_bytes=max_bytes)
     pinned = pin.files.get(path)
     versioned = pin.versioned
-    if pinned is not None and pinned.version_id:
+    if pinned is not None and pinned.version_id and pinned.version_id != NULL_VERSION:
         return await store.aget(key, max_bytes=max_bytes, version_id=pinned.version_id)
+    by_id = pinned.version_id if pinned is not None else None
     try:
-        body = await store.aget(key, max_bytes=max_bytes)
+        body = await store.aget(key, max_bytes=max_bytes, version_id=by_id)
     except NotFound:
         if pinned is None:
             raise
-        raise SkillChanged(_changed(path, "was deleted")) from None
+        raise SkillChanged(_changed(path, "was deleted" if by_id is None else "was replaced")) from None
     if pinned is None:
         if versioned:
             raise NotFound(path)  # added after the version the thread reads
@@ -292,9 +308,9 @@ async def read_pinned(
 
 def _changed(path: str, what: str) -> str:
     return (
-        f"The skill changed since it was loaded ({path} {what}), and this bucket keeps no old "
-        "versions: reload it with cargar_habilidad to read the new version, then follow its "
-        "new instructions."
+        f"The skill changed since it was loaded ({path} {what}), and the bucket no longer keeps "
+        "the version loaded: reload it with cargar_habilidad to read the new version, then follow "
+        "its new instructions."
     )
 
 
@@ -312,18 +328,20 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
         The paths written or deleted.
 
     Raises:
-        SkillError: The target has files without a VersionId (versioning was off).
+        SkillError: The target's files were not listed with VersionIds (a plain listing),
+            or a `"null"` version of one was since replaced in place.
         Conflict: A file changed since `current` was listed; nothing after it is written.
     """
     if not target.versioned:
         raise SkillError(
-            f"Version {target.id} cannot be restored: some of its files have no VersionId "
-            "(they were written while the bucket's versioning was off)."
+            f"Version {target.id} cannot be restored: its files were listed without VersionIds "
+            "(list them with ListObjectVersions)."
         )
     now = {f.path: f for f in current.files}
     changed = [f for f in target.files if (c := now.get(f.path)) is None or c.etag != f.etag]
     gone = [f for f in current.files if target.file(f.path) is None]
     done: list[str] = []
+    bodies = {f.path: await read_version(store, f) for f in changed}  # all readable before any write
     for f in gone:  # first: the SKILL.md write that ends the rollback must see the target's files only
         try:
             await store.adelete(f.key, if_match=f.etag)
@@ -331,7 +349,7 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
             raise Conflict(f"{f.path} changed while the rollback ran; run it again") from exc
         done.append(f.path)
     for f in sorted(changed, key=lambda f: f.path == SKILL_FILE):
-        body = await store.aget(f.key, version_id=f.version_id)
+        body = bodies[f.path]
         was = now.get(f.path)
         try:
             if was is None:
@@ -342,3 +360,22 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
             raise Conflict(f"{f.path} changed while the rollback ran; run it again") from exc
         done.append(f.path)
     return done
+
+
+async def read_version(store: ObjectStore, file: FileVersion, *, max_bytes: int | None = None) -> ObjectBody:
+    """The bytes of one file version (1 GET by its VersionId; the current object without one).
+
+    Raises:
+        SkillError: The version is gone: a `"null"` version replaced in place by a write
+            while versioning was off or suspended (its ETag differs), or deleted.
+    """
+    try:
+        body = await store.aget(file.key, max_bytes=max_bytes, version_id=file.version_id)
+    except NotFound:
+        raise SkillError(f"{file.path}: the version listed ({file.version_id or 'current'}) no longer exists") from None
+    if body.etag != file.etag:
+        raise SkillError(
+            f"{file.path}: the version listed ({file.version_id or 'current'}) was replaced in place "
+            "(written while versioning was off or suspended); its old bytes are gone"
+        )
+    return body
