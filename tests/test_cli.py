@@ -237,6 +237,8 @@ def test_pull_round_trip(cli: Cli, tmp_path: Path) -> None:
     assert len(report["downloaded"]) == 15
     original = {p.relative_to(tree).as_posix(): p.read_bytes() for p in tree.rglob("*") if p.is_file()}
     pulled = {p.relative_to(dest).as_posix(): p.read_bytes() for p in dest.rglob("*") if p.is_file()}
+    record = json.loads(pulled.pop(".s3skills-pulled.json"))  # where each folder came from
+    assert len(record["skills"]) == 12
     assert pulled == original
     again = cli.json("pull", str(dest))
     assert again["downloaded"] == []
@@ -246,7 +248,10 @@ def test_pull_round_trip(cli: Cli, tmp_path: Path) -> None:
 
     one = tmp_path / "one"
     assert cli("pull", str(one), "--skill", "skill-001") == 0  # resolved by its folder name
-    assert {p.relative_to(one).as_posix() for p in one.rglob("*") if p.is_file()} == {"cat-1/skill-001/SKILL.md"}
+    assert {p.relative_to(one).as_posix() for p in one.rglob("*") if p.is_file()} == {
+        "cat-1/skill-001/SKILL.md",
+        ".s3skills-pulled.json",
+    }
     assert cli("pull", str(one), "--skill", "skil-001") == 1
     assert "did you mean" in one_error_line(cli.err)
 
@@ -265,7 +270,7 @@ def test_pull_never_writes_outside_dest(cli: Cli, tmp_path: Path, s3_client: Any
         "pdf/./dot",
     }
     written = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
-    assert written == {"lib/pdf/SKILL.md", "area/dest/pdf/SKILL.md"}
+    assert written == {"lib/pdf/SKILL.md", "area/dest/pdf/SKILL.md", "area/dest/.s3skills-pulled.json"}
 
 
 # -- info / enable / disable ------------------------------------------------------------------

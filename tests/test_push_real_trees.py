@@ -162,9 +162,12 @@ def test_duplicate_leaf_across_pushes_is_a_conflict_not_a_silent_overwrite(tmp_p
     assert [c.path for c in info.value.report.conflicts] == ["access"]
     assert "system one" in library(store).index()[0].metadata.description
 
-    # Pushing the first folder again is no conflict, and --force replaces.
+    # Pushing the first folder again is no conflict; --force (push invalid skills) does not
+    # replace, --replace does.
     assert push_tree(store, first, PREFIX).conflicts == []
-    push_tree(store, second, PREFIX, force=True)
+    with pytest.raises(PushRefused, match="use --replace"):
+        push_tree(store, second, PREFIX, force=True)
+    push_tree(store, second, PREFIX, replace=True)
     lib = S3Backend("memory", user_id=USER, store=store, layout=SEEDS, catalog_ttl=None).skills
     assert "system two" in lib.index(refresh=True)[0].metadata.description
 
@@ -285,9 +288,32 @@ def test_cli_dry_run_lists_a_conflict_and_exits_1(cli: Cli, tmp_path: Path) -> N
     assert cli("push", str(tmp_path / "one")) == 0
     assert cli("push", "--dry-run", str(tmp_path / "two")) == 1
     assert "conflict: access: the library's copy was pushed from another folder" in cli.err
-    assert "the push would be refused: 1 conflict (use --force to replace)" in cli.err
+    assert "the push would be refused: 1 skill(s) in the library were pushed from another folder (access)" in cli.err
+    assert "use --replace to replace them" in cli.err
     assert cli("push", str(tmp_path / "two")) == 1
-    assert cli("push", "--force", str(tmp_path / "two")) == 0
+    assert "use --replace" in cli.err
+    assert "validate" not in cli.err  # the skills are valid: the message names the flag that helps
+    assert cli("push", "--force", str(tmp_path / "two")) == 1
+    assert cli("push", "--replace", str(tmp_path / "two")) == 0
+
+
+def test_pull_edit_push_just_works_and_a_push_by_someone_else_since_is_a_conflict(cli: Cli, tmp_path: Path) -> None:
+    skill(tmp_path / "team", "skills/access", description="Grants access. Use it for the access system.")
+    assert cli("push", str(tmp_path / "team")) == 0
+    mine = tmp_path / "mine"
+    assert cli("pull", str(mine)) == 0
+    write(mine, "access/SKILL.md", skill_md("access", "Grants access, edited. Use it for the access system."))
+    assert cli("push", str(mine)) == 0, cli.err
+    assert "conflict" not in cli.err
+    assert "edited" in cli.json("info", "access")["metadata"]["description"]
+
+    # Someone pushes from the team folder after my pull: my next push must not overwrite it silently.
+    assert cli("pull", str(mine)) == 0
+    skill(tmp_path / "team", "skills/access", description="Grants access, the team's. Use it for the access system.")
+    assert cli("push", "--replace", str(tmp_path / "team")) == 0
+    write(mine, "access/SKILL.md", skill_md("access", "Grants access, mine again. Use it for the access system."))
+    assert cli("push", str(mine)) == 1
+    assert "access: the library's copy was pushed from another folder; use --replace" in cli.err
 
 
 def test_cli_pull_reports_kept_files_and_exits_1(cli: Cli, tmp_path: Path) -> None:

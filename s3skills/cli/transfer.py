@@ -147,7 +147,8 @@ def _warn_notes(ctx: Context, report: PushReport, directory: str) -> None:
 @click.argument("directory", metavar="DIR")
 @click.option("--dry-run", is_flag=True, help="Show the skills, files and conflicts; write nothing.")
 @click.option("--delete", is_flag=True, help="Mirror: delete remote files that are not in DIR.")
-@click.option("--force", is_flag=True, help="Push invalid skills, leave unsafe files out, replace conflicting skills.")
+@click.option("--force", is_flag=True, help="Push invalid skills; leave unsafe files and clashing ids out.")
+@click.option("--replace", is_flag=True, help="Replace library skills that were pushed from another folder.")
 @click.option("--category", metavar="C", help="Put every skill in category C (instead of the rule's choice).")
 @click.option("--enable", is_flag=True, help="Enable skills that are disabled in the library.")
 @click.option("--create-bucket", is_flag=True, help="Create the bucket if it does not exist.")
@@ -158,6 +159,7 @@ def push_command(
     dry_run: bool,
     delete: bool,
     force: bool,
+    replace: bool,
     category: str | None,
     enable: bool,
     create_bucket: bool,
@@ -170,9 +172,10 @@ def push_command(
     skills/.curated/y -> .curated/y, pdf -> pdf. --category C puts them all in C. Two
     folders with one id are refused, listed. --dry-run shows each id and file.
 
-    Not without --force: invalid skills, unsafe files, or replacing a skill that was
-    pushed from another folder. A skill disabled in the library stays disabled unless
-    --enable.
+    Not without --force: invalid skills or unsafe files. Not without --replace:
+    replacing a library skill that was pushed from another folder (a folder made by
+    `s3skills pull` replaces the copy it was pulled from without it). A skill
+    disabled in the library stays disabled unless --enable.
     """
     from s3skills.transfer import PushRefused, push_tree
 
@@ -189,6 +192,7 @@ def push_command(
                 delete=delete,
                 dry_run=dry_run,
                 force=force,
+                replace=replace,
                 enable=enable,
                 bucket_may_be_missing=create_bucket,
                 progress=report_progress,
@@ -202,10 +206,11 @@ def push_command(
         for p in refused.problems:
             if p.fatal:
                 ctx.warn(problem_line(str(Path(directory) / p.path), p.level, p.message))
-        for item in refused.conflicts:
+        for item in refused.blocking:
             ctx.warn(f"conflict: {item.path}: {item.reason}")
-        raise CliError(f"push refused: {exc} (see 's3skills validate {directory}')") from exc
-    blocked = bool(report.conflicts) and not force  # only a dry run gets here with conflicts
+        hint = "" if refused.blocking else f" (see 's3skills validate {directory}')"
+        raise CliError(f"push refused: {exc}{hint}") from exc
+    blocked = bool(report.blocking)  # only a dry run gets here with blocking conflicts
     versions = pushed_versions(ctx, report.skills) if not dry_run and report.skills else {}
     if ctx.json:
         ctx.emit({"ok": not blocked, **report.to_dict(), "versions": versions})
@@ -214,7 +219,7 @@ def push_command(
         _print_plan(ctx, report, directory)
     _warn_notes(ctx, report, directory)
     if blocked:
-        ctx.warn(f"the push would be refused: {_plural(len(report.conflicts), 'conflict')} (use --force to replace)")
+        ctx.warn(f"the push would be refused: {report.blocking_summary()}")
     verb, deleted = ("Would upload", "would delete") if dry_run else ("Uploaded", "deleted")
     ctx.print(
         f"{verb} {_plural(len(report.uploaded), 'file')} ({human_size(report.bytes_uploaded)}) of "

@@ -3,7 +3,9 @@
 `apull_tree` walks the destination one directory handle at a time (no symlink below it is
 ever followed), writes each file atomically, and keeps local files that changed since the
 last pull unless asked (`force`, or `backup` to move them aside). It runs on the private
-I/O loop; `pull_tree` is its generated sync twin.
+I/O loop; `pull_tree` is its generated sync twin. It notes where each folder came from
+(`s3skills.transfer.provenance.PULL_RECORD`), so pushing the folder back replaces the
+copy it was pulled from without a conflict.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from s3skills.errors import InvalidPath, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.transfer.localtree import MAX_FILE_BYTES, Item, check_relative_path, file_md5
+from s3skills.transfer.provenance import PULL_RECORD, merge_pull_record
 from s3skills.transfer.push import Progress
 from s3skills.transfer.reports import PullReport
 
@@ -220,7 +223,34 @@ async def apull_tree(
 
     await gather_limited([download(obj, target) for obj, target in wanted], concurrency)
     report.downloaded.sort(key=lambda item: item.path)
+    await asyncio.to_thread(_record_pull, real, prefix, objects, report)
     return report
+
+
+def _record_pull(dest: Path, prefix: str, objects: list[ObjectInfo], report: PullReport) -> None:
+    """Note in `PULL_RECORD` the ETag of each `SKILL.md` now in `dest` as the library has it."""
+    now_local = {item.path for item in (*report.downloaded, *report.skipped)}
+    pulled = {
+        str(sid): obj.etag
+        for obj in objects
+        if (sid := SkillId.from_key(obj.key, prefix)) is not None and obj.key[len(prefix) :] in now_local
+    }
+    if not pulled:
+        return
+    old: bytes | None = None
+    try:
+        fd = _open_dir(dest, [], create=False)
+        try:
+            with os.fdopen(os.open(PULL_RECORD, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd), "rb") as f:
+                old = f.read()
+        finally:
+            os.close(fd)
+    except OSError:
+        old = None
+    try:
+        _write_atomic(dest, PULL_RECORD, merge_pull_record(old, prefix, pulled))
+    except (InvalidPath, OSError) as exc:
+        report.refused.append(Item(PULL_RECORD, f"the pull record was not written: {exc}"))
 
 
 def _same_file(target: Path, obj: ObjectInfo) -> bool:

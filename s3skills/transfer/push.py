@@ -35,7 +35,7 @@ from s3skills.transfer.localtree import (
     scan_tree,
     skill_of,
 )
-from s3skills.transfer.provenance import SOURCE_KEY, keep_disabled, read_remote, source_of
+from s3skills.transfer.provenance import SOURCE_KEY, keep_disabled, pulled_etags, read_remote, source_of
 from s3skills.transfer.reports import PushRefused, PushReport
 
 __all__ = ["MAX_FILE_BYTES", "Progress", "apush_tree", "push_tree"]
@@ -84,9 +84,16 @@ def _layout_conflicts(local: Iterable[str], remote: set[str]) -> list[Item]:
         parent = skill_id.split("/", 1)[0] if "/" in skill_id else None
         inner = sorted(r for r in remote if r.startswith(skill_id + "/"))
         if parent is not None and parent in remote:
-            out.append(Item(skill_id, f"its category {parent!r} is a skill in the library; rename one"))
+            out.append(
+                Item(skill_id, f"its category {parent!r} is a skill in the library; rename one (--force leaves it out)")
+            )
         elif inner:
-            out.append(Item(skill_id, f"it is a category in the library ({', '.join(inner[:3])}); rename one"))
+            out.append(
+                Item(
+                    skill_id,
+                    f"it is a category in the library ({', '.join(inner[:3])}); rename one (--force leaves it out)",
+                )
+            )
     return out
 
 
@@ -98,14 +105,19 @@ async def _plan_skill_md(
     report: PushReport,
     *,
     enable: bool,
+    replace: bool,
 ) -> tuple[dict[str, bytes], set[str]]:
     """Read the remote `SKILL.md` of each changed skill: provenance and `enabled` (1 GET each).
+
+    A copy pushed from another folder is a conflict unless it is the copy this folder
+    was pulled from (the pull record's ETag) or `replace`.
 
     Returns the bytes to write instead of a local `SKILL.md` (kept disabled), and the
     `SKILL.md` files whose remote copy already has exactly those bytes.
     """
     overrides: dict[str, bytes] = {}
     unchanged: set[str] = set()
+    pulled = await asyncio.to_thread(pulled_etags, {f.skill: tree.skills[f.skill] for f in candidates})
 
     async def check(f: LocalFile) -> None:
         leaf = SkillId.parse(f.skill).leaf
@@ -118,11 +130,16 @@ async def _plan_skill_md(
         remote = read_remote(body.data, body.metadata, leaf) if body is not None else None
         local = await asyncio.to_thread(f.local.read_bytes)
         ours = source_of(tree.skills[f.skill])
-        if remote is not None and remote.source is not None and remote.source != ours:
-            report.conflicts.append(
-                Item(f.skill, "the library's copy was pushed from another folder; use --force to replace it")
-            )
-        elif remote is None or remote.source is None:
+        was_pulled = body is not None and pulled.get(f.skill) == body.etag
+        if remote is not None and remote.source is not None and remote.source != ours and not was_pulled:
+            if replace:
+                report.replaced.append(Item(f.skill, "the library's copy was pushed from another folder (--replace)"))
+            else:
+                report.replaceable.append(f.skill)
+                report.conflicts.append(
+                    Item(f.skill, "the library's copy was pushed from another folder; use --replace to replace it")
+                )
+        elif (remote is None or remote.source is None) and not was_pulled:
             report.replaced.append(Item(f.skill, "the library's copy has no recorded source (created or edited there)"))
         if remote is not None and not remote.enabled and not enable:
             report.disabled.append(f.skill)
@@ -134,6 +151,7 @@ async def _plan_skill_md(
 
     await gather_limited([functools.partial(check, f) for f in candidates], 8)
     report.conflicts.sort(key=lambda i: i.path)
+    report.replaceable.sort()
     report.replaced.sort(key=lambda i: i.path)
     report.disabled.sort()
     return overrides, unchanged
@@ -149,6 +167,7 @@ async def apush_tree(
     delete: bool = False,
     dry_run: bool = False,
     force: bool = False,
+    replace: bool = False,
     enable: bool = False,
     bucket_may_be_missing: bool = False,
     progress: Progress | None = None,
@@ -171,9 +190,10 @@ async def apush_tree(
         dry_run: Compute the report, write nothing (the remote `SKILL.md` of changed
             skills is still read, to report conflicts and disabled skills; conflicts are
             listed in the report instead of raising).
-        force: Push skills whose `SKILL.md` has fatal problems, leave out unsafe files
-            and ambiguous skills instead of refusing the whole tree, and replace remote
-            skills pushed from another folder.
+        force: Push skills whose `SKILL.md` has fatal problems, and leave out unsafe
+            files and ambiguous skills instead of refusing the whole tree.
+        replace: Replace remote skills pushed from another folder (a folder pulled
+            from the library replaces the copy it was pulled from without it).
         enable: Write the local `enabled` as it is; by default a skill disabled in the
             library stays disabled.
         bucket_may_be_missing: With `dry_run`, plan a first push when the bucket does
@@ -186,8 +206,9 @@ async def apush_tree(
         What was uploaded, skipped, deleted, refused and ignored, and the conflicts.
 
     Raises:
-        PushRefused: Invalid skills, unsafe files, ambiguous ids or conflicts with the
-            library, and not `force` (nothing written; `report` says what and why).
+        PushRefused: Invalid skills, unsafe files or ambiguous ids and not `force`, or
+            copies pushed from another folder and not `replace` (nothing written;
+            `report` says what and why).
         SkillError: `source` is not a folder or holds no skill.
     """
     if prefix and not prefix.endswith("/"):
@@ -212,6 +233,7 @@ async def apush_tree(
     remote_ids = _remote_skills(objects, prefix)
     report.conflicts = _layout_conflicts(tree.skills, remote_ids)
     excluded = {item.path for item in report.conflicts} if force else set()
+    report.left_out = sorted(excluded)
     report.skills = sorted(set(tree.skills) - excluded)
     protected = [p for item in tree.refused if (p := _protected(tree, item.path)) is not None]
     files = [f for f in tree.files if f.skill not in excluded]
@@ -220,13 +242,9 @@ async def apush_tree(
     digests = await asyncio.to_thread(lambda: {f.key_rel: file_md5(f.local) for f in compare})
     changed = [f for f in files if (o := remote.get(keys[f.key_rel])) is None or digests.get(f.key_rel) != o.etag]
     changed_md = [f for f in changed if f.key_rel == f"{f.skill}/{SKILL_FILE}" and keys[f.key_rel] in remote]
-    overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, enable=enable)
-    if report.conflicts and not force and not dry_run:  # a dry run lists them
-        raise PushRefused(
-            f"{source}: {_count(len(report.conflicts), 'skill')} conflict with the library; "
-            "see the conflicts, rename, or use --force",
-            report,
-        )
+    overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, enable=enable, replace=replace)
+    if report.blocking and not dry_run:  # a dry run lists them
+        raise PushRefused(f"{source}: {report.blocking_summary()}", report)
     uploads: list[LocalFile] = []
     changed_keys = {f.key_rel for f in changed}
     for f in files:

@@ -38,8 +38,14 @@ class PushReport:
         ignored: Junk and files outside any skill.
         problems: `SKILL.md` problems of the pushed skills.
         nested: Skill folders inside another skill folder (each pushed as its own skill).
-        conflicts: Remote skills the push would replace although they came from another
-            source (`path` is the skill id). They block the push unless `force`.
+        conflicts: Skills that clash with the library (`path` is the skill id): a remote
+            copy pushed from another folder (its id is in `replaceable`; `replace`
+            replaces it), or an id that nests in or swallows a remote skill's folder
+            (`force` leaves it out, listed in `left_out`). Those not resolved so block
+            the push.
+        replaceable: The conflicts that `replace` would resolve (copies pushed from
+            another folder).
+        left_out: Skills left out by `force` because their id clashes with the library.
         replaced: Remote skills replaced whose source is unknown (created or edited in
             the bucket): written, and reported.
         disabled: Remote skills that are disabled and stay disabled (`enable` not given).
@@ -56,9 +62,33 @@ class PushReport:
     problems: list[Finding] = field(default_factory=list)
     nested: list[Item] = field(default_factory=list)
     conflicts: list[Item] = field(default_factory=list)
+    replaceable: list[str] = field(default_factory=list)
+    left_out: list[str] = field(default_factory=list)
     replaced: list[Item] = field(default_factory=list)
     disabled: list[str] = field(default_factory=list)
     dry_run: bool = False
+
+    @property
+    def blocking(self) -> list[Item]:
+        """The conflicts that stop the push (neither left out by `force` nor replaced)."""
+        return [c for c in self.conflicts if c.path not in self.left_out]
+
+    def blocking_summary(self) -> str:
+        """Why the push is (or would be) refused, naming the skills and the flag for each kind."""
+        copies = [c.path for c in self.blocking if c.path in self.replaceable]
+        clashes = [c.path for c in self.blocking if c.path not in self.replaceable]
+        parts = []
+        if copies:
+            parts.append(
+                f"{len(copies)} skill(s) in the library were pushed from another folder ({', '.join(copies)}): "
+                "use --replace to replace them"
+            )
+        if clashes:
+            parts.append(
+                f"{len(clashes)} skill id(s) clash with the library's folders ({', '.join(clashes)}): "
+                "rename them, or use --force to leave them out"
+            )
+        return "; ".join(parts)
 
     @property
     def bytes_uploaded(self) -> int:
