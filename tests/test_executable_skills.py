@@ -50,7 +50,7 @@ Identifica a las partes y el inmueble.
 
 
 class AnalizarFicheros(CodeSkill):
-    """Seed 000's first example: look at every file of the workspace, ask the model about each."""
+    """Seed 000's first example, written with a sync `execute`: the same calls return values."""
 
     metadata = SkillMetadata(
         name="analizar",
@@ -72,7 +72,7 @@ class AnalizarFicheros(CodeSkill):
 
 
 class InformeCompleto(CodeSkill):
-    """Seed 000's second example: a composite skill, async, that runs two other skills."""
+    """Seed 000's second example with the explicit async methods (`adispatch`, `acomplete`)."""
 
     metadata = SkillMetadata(
         name="informe",
@@ -86,6 +86,41 @@ class InformeCompleto(CodeSkill):
         deed = await ctx.tools.adispatch("use_skill", {"skill_name": "compraventa", "input": ctx.input})
         summary = await ctx.llm.acomplete(f"Une el análisis y la escritura:\n{analysis}\n---\n{deed}")
         return SkillResult(True, {"analysis": analysis, "deed": deed, "summary": summary})
+
+
+class SeedAnalizar(CodeSkill):
+    """Seed 000's first example as the seed writes it (async, awaiting `dispatch` and `complete`),
+    adapted to deepagents' tool names (glob, read_file)."""
+
+    metadata = AnalizarFicheros.metadata
+
+    async def execute(self, ctx):  # as the seed writes it: no annotations
+        listing = await ctx.tools.dispatch("glob", {"pattern": "**/*.txt", "path": "/workspace"})
+        paths = sorted(re.findall(r"/workspace/[\w./-]+\.txt", listing))
+        lines = []
+        for path in paths:
+            text = await ctx.tools.dispatch("read_file", {"file_path": path})
+            answer = await ctx.llm.complete(f"Resume el fichero {path}:\n{text}")
+            lines.append(f"{path}: {answer}")
+        return SkillResult(success=True, output="\n".join(lines), metadata={"files": len(paths)})
+
+
+class SeedInforme(CodeSkill):
+    """Seed 000's second example as the seed writes it: a composite skill awaiting `dispatch` and `complete`."""
+
+    metadata = InformeCompleto.metadata
+
+    async def execute(self, ctx):  # as the seed writes it: no annotations
+        analysis = await ctx.tools.dispatch("use_skill", {"skill_name": "informes/analizar"})
+        deed = await ctx.tools.dispatch("use_skill", {"skill_name": "compraventa", "input": ctx.input})
+        summary = await ctx.llm.complete(f"Une el análisis y la escritura:\n{analysis}\n---\n{deed}")
+        return SkillResult(success=True, output={"analysis": analysis, "deed": deed, "summary": summary})
+
+
+STYLES = {
+    "sync-def": (AnalizarFicheros, InformeCompleto),
+    "seed-await": (SeedAnalizar, SeedInforme),
+}
 
 
 @dataclass
@@ -202,12 +237,13 @@ def invoke(agent: Any, trace: Trace | None = None, *, asynchronous: bool = False
 # -- the tests -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("style", list(STYLES))
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])
 def test_a_code_skill_reads_the_workspace_through_the_agents_tools_and_asks_the_model(
-    backend: S3Backend, asynchronous: bool
+    backend: S3Backend, asynchronous: bool, style: str
 ) -> None:
     reset_usage()
-    registry = SkillRegistry([AnalizarFicheros()])
+    registry = SkillRegistry([STYLES[style][0]()])
     model = ScriptedChatModel(
         steps=[call("use_skill", skill_name="informes/analizar"), echo_first_line, echo_first_line]
     )
@@ -245,11 +281,13 @@ def test_a_code_skill_reads_the_workspace_through_the_agents_tools_and_asks_the_
     assert (stats.executions, stats.failures, stats.users) == (1, 0, 1)
 
 
+@pytest.mark.parametrize("style", list(STYLES))
 @pytest.mark.parametrize("asynchronous", [False, True], ids=["invoke", "ainvoke"])
 def test_a_composite_skill_runs_a_code_skill_and_a_loaded_s3_skill_through_use_skill(
-    backend: S3Backend, asynchronous: bool
+    backend: S3Backend, asynchronous: bool, style: str
 ) -> None:
-    registry = SkillRegistry([AnalizarFicheros(), InformeCompleto()])
+    analizar, informe = STYLES[style]
+    registry = SkillRegistry([analizar(), informe()])
     model = ScriptedChatModel(
         steps=[
             call("cargar_habilidad", skill_path="escrituras/compraventa"),

@@ -1,13 +1,17 @@
-"""Executable skills (seed 000): skills the agent *runs* with the `use_skill` tool.
+"""Executable skills: skills the agent *runs* with the `use_skill` tool.
 
-Two kinds:
+(The API of the project's design document "seed 000", executable skills.) Two kinds:
 
 - `CodeSkill`: Python of the host application, registered in a `SkillRegistry`
   (never code read from S3). Its `execute(ctx)` orchestrates: it calls the
   agent's tools through `ctx.tools.dispatch(name, args)` (only those named in its
   `tools_required`), asks the model through `ctx.llm.complete(prompt)`, reads its
   own folder through `ctx.files`, and returns a `SkillResult`. `execute` may be
-  `def` or `async def` (then use `adispatch`, `acomplete`, `files.aread`).
+  `def` or `async def`: in an `async def execute` (a running event loop) the same
+  calls return awaitables, so `await ctx.tools.dispatch(...)` and
+  `await ctx.llm.complete(...)` work as written; in a `def execute` they return
+  the value. One async implementation (`adispatch`, `acomplete`, `files.aread`,
+  also callable directly) serves both.
 - `PromptSkill`: an S3 skill; running it hands back its SKILL.md instructions.
 
 `s3skills.skills.execution` runs one skill under the limits: a nesting depth (a
@@ -23,11 +27,12 @@ Exceptions (all `SkillError`): `ToolNotAllowed` (also `PermissionError`),
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -58,6 +63,7 @@ __all__ = [
     "SkillTools",
     "ToolDispatcher",
     "ToolNotAllowed",
+    "in_event_loop",
     "make_context",
 ]
 
@@ -180,6 +186,23 @@ class PromptSkill:
         return SkillResult(True, text, metadata={"kind": "prompt", "skill": self.info.id})
 
 
+def in_event_loop() -> bool:
+    """Whether the caller runs inside an event loop (an `async def execute`): calls then return awaitables."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def _either(coro: Coroutine[Any, Any, Any], sync: Any) -> Any:
+    """`coro` inside an event loop (the caller awaits it); else close it and run `sync()`."""
+    if in_event_loop():
+        return coro
+    coro.close()
+    return sync()
+
+
 class _Guard:
     """Shared by a run's context parts: once the time is up, they refuse to work."""
 
@@ -226,15 +249,20 @@ class SkillTools:
             raise TypeError(f"the arguments of '{name}' must be a mapping, not {type(args).__name__}")
         return dict(args or {})
 
-    def dispatch(self, name: str, args: Mapping[str, Any] | None = None) -> str:
-        """Call one of the agent's tools and return its text result.
+    def dispatch(self, name: str, args: Mapping[str, Any] | None = None) -> Any:
+        """Call one of the agent's tools: its text result (`str`).
+
+        In an `async def execute` this returns an awaitable of the text:
+        `await ctx.tools.dispatch(name, args)`. Whether the tool may be called is
+        checked at once, also before the await.
 
         Raises:
             ToolNotAllowed: `name` is not in the skill's `tools_required`.
             SkillToolError: The tool reported an error.
             SkillTimeout: The skill's time is up.
         """
-        return self._dispatcher.call(name, self._check(name, args))
+        checked = self._check(name, args)
+        return _either(self._dispatcher.acall(name, checked), lambda: self._dispatcher.call(name, checked))
 
     async def adispatch(self, name: str, args: Mapping[str, Any] | None = None) -> str:
         """Async version of `dispatch` (use it from an `async def execute`)."""
@@ -262,9 +290,16 @@ class SkillLLM:
             raise SkillError("no model is known for skills yet: pass skill_model= to create_skills_agent")
         return self.model
 
-    def complete(self, prompt: str | Sequence[BaseMessage], **kwargs: Any) -> str:
-        """Ask the model; returns the text of its answer."""
-        return self._model().invoke(prompt, config=self.config, **kwargs).text
+    def complete(self, prompt: str | Sequence[BaseMessage], **kwargs: Any) -> Any:
+        """Ask the model: the text of its answer (`str`).
+
+        In an `async def execute` this returns an awaitable of the text:
+        `await ctx.llm.complete(prompt)`.
+        """
+        model = self._model()
+        return _either(
+            self.acomplete(prompt, **kwargs), lambda: model.invoke(prompt, config=self.config, **kwargs).text
+        )
 
     async def acomplete(self, prompt: str | Sequence[BaseMessage], **kwargs: Any) -> str:
         """Async version of `complete`."""
@@ -312,17 +347,17 @@ class SkillFiles:
         """The text (UTF-8) of one file of the skill."""
         return (await self.aread_bytes(path)).decode("utf-8", errors="replace")
 
-    def list(self) -> list[str]:
-        """Sync version of `alist`."""
-        return run_sync(self.alist())
+    def list(self) -> Any:
+        """`alist`'s result (`list[str]`); an awaitable of it in an `async def execute`."""
+        return _either(self.alist(), lambda: run_sync(self.alist()))
 
-    def read(self, path: str) -> str:
-        """Sync version of `aread`."""
-        return run_sync(self.aread(path))
+    def read(self, path: str) -> Any:
+        """`aread`'s result (`str`); an awaitable of it in an `async def execute`."""
+        return _either(self.aread(path), lambda: run_sync(self.aread(path)))
 
-    def read_bytes(self, path: str) -> bytes:
-        """Sync version of `aread_bytes`."""
-        return run_sync(self.aread_bytes(path))
+    def read_bytes(self, path: str) -> Any:
+        """`aread_bytes`'s result (`bytes`); an awaitable of it in an `async def execute`."""
+        return _either(self.aread_bytes(path), lambda: run_sync(self.aread_bytes(path)))
 
 
 @dataclass
@@ -332,8 +367,9 @@ class SkillContext:
     Attributes:
         skill_id: The running skill.
         input: What the model passed as `input` (None when nothing).
-        tools: The agent's tools the skill declared (`dispatch`, `adispatch`).
-        llm: The model (`complete`, `acomplete`).
+        tools: The agent's tools the skill declared (`dispatch`; awaited in an
+            `async def execute`).
+        llm: The model (`complete`; awaited in an `async def execute`).
         files: The skill's own folder, read-only.
         user_id: The tenant's user (None when the run has none).
         thread_id: The tenant's thread.
