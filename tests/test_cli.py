@@ -160,7 +160,7 @@ def test_invalid_tree_is_refused_without_force(cli: Cli, tmp_path: Path, s3_clie
     tree = make_tree(tmp_path / "lib", 3)
     write(tree, "broken/SKILL.md", "no frontmatter at all\n")
     assert cli("push", str(tree)) == 1
-    assert "broken/SKILL.md: error: no frontmatter" in cli.err
+    assert "broken/SKILL.md: fatal: no frontmatter" in cli.err
     assert cli.err.strip().splitlines()[-1].startswith("s3skills: error: push refused")
     assert keys(s3_client, bucket) == {}
 
@@ -311,7 +311,7 @@ def test_enable_disable_round_trip(cli: Cli, tmp_path: Path, s3_client: Any, buc
     assert "version: '2.0'" in text
     assert cli.json("list")["skills"] == []
     assert cli("list") == 0
-    assert "1 disabled skill(s) not shown; use --all" in cli.err
+    assert "1 disabled skill(s) not shown (pdf); use --all" in cli.err
     assert [s["enabled"] for s in cli.json("list", "--all")["skills"]] == [False]
     assert cli("disable", "pdf") == 0
     assert "already disabled" in cli.out
@@ -392,7 +392,7 @@ def test_create_code_scaffold_follows_the_script_contract(cli: Cli, tmp_path: Pa
     folder = tmp_path / "number-stats"
     assert cli("validate", str(folder)) == 0
     # Created without -d: the description is a placeholder, and validate says so.
-    assert "1 skill checked: 0 errors, 1 warning" in cli.out
+    assert "1 skill checked: 0 fatal, 0 errors, 1 warning (number-stats)" in cli.out
     assert "placeholder" in cli.out
     result = run_script(folder / "scripts" / "main.py", {"numbers": [3, 1, 2, 10]})
     assert result.returncode == 0, result.stderr
@@ -452,21 +452,50 @@ def test_create_rejects_names_outside_the_spec(cli: Cli, name: str, s3_client: A
 def test_validate_local_tree_exit_codes_and_format(cli: Cli, tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "lib", 4)
     assert cli("validate", str(tree)) == 0
-    assert "4 skills checked: 0 errors" in cli.out
+    assert "4 skills checked: 0 fatal, 0 errors, 0 warnings" in cli.out
 
     write(tree, "cat-2/wrong/SKILL.md", skill_md("other-name"))
     write(tree, "broken/SKILL.md", "---\nname: broken\n---\nbody\n")
     assert cli("validate", str(tree)) == 1
     lines = cli.out.strip().splitlines()
-    assert f"{tree}/broken/SKILL.md: error: missing required field 'description'" in lines
+    assert f"{tree}/broken/SKILL.md: fatal: missing required field 'description'" in lines
     assert f"{tree}/cat-2/wrong/SKILL.md: error: name 'other-name' does not match folder 'wrong'" in lines
-    assert lines[-1] == "6 skills checked: 2 errors, 0 warnings"
+    assert lines[-2] == "6 skills checked: 1 fatal (broken), 1 error (cat-2/wrong), 0 warnings"
     assert cli.json("validate", str(tree), expect=1)["ok"] is False
 
     # A single SKILL.md file, and a single skill folder.
     assert cli("validate", str(tree / "broken" / "SKILL.md")) == 1
-    assert cli.out.startswith(f"{tree}/broken/SKILL.md: error: missing required field")
+    assert cli.out.startswith(f"{tree}/broken/SKILL.md: fatal: missing required field")
     assert cli("validate", str(tree / "skill-000")) == 0
+
+
+def test_what_validate_calls_an_error_push_refuses_without_force_and_every_count_names_its_skills(
+    cli: Cli, tmp_path: Path
+) -> None:
+    tree = make_tree(tmp_path / "lib", 2)
+    write(tree, "cat-2/wrong/SKILL.md", skill_md("other-name"))  # name != folder: an error, loaded
+    write(tree, "long/SKILL.md", skill_md("long", description="Does long things. " * 70))  # over 1,024
+    checked = cli.json("validate", str(tree), expect=1)
+    assert checked["counts"]["error"] == {"problems": 2, "skills": ["cat-2/wrong", "long"]}
+    assert {p["skill"]: p["severity"] for p in checked["problems"]} == {"cat-2/wrong": "error", "long": "error"}
+
+    assert cli("push", str(tree)) == 1
+    assert "2 SKILL.md problems in cat-2/wrong, long block the push" in cli.err
+    assert "use --force" in cli.err
+    pushed = cli.json("push", "--force", str(tree))
+    assert {"cat-2/wrong", "long"} <= set(pushed["skills"])
+    cli("push", "--force", str(tree))
+    assert "pushed with problems" not in cli.err  # nothing changed: nothing pushed, no note
+
+    listed = cli.json("list")
+    assert listed["counts"]["error"]["skills"] == ["cat-2/wrong", "long"]
+    assert {p["id"]: p["severity"] for p in listed["problems"]} == {"cat-2/wrong": "error", "long": "error"}
+    assert cli("list") == 0
+    assert "problems: 2 errors (cat-2/wrong, long); see 's3skills validate NAME'" in cli.err
+    info = cli.json("info", "long")
+    assert [p["severity"] for p in info["problems"]] == ["error"]
+    assert cli("info", "long") == 0
+    assert "SKILL.md: error: description is" in cli.out
 
 
 def test_validate_skill_in_bucket(cli: Cli, s3_client: Any, bucket: str) -> None:

@@ -400,7 +400,7 @@ def test_create_without_description_is_disabled_and_validate_warns(cli: Cli) -> 
     assert json.loads(cli.out)["skills"] == []  # an agent never sees a TODO skill
     assert cli("validate", "draft-skill") == 0
     assert "warning: the description is a placeholder" in cli.out
-    assert "1 skill checked: 0 errors, 1 warning" in cli.out
+    assert "1 skill checked: 0 fatal, 0 errors, 1 warning (draft-skill)" in cli.out
 
 
 def test_create_refuses_a_leaf_that_exists_in_another_category(cli: Cli) -> None:

@@ -20,6 +20,7 @@ from s3skills.errors import Conflict, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
+from s3skills.skills.severity import Severity, Tally, severity_of, severity_of_skill_problem
 from s3skills.skills.versions import version_from_listing
 
 if TYPE_CHECKING:
@@ -31,13 +32,20 @@ __all__ = ["disable_command", "enable_command", "info_command", "list_command", 
 @click.command("list")
 @global_options
 @click.option("--category", metavar="C", help="Only this category.")
-@click.option("--all", "show_all", is_flag=True, help="Include disabled skills.")
+@click.option("--all", "show_all", is_flag=True, help="Include disabled skills (marked 'no' in ON).")
 @pass_context
 def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
-    """List the skills of a user, their enabled state and problems."""
+    """List the skills of a user, their enabled state and problems.
+
+    Disabled skills are hidden unless --all (the table says how many); problems are
+    counted by severity (fatal, error, warning: the same table as `validate` and
+    `push`), each count naming its skills.
+    """
     every = ctx.library.index(category, include_disabled=True, refresh=True)
     skills = every if show_all else [s for s in every if s.metadata.enabled]
+    hidden = sorted(s.id for s in every if not s.metadata.enabled) if not show_all else []
     problems = ctx.library.problems()
+    tally = Tally.of((p.skill_id, severity_of_skill_problem(p)) for p in problems)
     if ctx.json:
         ctx.emit(
             {
@@ -55,30 +63,50 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
                     }
                     for s in skills
                 ],
-                "problems": [{"id": p.skill_id, "level": p.level, "reason": p.reason} for p in problems],
+                "hidden_disabled": hidden,
+                "counts": tally.to_dict(),
+                "problems": [
+                    {
+                        "id": p.skill_id,
+                        "severity": str(severity_of_skill_problem(p)),
+                        "level": p.level,
+                        "reason": p.reason,
+                    }
+                    for p in problems
+                ],
             }
         )
         return 0
     if not skills:
         ctx.print(f"No skills in {ctx.location(ctx.prefix)}" + ("" if show_all else " (enabled)") + ".")
     else:
-        table = Table(title=f"{len(skills)} skill(s) of {ctx.user}", title_justify="left")
+        shown_off = sum(1 for s in skills if not s.metadata.enabled)
+        title = f"{len(skills)} skill(s) of {ctx.user}"
+        if shown_off:
+            title += f", {shown_off} disabled"
+        if hidden:
+            title += f" ({len(hidden)} disabled hidden: --all shows them)"
+        table = Table(title=title, title_justify="left")
         for column in ("ID", "ON", "CATEGORY", "DESCRIPTION"):
             table.add_column(column, overflow="fold")
         for s in skills:
-            flag = "yes" if s.metadata.enabled else "no"
+            flag = "yes" if s.metadata.enabled else Text("no (disabled)", style="yellow")
             desc = s.metadata.description
             table.add_row(
                 Text(s.id), flag, Text(s.category or "-"), Text(desc if len(desc) <= 80 else desc[:77] + "...")
             )
         ctx.console.print(table)
-    if len(every) > len(skills):
-        ctx.warn(f"{len(every) - len(skills)} disabled skill(s) not shown; use --all")
-    errors = [p for p in problems if p.level == "error"]
-    for p in errors:
-        ctx.warn(f"skipped {p.skill_id}: {p.reason}")
-    if len(problems) > len(errors):
-        ctx.warn(f"{len(problems) - len(errors)} warning(s); see 's3skills validate NAME'")
+    if hidden:
+        ctx.warn(
+            f"{len(hidden)} disabled skill(s) not shown ({', '.join(hidden[:12])}"
+            + (f", +{len(hidden) - 12} more" if len(hidden) > 12 else "")
+            + "); use --all"
+        )
+    for p in problems:
+        if severity_of_skill_problem(p) is Severity.FATAL:
+            ctx.warn(f"skipped {p.skill_id}: {p.reason}")
+    if tally.count(Severity.FATAL) or tally.count(Severity.ERROR):
+        ctx.warn(f"problems: {tally.summary()}; see 's3skills validate NAME'")
     return 0
 
 
@@ -115,7 +143,10 @@ def info_command(ctx: Context, name: str) -> int:
                 "total_size": total,
                 "etag": body.etag,
                 "version_id": version_id,
-                "problems": [{"level": p.level, "message": p.message, "fatal": p.fatal} for p in problems],
+                "problems": [
+                    {"severity": str(severity_of(p)), "level": p.level, "message": p.message, "fatal": p.fatal}
+                    for p in problems
+                ],
             }
         )
         return 0
@@ -125,9 +156,9 @@ def info_command(ctx: Context, name: str) -> int:
     for key, value in (meta or {}).items():
         if value not in ([], {}, None):
             shown = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
-            table.add_row(key, Text(shown))
+            table.add_row("version (frontmatter)" if key == "version" else key, Text(shown))
     table.add_row("SKILL.md ETag", body.etag)
-    table.add_row("version", version_id)
+    table.add_row("content version", f"{version_id} (of its files; see 's3skills history')")
     table.add_row("total size", f"{human_size(total)} in {len(files)} file(s)")
     ctx.console.print(table)
     listing = Table(show_header=True)
@@ -137,7 +168,7 @@ def info_command(ctx: Context, name: str) -> int:
         listing.add_row(Text(path), human_size(size))
     ctx.console.print(listing)
     for p in problems:
-        ctx.print(problem_line(SKILL_FILE, p.level, p.message))
+        ctx.print(problem_line(SKILL_FILE, str(severity_of(p)), p.message))
     return 0
 
 

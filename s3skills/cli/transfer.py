@@ -20,6 +20,7 @@ from s3skills.errors import SkillError
 from s3skills.ids import SKILL_FILE
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
+from s3skills.skills.severity import SEVERITIES, Severity, Tally, severity_of
 from s3skills.transfer.localtree import Finding, check_relative_path, scan_tree
 
 if TYPE_CHECKING:
@@ -30,12 +31,14 @@ __all__ = ["pull_command", "push_command", "validate_command"]
 _PLACEHOLDER_RE = re.compile(r"^\s*TODO\b|\bTODO:", re.IGNORECASE)
 
 
-def _validate_local(path: Path) -> tuple[list[Finding], int]:
+def _validate_local(path: Path) -> tuple[list[tuple[str, Finding]], int]:
+    """`(skill, finding)` pairs of a local SKILL.md or tree, and how many skills were checked."""
     if path.is_file():
         data = path.read_bytes()
-        problems = validate_skill_md(data, folder=path.resolve().parent.name)
+        leaf = path.resolve().parent.name
+        problems = validate_skill_md(data, folder=leaf)
         found = [Finding("", p.level, p.message, p.fatal) for p in problems]
-        return found + _placeholder_findings("", data, path.resolve().parent.name), 1
+        return [(leaf, f) for f in found + _placeholder_findings("", data, leaf)], 1
     tree = scan_tree(path)
     if not tree.skills and not tree.refused:
         raise CliError(f"{path}: no skills found (a skill is a folder with a SKILL.md, at any depth)")
@@ -43,7 +46,15 @@ def _validate_local(path: Path) -> tuple[list[Finding], int]:
     for skill_id, folder in tree.mapping.items():
         rel = f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE
         findings += _placeholder_findings(rel, (path / rel).read_bytes(), skill_id)
-    return sorted(findings, key=lambda f: f.path), len(tree.skills)
+    folders = sorted(tree.mapping.items(), key=lambda kv: -len(kv[1]))
+
+    def owner(rel: str) -> str:
+        for skill_id, folder in folders:
+            if folder == "" or rel == folder or rel.startswith(folder + "/"):
+                return skill_id
+        return rel.removesuffix("/" + SKILL_FILE).rstrip("/") or "."
+
+    return [(owner(f.path), f) for f in sorted(findings, key=lambda f: f.path)], len(tree.skills)
 
 
 def _placeholder_findings(rel: str, data: bytes, skill_id: str) -> list[Finding]:
@@ -68,41 +79,52 @@ def validate_command(ctx: Context, target: str) -> int:
     library. One line per problem; the exit status is 1 when there is an error.
     """
     path = Path(target).expanduser()
+    lines: list[tuple[str, str, Finding]]  # (shown path, skill, finding)
     if path.exists():
         findings, count = _validate_local(path)
-        lines = [(str(path / f.path) if f.path else str(path), f) for f in findings]
+        lines = [(str(path / f.path) if f.path else str(path), skill, f) for skill, f in findings]
     elif ctx.has_library:
         skill_id, objects = resolve_skill(ctx, target)
         folder = ctx.prefix + skill_id + "/"
         body = ctx.run(ctx.store.aget(folder + SKILL_FILE, max_bytes=MAX_SKILL_MD_BYTES))
         shown = ctx.location(folder + SKILL_FILE)
         problems = validate_skill_md(body.data, folder=skill_id.rsplit("/", 1)[-1])
-        lines = [(shown, Finding(SKILL_FILE, p.level, p.message, p.fatal)) for p in problems]
-        lines += [(shown, f) for f in _placeholder_findings(SKILL_FILE, body.data, skill_id)]
+        lines = [(shown, skill_id, Finding(SKILL_FILE, p.level, p.message, p.fatal)) for p in problems]
+        lines += [(shown, skill_id, f) for f in _placeholder_findings(SKILL_FILE, body.data, skill_id)]
         for obj in objects:
             why = check_relative_path(obj.key[len(ctx.prefix) :])
             if why is not None:
-                lines.append((ctx.location(obj.key), Finding(obj.key, "error", why, True)))
+                lines.append((ctx.location(obj.key), skill_id, Finding(obj.key, "error", why, True)))
         count = 1
     else:
         raise CliError(f"'{target}' is not a local path, and without --bucket/--user it cannot be a skill id")
-    errors = sum(1 for _, f in lines if f.level == "error")
-    warnings = len(lines) - errors
+    tally = Tally.of((skill, severity_of(f)) for _, skill, f in lines)
     if ctx.json:
         ctx.emit(
             {
-                "ok": errors == 0,
+                "ok": not tally.failing_validate,
                 "skills": count,
+                "counts": tally.to_dict(),
                 "problems": [
-                    {"path": shown, "level": f.level, "message": f.message, "fatal": f.fatal} for shown, f in lines
+                    {
+                        "path": shown,
+                        "skill": skill,
+                        "severity": str(severity_of(f)),
+                        "level": f.level,
+                        "message": f.message,
+                        "fatal": f.fatal,
+                    }
+                    for shown, skill, f in lines
                 ],
             }
         )
     else:
-        for shown, f in lines:
-            ctx.print(problem_line(shown, f.level, f.message))
-        ctx.print(f"{_plural(count, 'skill')} checked: {_plural(errors, 'error')}, {_plural(warnings, 'warning')}")
-    return 1 if errors else 0
+        for shown, _, f in lines:
+            ctx.print(problem_line(shown, str(severity_of(f)), f.message))
+        ctx.print(f"{_plural(count, 'skill')} checked: {tally.summary(zeros=True)}")
+        if tally.blocking_push:
+            ctx.print("push refuses fatal problems and errors without --force")
+    return 1 if tally.failing_validate else 0
 
 
 def _plural(count: int, noun: str) -> str:
@@ -140,6 +162,18 @@ def _warn_notes(ctx: Context, report: PushReport, directory: str) -> None:
         ctx.warn(f"note: {item.path} {would} replaced: {item.reason}")
     if report.disabled:
         ctx.warn(f"kept disabled (use --enable to enable): {', '.join(report.disabled)}")
+
+
+def _pushed_problems(report: PushReport) -> Tally:
+    """The SKILL.md problems of the skills this push wrote (or would write), by skill id."""
+    ids = {folder: sid for sid, folder in report.mapping.items()}
+    written = {sid for sid in report.skills if any(item.path.startswith(sid + "/") for item in report.uploaded)}
+    pairs = []
+    for p in report.problems:
+        sid = ids.get(p.path.removesuffix(SKILL_FILE).rstrip("/") or ".")
+        if sid is not None and sid in written:
+            pairs.append((sid, severity_of(p)))
+    return Tally.of(pairs)
 
 
 @click.command("push", short_help="Upload a local tree of skills.")
@@ -204,8 +238,8 @@ def push_command(
         for item in refused.refused:
             ctx.warn(problem_line(str(Path(directory) / item.path), "error", item.reason))
         for p in refused.problems:
-            if p.fatal:
-                ctx.warn(problem_line(str(Path(directory) / p.path), p.level, p.message))
+            if SEVERITIES[severity_of(p)].push_needs_force:
+                ctx.warn(problem_line(str(Path(directory) / p.path), str(severity_of(p)), p.message))
         for item in refused.blocking:
             ctx.warn(f"conflict: {item.path}: {item.reason}")
         hint = "" if refused.blocking else f" (see 's3skills validate {directory}')"
@@ -228,9 +262,12 @@ def push_command(
     )
     for skill_id, version in sorted(versions.items()):
         ctx.print(f"{skill_id}: version {version}")
-    errors = sum(1 for p in report.problems if p.level == "error")
-    if errors:
-        ctx.warn(f"{_plural(errors, 'SKILL.md problem')}; see 's3skills validate {directory}'")
+    tally = _pushed_problems(report)
+    if any(tally.count(s) for s in Severity):
+        pushed = "would be pushed" if dry_run else "pushed"
+        ctx.warn(f"{pushed} with problems: {tally.summary()}; see 's3skills validate {directory}'")
+        if tally.skills[Severity.FATAL]:
+            ctx.warn(f"agents skip skills with fatal problems: {', '.join(tally.skills[Severity.FATAL])}")
     return 1 if blocked else 0
 
 

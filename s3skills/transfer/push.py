@@ -24,6 +24,7 @@ from s3skills.media import content_type_for
 from s3skills.paths import join_key
 from s3skills.skills.digests import DigestBooks, Record, record_of
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
+from s3skills.skills.severity import SEVERITIES, severity_of
 from s3skills.skills.writers import anote_changed
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.transfer.localtree import (
@@ -190,8 +191,9 @@ async def apush_tree(
         dry_run: Compute the report, write nothing (the remote `SKILL.md` of changed
             skills is still read, to report conflicts and disabled skills; conflicts are
             listed in the report instead of raising).
-        force: Push skills whose `SKILL.md` has fatal problems, and leave out unsafe
-            files and ambiguous skills instead of refusing the whole tree.
+        force: Push skills whose `SKILL.md` has fatal problems or errors (the severity
+            table, `s3skills.skills.severity`), and leave out unsafe files and ambiguous
+            skills instead of refusing the whole tree.
         replace: Replace remote skills pushed from another folder (a folder pulled
             from the library replaces the copy it was pulled from without it).
         enable: Write the local `enabled` as it is; by default a skill disabled in the
@@ -206,7 +208,8 @@ async def apush_tree(
         What was uploaded, skipped, deleted, refused and ignored, and the conflicts.
 
     Raises:
-        PushRefused: Invalid skills, unsafe files or ambiguous ids and not `force`, or
+        PushRefused: Skills with fatal problems or errors, unsafe files or ambiguous
+            ids and not `force`, or
             copies pushed from another folder and not `replace` (nothing written;
             `report` says what and why).
         SkillError: `source` is not a folder or holds no skill.
@@ -218,9 +221,13 @@ async def apush_tree(
     report.problems = list(tree.problems)
     report.nested = list(tree.nested)
     report.mapping = {sid: folder or "." for sid, folder in sorted(tree.mapping.items())}
-    blocking = len(tree.refused) + sum(1 for p in tree.problems if p.fatal)
-    if blocking and not force:
-        raise PushRefused(f"{source}: {_count(blocking, 'problem')} block the push; fix them or use --force", report)
+    blocking = [p for p in tree.problems if SEVERITIES[severity_of(p)].push_needs_force]
+    if (tree.refused or blocking) and not force:
+        names = sorted({p.path.removesuffix(SKILL_FILE).rstrip("/") or "." for p in blocking})
+        what = [f"{_count(len(tree.refused), 'unsafe or ambiguous file')}"] if tree.refused else []
+        if names:
+            what.append(f"{_count(len(blocking), 'SKILL.md problem')} in {', '.join(names)}")
+        raise PushRefused(f"{source}: {' and '.join(what)} block the push; fix them or use --force", report)
     if not tree.skills:
         raise SkillError(f"{source}: no skills found (a skill is a folder with a SKILL.md, at any depth)")
     try:
