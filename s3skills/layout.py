@@ -17,14 +17,22 @@ each pair of namespaces the ids that would make one prefix reach into the other
 are worked out. If no ids are needed for that (the layout always overlaps) it is
 refused; otherwise those ids are refused at run time by `check_ids` (with the seeds'
 layout: a user id `threads` or `tickets`, or equal to the shared library's name).
+
+A custom layout can come from a file (`KeyLayout.from_file`, the CLI's `--layout-file`:
+TOML or JSON of the templates). `isolation_notes` says, with the reason, where a layout
+keeps users apart less well than the default (threads keyed by thread id only, ids the
+layout must refuse at run time), so the CLI warns of them.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
+from pathlib import Path
 
 from s3skills.errors import TenantError
 from s3skills.paths import check_identity
@@ -167,6 +175,78 @@ class KeyLayout:
                 distinct.add((min(x, y), max(x, y)))
         object.__setattr__(self, "reserved", {k: frozenset(v) for k, v in reserved.items()})
         object.__setattr__(self, "distinct", frozenset(distinct))
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> KeyLayout:
+        """A layout from a TOML or JSON file of its templates (`root`, `user_skills`, ...).
+
+        The templates may sit at the top level or in a `[layout]` table (`"layout"` key).
+        A `.json` file is read as JSON, anything else as TOML.
+
+        Raises:
+            ValueError: The file cannot be read or parsed, names an unknown field, holds a
+                value that is not text, or the layout is refused (see the class).
+        """
+        file = Path(path).expanduser()
+        try:
+            text = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read the layout file {str(file)!r}: {exc}") from None
+        try:
+            data: object = json.loads(text) if file.suffix.lower() == ".json" else tomllib.loads(text)
+        except ValueError as exc:
+            raise ValueError(
+                f"the layout file {str(file)!r} is not valid {file.suffix.lstrip('.') or 'TOML'}: {exc}"
+            ) from None
+        if isinstance(data, dict) and isinstance(data.get("layout"), dict):
+            data = data["layout"]
+        if not isinstance(data, dict):
+            raise ValueError(f"the layout file {str(file)!r} must hold a table of templates")
+        fields = ("root", *_NAMESPACES)
+        unknown = sorted(set(data) - set(fields))
+        if unknown:
+            raise ValueError(f"the layout file names unknown fields {unknown}: use {list(fields)}")
+        if bad := sorted(k for k, v in data.items() if not isinstance(v, str)):
+            raise ValueError(f"the layout file's {', '.join(bad)} must be text")
+        return cls(**data)
+
+    def isolation_notes(self) -> list[str]:
+        """Where this layout keeps users apart less well than the default, each with the reason.
+
+        Empty for the default layout. Not errors: the layout is valid, but the
+        application must then do what the note says.
+        """
+        notes = []
+        if "{user_id}" not in self.workspace:
+            notes.append(
+                f"workspace ({self.workspace!r}) keys threads by thread id only: whoever knows a thread id "
+                "reaches its files, so thread ids must be unguessable and each owned by one user"
+            )
+        for name, values in sorted(self.reserved.items()):
+            notes.append(
+                f"the {name.replace('_', ' ')} cannot be {', '.join(sorted(values))}: such an id would reach into "
+                "another namespace, so it is refused at run time"
+            )
+        for x, y in sorted(self.distinct):
+            notes.append(
+                f"the {x.replace('_', ' ')} and the {y.replace('_', ' ')} must differ: equal, they would share "
+                "one prefix (refused at run time)"
+            )
+        return notes
+
+    def shared_as_user(self) -> KeyLayout:
+        """This layout with the user library where the shared libraries are (`{library}` as `{user_id}`).
+
+        With it, the library of the "user" NAME is the shared library NAME, so every tool
+        made for a user's library (index, enable, create, remove) works on a shared one.
+        """
+        return KeyLayout(
+            root=self.root,
+            user_skills=self.shared_skills.replace("{library}", "{user_id}"),
+            shared_skills=self.shared_skills,
+            workspace=self.workspace,
+            ticket=self.ticket,
+        )
 
     # -- ids ------------------------------------------------------------------------------
 

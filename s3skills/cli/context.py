@@ -1,12 +1,17 @@
 """What every command shares: the global options, the run's `Context`, the CLI's errors.
 
-The global options (`--bucket`, `--user`, `--endpoint-url`, `--profile`, `--region`,
-`--layout`, `--json`, `--debug`) are declared once here and put on the group and on
+The global options (`--bucket`, `--user`, `--shared`, `--endpoint-url`, `--profile`,
+`--region`, `--layout`, `--layout-file`, `--json`, `--debug`) are declared once here and put on the group and on
 every command, so they are honoured before or after the command name; a value given
 after the command wins. Each option records only what was written on the command line
 (`Settings`); the environment is consulted by the `Context` when a command asks for a
 value, so a command can tell "given" from "configured" (the demo uses only what was
-given). The key layout is built in one place, `build_layout`.
+given). The key layout is built in one place, `build_layout` (or from `--layout-file`).
+
+Which library a command acts on: `--user U` is U's library; `--shared NAME` without
+`--user` is the organisation library `NAME` (every command, reads and writes); both
+together keep writes on U's library while `list` shows what U's agent sees (U's skills
+over NAME's, with their source) and `info` finds a skill in either.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ __all__ = [
     "check_bucket",
     "check_endpoint_url",
     "global_options",
+    "global_options_except",
     "pass_context",
 ]
 
@@ -110,6 +116,8 @@ class Settings:
     profile: str | None = None
     region: str | None = None
     layout: str | None = None
+    layout_file: str | None = None
+    shared: str | None = None
     json: bool = False
     debug: bool = False
 
@@ -135,6 +143,7 @@ class Context:
     stderr: TextIO = field(default_factory=lambda: sys.stderr)
     _store: ObjectStore | None = None
     _library: SkillLibrary | None = None
+    _layout: KeyLayout | None = None
     _console: Console | None = None
     emitted: bool = False
     """A JSON document was printed (`main` then prints no second one for an error)."""
@@ -180,8 +189,36 @@ class Context:
 
     @property
     def has_library(self) -> bool:
-        """Both a bucket and a user are configured."""
-        return bool(self.configured_bucket and (self.settings.user or os.environ.get("S3SKILLS_USER")))
+        """A bucket and a library (a user, or a shared library) are configured."""
+        return bool(self.configured_bucket and (self._configured_user or self._configured_shared))
+
+    @property
+    def _configured_user(self) -> str | None:
+        return self.settings.user or os.environ.get("S3SKILLS_USER") or None
+
+    @property
+    def _configured_shared(self) -> str | None:
+        return self.settings.shared or os.environ.get("S3SKILLS_SHARED") or None
+
+    @property
+    def shared(self) -> str | None:
+        """The organisation library (`--shared` or `S3SKILLS_SHARED`), checked; None when not set.
+
+        Raises:
+            UsageError: The name is not allow-listed.
+        """
+        name = self._configured_shared
+        if name is None:
+            return None
+        try:
+            return check_identity(name.strip("/"), "shared library name")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+
+    @property
+    def shared_only(self) -> bool:
+        """`--shared` without a user: commands act on the shared library itself."""
+        return self._configured_shared is not None and self._configured_user is None
 
     @property
     def user(self) -> str:
@@ -190,13 +227,20 @@ class Context:
         Raises:
             UsageError: None is configured, or the id is not allow-listed.
         """
-        user = self.settings.user or os.environ.get("S3SKILLS_USER")
+        user = self._configured_user
         if not user:
-            raise UsageError("no user: pass --user or set S3SKILLS_USER")
+            raise UsageError("no user: pass --user (or --shared NAME for an organisation library) or set S3SKILLS_USER")
         try:
             return check_identity(user, "user id")
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
+
+    @property
+    def owner(self) -> str:
+        """Whose library, for titles: `ana`, `shared library org`, or `ana (over shared library org)`."""
+        if self.shared_only:
+            return f"shared library {self.shared}"
+        return self.user + (f" (over shared library {self.shared})" if self.shared else "")
 
     @property
     def layout_name(self) -> str:
@@ -205,24 +249,64 @@ class Context:
 
     @property
     def layout(self) -> KeyLayout:
-        """The key layout named by `layout_name` (see `build_layout`)."""
-        return build_layout(self.layout_name)
+        """The key layout: from `--layout-file` (or `S3SKILLS_LAYOUT_FILE`), else named by `layout_name`.
+
+        A layout file's isolation notes (`KeyLayout.isolation_notes`) are printed on
+        stderr once, as warnings.
+
+        Raises:
+            UsageError: Both a layout file and `--layout` were given, or the file is refused.
+        """
+        if self._layout is None:
+            path = self.settings.layout_file or os.environ.get("S3SKILLS_LAYOUT_FILE") or None
+            if path is None:
+                self._layout = build_layout(self.layout_name)
+            else:
+                if self.settings.layout is not None:
+                    raise UsageError("give --layout or --layout-file, not both")
+                try:
+                    self._layout = KeyLayout.from_file(path)
+                except ValueError as exc:
+                    raise UsageError(f"layout file refused: {exc}") from exc
+                for note in self._layout.isolation_notes():
+                    self.warn(f"warning: layout file {path}: {note}")
+        return self._layout
 
     @property
     def prefix(self) -> str:
-        """The user's library prefix in the layout (`alice/skills/`)."""
+        """The library prefix commands act on: the user's (`alice/skills/`), or with `--shared`
+        and no user the shared library's (`shared/org/skills/`)."""
+        if self.shared_only:
+            return self.layout.shared_prefix(self.shared)
         return self.layout.user_prefix(self.user)
 
     @property
+    def shared_prefix(self) -> str | None:
+        """The shared library's prefix, when `--shared` is set."""
+        name = self.shared
+        return None if name is None else self.layout.shared_prefix(name)
+
+    @property
     def library(self) -> SkillLibrary:
-        """The user's skills (`SkillLibrary`), in the CLI's layout, on the CLI's store."""
+        """The library as the CLI sees it (`SkillLibrary`), in the CLI's layout, on the CLI's store.
+
+        A user's library (over the shared one with `--shared`, as the user's agent sees
+        it), or with `--shared` and no user the shared library itself.
+        """
         if self._library is None:
             from s3skills.config import Config
             from s3skills.skills import SkillLibrary
 
             store = self.store  # the bucket's errors first, then the user's
-            tenant = Tenant(user_id=self.user)
-            self._library = SkillLibrary(store, Config(layout=self.layout), tenant=lambda: tenant)
+            if self.shared_only:
+                shared = self.shared
+                assert shared is not None
+                config = Config(layout=self.layout.shared_as_user())
+                tenant = Tenant(user_id=shared)
+            else:
+                config = Config(layout=self.layout, shared_library=self.shared)
+                tenant = Tenant(user_id=self.user)
+            self._library = SkillLibrary(store, config, tenant=lambda: tenant)
         return self._library
 
     @property
@@ -329,6 +413,13 @@ _GLOBAL_OPTIONS: tuple[Callable[[F], F], ...] = (
     _value("--bucket", "bucket", "NAME", "The bucket (env S3SKILLS_BUCKET)."),
     _value("--user", "user", "ID", "Whose library (env S3SKILLS_USER)."),
     _value(
+        "--shared",
+        "shared",
+        "NAME",
+        "The organisation library NAME (env S3SKILLS_SHARED): without --user, commands act on it; "
+        "with --user, list shows the user's skills over it.",
+    ),
+    _value(
         "--endpoint-url",
         "endpoint_url",
         "URL",
@@ -343,8 +434,28 @@ _GLOBAL_OPTIONS: tuple[Callable[[F], F], ...] = (
         f"The key layout (env S3SKILLS_LAYOUT; default {LAYOUTS[0]}).",
         type=click.Choice(LAYOUTS),
     ),
+    _value(
+        "--layout-file",
+        "layout_file",
+        "FILE",
+        "A custom key layout: TOML or JSON of KeyLayout's templates (env S3SKILLS_LAYOUT_FILE).",
+    ),
     _flag("--json", "json", "Print one JSON document, for scripts."),
     _flag("--debug", "debug", "Show the traceback of an error."),
+)
+
+
+_OPTION_NAMES = (
+    "bucket",
+    "user",
+    "shared",
+    "endpoint_url",
+    "profile",
+    "region",
+    "layout",
+    "layout_file",
+    "json",
+    "debug",
 )
 
 
@@ -353,3 +464,15 @@ def global_options(command: F) -> F:
     for option in reversed(_GLOBAL_OPTIONS):
         command = option(command)
     return command
+
+
+def global_options_except(*names: str) -> Callable[[F], F]:
+    """`global_options` without some (a command with its own option of that name)."""
+
+    def decorate(command: F) -> F:
+        for name, option in reversed(list(zip(_OPTION_NAMES, _GLOBAL_OPTIONS, strict=True))):
+            if name not in names:
+                command = option(command)
+        return command
+
+    return decorate

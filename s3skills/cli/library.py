@@ -59,6 +59,7 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
                         "version": s.metadata.version,
                         "version_id": s.version,
                         "tags": s.metadata.tags,
+                        "source": s.source,
                         "warnings": list(s.warnings),
                     }
                     for s in skills
@@ -81,19 +82,21 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
         ctx.print(f"No skills in {ctx.location(ctx.prefix)}" + ("" if show_all else " (enabled)") + ".")
     else:
         shown_off = sum(1 for s in skills if not s.metadata.enabled)
-        title = f"{len(skills)} skill(s) of {ctx.user}"
+        title = f"{len(skills)} skill(s) of {ctx.owner}"
         if shown_off:
             title += f", {shown_off} disabled"
         if hidden:
             title += f" ({len(hidden)} disabled hidden: --all shows them)"
+        merged = ctx.shared is not None and not ctx.shared_only  # the user's skills over the shared ones
         table = Table(title=title, title_justify="left")
-        for column in ("ID", "ON", "CATEGORY", "DESCRIPTION"):
+        for column in ("ID", "ON", *(["SOURCE"] if merged else []), "CATEGORY", "DESCRIPTION"):
             table.add_column(column, overflow="fold")
         for s in skills:
             flag = "yes" if s.metadata.enabled else Text("no (disabled)", style="yellow")
             desc = s.metadata.description
+            source = [Text(s.source)] if merged else []
             table.add_row(
-                Text(s.id), flag, Text(s.category or "-"), Text(desc if len(desc) <= 80 else desc[:77] + "...")
+                Text(s.id), flag, *source, Text(s.category or "-"), Text(desc if len(desc) <= 80 else desc[:77] + "...")
             )
         ctx.console.print(table)
     if hidden:
@@ -119,8 +122,15 @@ def info_command(ctx: Context, name: str) -> int:
 
     NAME is a skill id (`pdf`, `category/skill`) or its folder name when that is unique.
     """
-    skill_id, objects = resolve_skill(ctx, name)
-    folder = ctx.prefix + skill_id + "/"
+    prefix, source = ctx.prefix, "shared" if ctx.shared_only else "user"
+    try:
+        skill_id, objects = resolve_skill(ctx, name)
+    except CliError:
+        if ctx.shared_prefix is None or ctx.shared_only:
+            raise
+        prefix, source = ctx.shared_prefix, "shared"  # what the user's agent sees: the shared copy
+        skill_id, objects = resolve_skill(ctx, name, prefix)
+    folder = prefix + skill_id + "/"
     key_md = folder + SKILL_FILE
     body = ctx.run(ctx.store.aget(key_md, max_bytes=MAX_SKILL_MD_BYTES))
     problems = validate_skill_md(body.data, folder=skill_id.rsplit("/", 1)[-1])
@@ -138,6 +148,7 @@ def info_command(ctx: Context, name: str) -> int:
         ctx.emit(
             {
                 "id": skill_id,
+                "source": source,
                 "metadata": meta,
                 "files": [{"path": path, "size": size} for path, size in files],
                 "total_size": total,

@@ -25,7 +25,7 @@ from typing import Any
 import click
 
 from s3skills.aio import gather_limited
-from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
+from s3skills.cli.context import CliError, Context, UsageError, global_options_except, pass_context
 from s3skills.errors import Conflict, InvalidPath, NotFound
 from s3skills.ids import SKILL_FILE
 from s3skills.layout import KeyLayout
@@ -162,7 +162,7 @@ async def _copy_all(ctx: Context, moves: list[Move]) -> dict[str, list[str]]:
 
 
 @click.command("migrate-layout", short_help="Copy a bucket from the seeds' layout to the per-user one.")
-@global_options
+@global_options_except("shared")
 @click.option("--shared", "shared", multiple=True, metavar="NAME", help="An organisation library (repeatable).")
 @click.option(
     "--threads-owner-map",

@@ -55,8 +55,13 @@ def _unknown(name: str, ids: list[str]) -> CliError:
     return CliError(f"unknown skill '{name}'{hint}")
 
 
-def resolve_skill(ctx: Context, name: str) -> tuple[str, list[ObjectInfo]]:
+def resolve_skill(ctx: Context, name: str, prefix: str | None = None) -> tuple[str, list[ObjectInfo]]:
     """A skill id (exact, or the unique skill with that folder name) and its objects.
+
+    Args:
+        ctx: The run.
+        name: A skill id or folder name.
+        prefix: The library to look in (default: the one the command acts on, `ctx.prefix`).
 
     Raises:
         CliError: No such skill (with the closest ids), or the folder name is ambiguous.
@@ -65,7 +70,7 @@ def resolve_skill(ctx: Context, name: str) -> tuple[str, list[ObjectInfo]]:
         wanted = str(SkillId.parse(name))
     except InvalidPath as exc:
         raise CliError(str(exc)) from exc
-    prefix = ctx.prefix
+    prefix = ctx.prefix if prefix is None else prefix
     objects, _ = ctx.run(ctx.store.alist(prefix + wanted + "/"))
     if any(o.key == f"{prefix}{wanted}/{SKILL_FILE}" for o in objects):
         return wanted, objects
