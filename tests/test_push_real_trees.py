@@ -110,10 +110,10 @@ def test_nested_skill_is_its_own_skill_never_a_file_of_the_parent(tmp_path: Path
     assert {s.id for s in library(store).index()} == {"minimize-latency", "qdrant-scaling"}
 
 
-def test_ambiguous_mappings_are_refused_with_every_clash_listed(tmp_path: Path) -> None:
+def test_a_skill_that_is_also_a_category_is_refused_with_every_clash_listed(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
-    skill(repo, "a/skills/common")  # -> a/common
-    skill(repo, "b/a/common")  # -> a/common as well
+    skill(repo, "a/skills/common", description="Common things, first. Use it for the first.")  # -> a/common
+    skill(repo, "b/a/common", description="Common things, second. Use it for the second.")  # -> a/common too
     skill(repo, "tools")  # a skill ...
     skill(repo, "x/tools/calc")  # ... and a category
     skill(repo, "fine")
@@ -121,17 +121,41 @@ def test_ambiguous_mappings_are_refused_with_every_clash_listed(tmp_path: Path) 
     with pytest.raises(PushRefused) as info:
         push_tree(store, repo, PREFIX)
     refused = {i.path: i.reason for i in info.value.report.refused}
-    assert "a/skills/common/SKILL.md" in refused
-    assert "b/a/common/SKILL.md" in refused
-    assert "all map to the skill id 'a/common'" in refused["b/a/common/SKILL.md"]
     assert "both a skill" in refused["tools/SKILL.md"]
     assert "both a skill" in refused["x/tools/calc/SKILL.md"]
+    assert "a/skills/common/SKILL.md" not in refused  # differing folders got distinct ids instead
     assert store.keys() == []
 
-    # --category puts every skill in one category; the clash of two folders remains.
+    # --category puts every skill in one category; two differing folders then stay ambiguous.
     tree = scan_tree(repo, category="mine")
     assert {"mine/fine", "mine/calc", "mine/tools"} <= set(tree.skills)
     assert any("mine/common" in c for c in tree.clashes)
+
+
+def test_identical_copies_collapse_and_differing_folders_get_the_shortest_distinguishing_id(
+    tmp_path: Path,
+) -> None:
+    repo = tmp_path / "deepagents"
+    for root in ("examples", "libs/cli/examples", "libs/code/examples"):
+        skill(repo, f"{root}/skills/web-research", files={"notes.md": "same notes"})  # three identical copies
+    skill(repo, "libs/cli/examples/skills/report", description="Reports for the CLI. Use it in the CLI.")
+    skill(repo, "libs/code/examples/skills/report", description="Reports for code. Use it for code.")
+    store = MemoryObjectStore()
+    report = push_tree(store, repo, PREFIX)
+    assert report.skills == ["cli-examples/report", "code-examples/report", "examples/web-research"]
+    assert report.mapping["examples/web-research"] == "examples/skills/web-research"  # the shortest path is kept
+    assert sorted(i.path for i in report.duplicates) == [
+        "libs/cli/examples/skills/web-research/SKILL.md",
+        "libs/code/examples/skills/web-research/SKILL.md",
+    ]
+    assert all("byte-identical copy of examples/skills/web-research" in i.reason for i in report.duplicates)
+    assert {i.path: i.reason for i in report.renamed}["libs/cli/examples/skills/report/SKILL.md"].endswith(
+        "pushed as 'cli-examples/report' (the shortest distinguishing id)"
+    )
+    descriptions = {s.id: s.metadata.description for s in library(store).index()}
+    assert descriptions["cli-examples/report"].startswith("Reports for the CLI")
+    assert descriptions["code-examples/report"].startswith("Reports for code")
+    assert PREFIX + "examples/web-research/notes.md" in store.keys()
 
 
 def test_delete_never_removes_the_remote_copy_of_a_refused_skill(tmp_path: Path) -> None:
@@ -139,13 +163,13 @@ def test_delete_never_removes_the_remote_copy_of_a_refused_skill(tmp_path: Path)
     skill(repo, "a/common")
     skill(repo, "keep")
     store = MemoryObjectStore()
-    push_tree(store, repo, PREFIX)
-    skill(repo, "b/skills/a/common")  # now two folders map to a/common: refused
-    report = push_tree(store, repo, PREFIX, delete=True, force=True)
-    assert report.skills == ["keep"]
+    push_tree(store, repo, PREFIX, category="lib")
+    skill(repo, "b/skills/common", description="Another common. Use it elsewhere.")  # lib/common twice: refused
+    report = push_tree(store, repo, PREFIX, delete=True, force=True, category="lib")
+    assert report.skills == ["lib/keep"]
     assert report.deleted == []
     stored = store.keys()
-    assert PREFIX + "a/common/SKILL.md" in stored
+    assert PREFIX + "lib/common/SKILL.md" in stored
 
 
 def test_duplicate_leaf_across_pushes_is_a_conflict_not_a_silent_overwrite(tmp_path: Path) -> None:

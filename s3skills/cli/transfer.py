@@ -156,6 +156,10 @@ def _warn_notes(ctx: Context, report: PushReport, directory: str) -> None:
         ctx.warn(f"left out {Path(directory) / item.path}: {item.reason}")
     for item in report.nested:
         ctx.warn(f"note: {Path(directory) / item.path}: {item.reason}")
+    for item in report.duplicates:
+        ctx.warn(f"note: {Path(directory) / item.path}: {item.reason}")
+    for item in report.renamed:
+        ctx.warn(f"note: {Path(directory) / item.path}: {item.reason}")
     for item in report.conflicts:
         ctx.warn(f"conflict: {item.path}: {item.reason}")
     for item in report.replaced:

@@ -19,8 +19,11 @@ The mapping rule, from a skill folder to a skill id (`category/leaf` or `leaf`):
   `skills/qdrant/minimize-latency` (inside the skill `qdrant`) -> `minimize-latency`;
 * `category=` (the CLI's `--category C`) forces the category of every skill.
 
-Two folders that map to one id, or a top-level skill whose id is also a category, are
-ambiguous: each is refused (`LocalTree.clashes` lists them) and nothing is guessed.
+Folders that map to one id are first resolved by `s3skills.transfer.duplicates`:
+byte-identical copies collapse into one, and differing folders get the shortest
+distinguishing id (both reported). Folders it cannot tell apart, or a top-level skill
+whose id is also a category, are ambiguous: each is refused (`LocalTree.clashes`
+lists them) and nothing is guessed.
 
 `scan_tree` also validates every `SKILL.md` with `validate_skill_md`, and refuses what
 must never become a key: symlinks that leave the tree, paths that `VPath.parse` rejects
@@ -42,6 +45,7 @@ from s3skills.errors import InvalidPath, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.paths import VPath, check_identity
 from s3skills.skills.parse import validate_skill_md
+from s3skills.transfer.duplicates import resolve_duplicates
 
 __all__ = [
     "GENERIC_CONTAINERS",
@@ -159,6 +163,10 @@ class LocalTree:
             leaving the tree, invalid skill ids, oversized files), with the reason.
             Paths are relative to `root`; a folder's ends with `/`.
         ignored: Junk and files outside any skill, with the reason.
+        duplicates: Skill folders left out as byte-identical copies of another folder
+            that maps to the same id (`s3skills.transfer.duplicates`).
+        renamed: Skill folders given the shortest distinguishing id because differing
+            folders mapped to one id.
     """
 
     root: Path
@@ -172,6 +180,8 @@ class LocalTree:
     problems: list[Finding] = field(default_factory=list)
     refused: list[Item] = field(default_factory=list)
     ignored: list[Item] = field(default_factory=list)
+    duplicates: list[Item] = field(default_factory=list)
+    renamed: list[Item] = field(default_factory=list)
 
     def findings(self) -> list[Finding]:
         """Refusals (as fatal errors) and `SKILL.md` problems, by path."""
@@ -331,6 +341,24 @@ def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]], category: 
             outer_folder = max(outer, key=len) or "."
             why = f"nested in the skill folder {outer_folder!r}: pushed as the separate skill {skill_id!r}"
             tree.nested.append(Item(rel, why))
+    resolution = resolve_duplicates(
+        by_id,
+        lambda folder: [
+            (rel[len(folder) + 1 :] if folder else rel, path)
+            for path, rel, _ in candidates
+            if _owning_folder(rel, skill_dirs) == folder
+        ],
+        rename=category is None,
+        generic=frozenset(n.casefold() for n in GENERIC_CONTAINERS),
+    )
+    by_id = resolution.by_id
+    for folder, original in sorted(resolution.copies.items()):
+        why = f"a byte-identical copy of {original or '.'}: pushed once, from there"
+        tree.duplicates.append(Item(f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE, why))
+        blocked.add(folder)
+    for folder, (new, old) in sorted(resolution.renamed.items()):
+        why = f"folders that differ all map to {old!r}: this one is pushed as {new!r} (the shortest distinguishing id)"
+        tree.renamed.append(Item(f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE, why))
     categories: dict[str, list[str]] = {}
     for sid in by_id:
         if "/" in sid:
@@ -357,6 +385,9 @@ def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]], category: 
         owner = _owning_folder(rel, skill_dirs)
         if owner is None:
             tree.ignored.append(Item(rel, "not inside a skill folder"))
+            continue
+        if owner in resolution.copies:
+            tree.ignored.append(Item(rel, f"inside a copy of {resolution.copies[owner] or '.'}"))
             continue
         if owner in blocked:
             tree.ignored.append(Item(rel, "inside a refused skill"))

@@ -220,6 +220,8 @@ async def apush_tree(
     report = PushReport(dry_run=dry_run, refused=list(tree.refused), ignored=list(tree.ignored))
     report.problems = list(tree.problems)
     report.nested = list(tree.nested)
+    report.duplicates = list(tree.duplicates)
+    report.renamed = list(tree.renamed)
     report.mapping = {sid: folder or "." for sid, folder in sorted(tree.mapping.items())}
     blocking = [p for p in tree.problems if SEVERITIES[severity_of(p)].push_needs_force]
     if (tree.refused or blocking) and not force:
