@@ -140,7 +140,7 @@ def test_delete_mirrors_the_tree(cli: Cli, tmp_path: Path, s3_client: Any, bucke
     local = {p.relative_to(tree).as_posix() for p in tree.rglob("*") if p.is_file()}
     assert remote == local | {"README.txt"}
     assert cli("push", "--delete", str(tree)) == 0
-    assert "0 deleted" in cli.out
+    assert cli.out.startswith("Nothing to push: ")
 
 
 def test_single_skill_folder_is_pushed_as_one_skill(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
@@ -211,9 +211,9 @@ def test_push_reports_progress_and_uploads_skill_md_last(tmp_path: Path, store: 
     tree = make_tree(tmp_path / "lib", 3)
     calls: list[tuple[str, int, int]] = []
     report = push_tree(store, tree, PREFIX, progress=lambda p, d, t: calls.append((p, d, t)), concurrency=1)
-    assert [c[1] for c in calls] == [1, 2, 3, 4]
+    assert [c[1] for c in calls] == [0, 1, 2, 3, 4]  # from the start
     assert {c[2] for c in calls} == {4}
-    assert calls[0][0] == "skill-000/references/notes.md"  # before any SKILL.md
+    assert calls[1][0] == "skill-000/references/notes.md"  # before any SKILL.md
     assert len(report.uploaded) == 4
 
 
@@ -731,3 +731,52 @@ def test_pull_tree_sync_twin(tmp_path: Path, store: ObjectStore) -> None:
     push_tree(store, tree, PREFIX)
     report = pull_tree(store, PREFIX, tmp_path / "out", skill="skill-000")
     assert [i.path for i in report.downloaded] == ["skill-000/SKILL.md", "skill-000/references/notes.md"]
+
+
+# -- output of big pushes, dry runs, info, list -----------------------------------------------
+
+
+def test_a_big_push_prints_a_summary_and_a_push_that_changes_nothing_prints_one_line(cli: Cli, tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "lib", 12)
+    assert cli("push", str(tree)) == 0
+    lines = cli.out.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("Uploaded 14 files (")
+    assert "of 12 skills" in lines[0]
+    assert lines[1].startswith("Changed: cat-0/skill-005, cat-1/skill-001, ")
+    assert lines[1].endswith(", +2 more (-v lists each skill with its version)")
+
+    assert cli("push", str(tree)) == 0
+    assert cli.out.strip().splitlines() == [
+        f"Nothing to push: 12 skills in s3://{cli.globals[1]}/{PREFIX} are up to date."
+    ]
+
+    write(tree, "skill-000/SKILL.md", skill_md("skill-000", "Changed description. Use it when changed."))
+    assert cli("push", "-v", str(tree)) == 0
+    lines = cli.out.strip().splitlines()
+    assert "of 1 skill to" in lines[0]
+    assert len(lines) == 2
+    assert lines[1].startswith("skill-000: version ")
+
+
+def test_info_names_the_two_versions_apart_and_list_marks_disabled_skills(cli: Cli, tmp_path: Path) -> None:
+    write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf", version="1.2"))
+    write(tmp_path / "lib", "forms/SKILL.md", skill_md("forms"))
+    cli("push", str(tmp_path / "lib"))
+    assert cli("info", "pdf") == 0
+    assert "version (frontmatter)" in cli.out
+    assert "1.2" in cli.out
+    assert "content version" in cli.out
+    assert cli("disable", "forms") == 0
+    assert cli("list", "--all") == 0
+    assert "no (disabled)" in cli.out
+    assert f"2 skill(s) of {USER}, 1 disabled" in cli.out
+
+
+def test_migrate_dry_run_names_every_key_it_would_leave(cli: Cli, s3_client: Any, bucket: str) -> None:
+    s3_client.put_object(Bucket=bucket, Key="ana/skills/pdf/SKILL.md", Body=skill_md("pdf").encode())
+    s3_client.put_object(Bucket=bucket, Key="random/notes.txt", Body=b"x")
+    s3_client.put_object(Bucket=bucket, Key="threads/t9/a.txt", Body=b"x")
+    assert cli("migrate-layout", "--dry-run") == 0
+    assert f"would leave s3://{bucket}/random/notes.txt: not a library, thread or ticket" in cli.out
+    assert f"would leave s3://{bucket}/threads/t9/a.txt: the seeds' layout does not say whose thread it is" in cli.out

@@ -215,6 +215,9 @@ def _print(ctx: Context, result: dict[str, Any]) -> None:
     verb = "would copy" if result["dry_run"] else "copy"
     for move in result["copies"]:
         ctx.print(f"{verb} {ctx.location(move['from'])} -> {move['to']}")
+    would = "would leave" if result["dry_run"] else "left"
+    for item in result["left"]:
+        ctx.print(f"{would} {ctx.location(item['key'])}: {item['reason']}")
     for what, count in result["summary"].items():
         ctx.print(f"{count:>6}  {what}")
     if result["threads_without_owner"]:

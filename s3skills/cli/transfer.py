@@ -150,16 +150,30 @@ def _print_plan(ctx: Context, report: PushReport, directory: str) -> None:
             ctx.print(f"  {item.path}: {item.reason}")
 
 
-def _warn_notes(ctx: Context, report: PushReport, directory: str) -> None:
+QUIET_OVER = 10
+"""A push names each skill (and each note) up to this many; over it, one line per kind unless -v."""
+
+
+def _names(items: list[str], limit: int = QUIET_OVER) -> str:
+    more = f", +{len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
+
+
+def _warn_notes(ctx: Context, report: PushReport, directory: str, *, verbose: bool = False) -> None:
     would = "would be" if report.dry_run else "were"
     for item in report.refused:
         ctx.warn(f"left out {Path(directory) / item.path}: {item.reason}")
-    for item in report.nested:
-        ctx.warn(f"note: {Path(directory) / item.path}: {item.reason}")
-    for item in report.duplicates:
-        ctx.warn(f"note: {Path(directory) / item.path}: {item.reason}")
-    for item in report.renamed:
-        ctx.warn(f"note: {Path(directory) / item.path}: {item.reason}")
+    for kind, items in (
+        ("nested skill folders", report.nested),
+        ("identical copies collapsed", report.duplicates),
+        ("folders given a distinguishing id", report.renamed),
+    ):
+        if verbose or len(items) <= QUIET_OVER:
+            for item in items:
+                ctx.warn(f"note: {Path(directory) / item.path}: {item.reason}")
+        else:
+            folders = [item.path.removesuffix("/" + SKILL_FILE) for item in items]
+            ctx.warn(f"note: {len(items)} {kind} ({_names(folders)}); -v shows each")
     for item in report.conflicts:
         ctx.warn(f"conflict: {item.path}: {item.reason}")
     for item in report.replaced:
@@ -190,6 +204,7 @@ def _pushed_problems(report: PushReport) -> Tally:
 @click.option("--category", metavar="C", help="Put every skill in category C (instead of the rule's choice).")
 @click.option("--enable", is_flag=True, help="Enable skills that are disabled in the library.")
 @click.option("--create-bucket", is_flag=True, help="Create the bucket if it does not exist.")
+@click.option("-v", "--verbose", is_flag=True, help="One line per changed skill and per note, however many.")
 @pass_context
 def push_command(
     ctx: Context,
@@ -201,14 +216,18 @@ def push_command(
     category: str | None,
     enable: bool,
     create_bucket: bool,
+    verbose: bool,
 ) -> int:
     """Upload a local tree of skills, only what changed (SKILL.md last).
 
     Every SKILL.md below DIR, at any depth, is a skill. Its id is its folder name,
     in the category of the nearest folder above it that is neither a generic container
     (skills, plugins, packages, src, .claude...) nor a skill: plugins/x/skills/y -> x/y,
-    skills/.curated/y -> .curated/y, pdf -> pdf. --category C puts them all in C. Two
-    folders with one id are refused, listed. --dry-run shows each id and file.
+    skills/.curated/y -> .curated/y, pdf -> pdf. --category C puts them all in C.
+    Folders with one id: byte-identical copies are pushed once, differing ones get the
+    shortest distinguishing id (cli-examples/y, code-examples/y); both are reported.
+    --dry-run shows each id and file. Over 10 changed skills, the output is a summary
+    (-v: one line each); a push that changes nothing prints one line.
 
     Not without --force: invalid skills or unsafe files. Not without --replace:
     replacing a library skill that was pushed from another folder (a folder made by
@@ -255,17 +274,27 @@ def push_command(
         return 1 if blocked else 0
     if dry_run:
         _print_plan(ctx, report, directory)
-    _warn_notes(ctx, report, directory)
+    _warn_notes(ctx, report, directory, verbose=verbose)
     if blocked:
         ctx.warn(f"the push would be refused: {report.blocking_summary()}")
+    changed = sorted(
+        sid for sid in report.skills if any(i.path.startswith(sid + "/") for i in (*report.uploaded, *report.deleted))
+    )
+    if not dry_run and not report.uploaded and not report.deleted:
+        ctx.print(f"Nothing to push: {_plural(len(report.skills), 'skill')} in {ctx.location(prefix)} are up to date.")
+        return 1 if blocked else 0
     verb, deleted = ("Would upload", "would delete") if dry_run else ("Uploaded", "deleted")
     ctx.print(
         f"{verb} {_plural(len(report.uploaded), 'file')} ({human_size(report.bytes_uploaded)}) of "
-        f"{_plural(len(report.skills), 'skill')} to {ctx.location(prefix)}; {len(report.skipped)} unchanged, "
+        f"{_plural(len(changed), 'skill')} to {ctx.location(prefix)}; {len(report.skipped)} file(s) unchanged, "
         f"{len(report.deleted)} {deleted}."
     )
-    for skill_id, version in sorted(versions.items()):
-        ctx.print(f"{skill_id}: version {version}")
+    if verbose or len(changed) <= QUIET_OVER:
+        for skill_id in changed:
+            if skill_id in versions:
+                ctx.print(f"{skill_id}: version {versions[skill_id]}")
+    else:
+        ctx.print(f"Changed: {_names(changed)} (-v lists each skill with its version)")
     tally = _pushed_problems(report)
     if any(tally.count(s) for s in Severity):
         pushed = "would be pushed" if dry_run else "pushed"

@@ -295,6 +295,8 @@ async def _write(
 ) -> None:
     total, done = len(uploads) + len(deletions), 0
     records: dict[str, Record] = {}
+    if progress is not None:
+        progress("", 0, total)  # the bar counts from the start, not from the first file done
 
     def upload(f: LocalFile) -> Callable[[], Awaitable[None]]:
         async def run() -> None:
