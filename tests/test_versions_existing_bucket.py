@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 
+from s3skills import S3Backend, create_skills_agent
 from s3skills.cli import main
+from s3skills.config import Config
 from s3skills.errors import SkillError
+from s3skills.layout import KeyLayout
 from s3skills.skills.versions import (
     NULL_VERSION,
     SkillChanged,
@@ -26,6 +32,7 @@ from s3skills.skills.versions import (
 from s3skills.storage import RequestCounter
 from s3skills.tenancy import PinnedFile, SkillPin
 from s3skills.testing import MemoryObjectStore
+from s3skills.testing.scripted import ScriptedChatModel, tool_call
 
 FOLDER = "ana/skills/pdf/"
 
@@ -133,3 +140,32 @@ async def test_a_null_version_replaced_while_versioning_was_suspended_is_reporte
     with pytest.raises(SkillError, match="replaced in place"):
         await restore(store, first, current)
     assert (await store.aget(FOLDER + "SKILL.md")).data == b"three"  # nothing written
+
+
+def test_a_thread_that_loaded_a_skill_before_versioning_keeps_reading_that_version(
+    moto_endpoint: str, bucket: str, s3_client: Any
+) -> None:
+    def put(version: str) -> None:
+        s3_client.put_object(Bucket=bucket, Key=FOLDER + "guia.md", Body=f"Guía {version}".encode())
+        s3_client.put_object(Bucket=bucket, Key=FOLDER + "SKILL.md", Body=skill_md(int(version[1:])).encode())
+
+    def turn(steps: list[AIMessage], text: str) -> list[str]:
+        agent = create_skills_agent(ScriptedChatModel(steps=steps), backend, checkpointer=saver)
+        out = agent.invoke(
+            {"messages": [{"role": "user", "content": text}]},
+            context={"user_id": "ana"},
+            config={"configurable": {"thread_id": "t1"}},
+        )
+        return [str(m.content) for m in out["messages"] if isinstance(m, ToolMessage)]
+
+    put("v1")  # the bucket has no versioning yet: these are "null" versions
+    backend = S3Backend(bucket, endpoint_url=moto_endpoint, config=Config(layout=KeyLayout.seeds(), verify="always"))
+    saver = InMemorySaver()
+    load = AIMessage(content="", tool_calls=[tool_call("cargar_habilidad", {"skill_path": "pdf"})])
+    turn([load], "Hola")
+    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    put("v2")
+    read = AIMessage(content="", tool_calls=[tool_call("read_file", {"file_path": "/skills/pdf/guia.md"})])
+    results = turn([read], "Sigue")
+    assert "Guía v1" in results[-1]  # read by VersionId "null", as loaded
+    assert "Guía v2" not in results[-1]
