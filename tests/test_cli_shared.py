@@ -131,6 +131,9 @@ def test_a_layout_file_is_used_and_checked_for_isolation(run: Run, tmp_path: Pat
     unknown.write_text('user_skill = "u/{user_id}/skills/"\n')
     assert run("--layout-file", str(unknown), "--user", "ana", "list") == 2
     assert "unknown fields ['user_skill']" in run.err
+    # The MCP server takes a layout by name only: a layout file is refused, never silently dropped.
+    assert run("--layout-file", str(good), "mcp") == 2
+    assert "not --layout-file" in run.err
 
 
 def test_the_default_layouts_need_no_isolation_note_but_the_seeds_one_does() -> None:

@@ -243,8 +243,20 @@ class Context:
         return self.user + (f" (over shared library {self.shared})" if self.shared else "")
 
     @property
+    def layout_file(self) -> str | None:
+        """`--layout-file`, else `S3SKILLS_LAYOUT_FILE` (None when neither is set)."""
+        return self.settings.layout_file or os.environ.get("S3SKILLS_LAYOUT_FILE") or None
+
+    @property
     def layout_name(self) -> str:
-        """`--layout`, else `S3SKILLS_LAYOUT`, else `users`."""
+        """`--layout`, else `S3SKILLS_LAYOUT`, else `users`.
+
+        Raises:
+            UsageError: A layout file is configured: a command that can only pass a
+                layout's name on (the MCP server's) would silently drop it.
+        """
+        if self.layout_file is not None:
+            raise UsageError("this command takes a named layout (--layout users|seeds), not --layout-file")
         return self.settings.layout or os.environ.get("S3SKILLS_LAYOUT") or LAYOUTS[0]
 
     @property
@@ -258,7 +270,7 @@ class Context:
             UsageError: Both a layout file and `--layout` were given, or the file is refused.
         """
         if self._layout is None:
-            path = self.settings.layout_file or os.environ.get("S3SKILLS_LAYOUT_FILE") or None
+            path = self.layout_file
             if path is None:
                 self._layout = build_layout(self.layout_name)
             else:
