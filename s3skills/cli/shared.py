@@ -93,7 +93,8 @@ def progress(ctx: Context, label: str) -> Iterator[ProgressFn | None]:
         return
     columns = (SpinnerColumn(), TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[path]}"))
     with Progress(*columns, console=ctx.console, transient=True) as bar:
-        task = bar.add_task(label, total=None, path="")
+        # Until the first file, say what is going on (scanning, comparing) instead of a bare 0/?.
+        task = bar.add_task(label, total=None, path="scanning and comparing...")
 
         def update(path: str, done: int, total: int) -> None:
             bar.update(task, completed=done, total=total, path=path)
