@@ -281,7 +281,10 @@ def push_command(
         sid for sid in report.skills if any(i.path.startswith(sid + "/") for i in (*report.uploaded, *report.deleted))
     )
     if not dry_run and not report.uploaded and not report.deleted:
-        ctx.print(f"Nothing to push: {_plural(len(report.skills), 'skill')} in {ctx.location(prefix)} are up to date.")
+        are = "is" if len(report.skills) == 1 else "are"
+        ctx.print(
+            f"Nothing to push: {_plural(len(report.skills), 'skill')} in {ctx.location(prefix)} {are} up to date."
+        )
         return 1 if blocked else 0
     verb, deleted = ("Would upload", "would delete") if dry_run else ("Uploaded", "deleted")
     ctx.print(
