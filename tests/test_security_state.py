@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from keylog import KeyLogStore
 from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -23,7 +24,8 @@ from s3skills.ids import SkillId
 from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.middleware.skills_prompt import merge_loaded_skills, merge_skill_versions
-from s3skills.tenancy import SkillPin, thread_skills
+from s3skills.skills.pinned import PinMismatch
+from s3skills.tenancy import PinnedFile, SkillPin, thread_skills
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
 
 # Keys below are written with a raw client: the index checks the library on every model call.
@@ -290,7 +292,7 @@ def test_the_prompt_middleware_never_raises_on_a_hostile_state(
     middleware = SkillsPromptMiddleware(backend_on(moto_endpoint, bucket, user_id="alice"))
     text = run_sync(middleware.build_prompt(state))
     assert text.startswith("## Skills")
-    assert "<name>notas</name>" in text or "notas" in text
+    assert "notas" in text
     assert "BOB-SECRET" not in text
 
 
@@ -363,6 +365,35 @@ def test_a_forged_pin_of_a_skill_file_is_refused_on_read(
     _, results = _prompt_of_next_run(backend, saver, "bob", "bob-thread")
     assert "GUIA-REF-V0" not in results[-1]
     assert "reload the skill" in results[-1]
+
+
+def test_the_pinned_skill_md_cache_holds_only_what_a_read_verified() -> None:
+    store = KeyLogStore()
+    run_sync(store.aput_versioning(True))
+    key = "users/ana/skills/guia/SKILL.md"
+    store.put_object(key, md("guia", "TEXT-V0"))
+    store.put_object(key, md("guia", "TEXT-VA"))
+    store.put_object("users/bob/skills/x/SKILL.md", md("x", "BOB"))
+    versions = run_sync(store.alist_versions("users/"))
+    v0, va = sorted((v for v in versions if v.key == key), key=lambda v: v.last_modified)
+    bob = next(v for v in versions if v.key.startswith("users/bob/"))
+    library = S3Backend("memory", store=store, user_id="ana").skills
+    skill = library.get("guia")
+
+    def pinned(etag: str, version_id: str) -> str:
+        pin = SkillPin("p", {"SKILL.md": PinnedFile(etag, version_id)})
+        return str(run_sync(library.ainstructions_pinned(skill, pin)))
+
+    store.take()
+    assert "TEXT-V0" in pinned(v0.etag, v0.version_id)
+    assert "TEXT-V0" in pinned(v0.etag, v0.version_id)
+    assert [op for op, _ in store.take()].count("GetObject") == 1  # the verified read is cached
+    # Claims that reuse the cached ETag with another VersionId, or another object's ETag, are read and refused.
+    for etag, version_id in ((v0.etag, va.version_id), (bob.etag, v0.version_id)):
+        with pytest.raises(PinMismatch):
+            pinned(etag, version_id)
+    assert [op for op, _ in store.take()].count("GetObject") == 2
+    assert "TEXT-VA" in pinned(va.etag, v0.version_id)  # the current ETag: the current SKILL.md
 
 
 # --- issue 18 item 5: a run with no user ------------------------------------------------------
