@@ -126,10 +126,11 @@ class SkillPin:
         """Parse `to_state`'s form; None for anything malformed (state is client input).
 
         The schema: `{"version": str (<= 64 chars), "files": {path: {"etag": str,
-        "version_id"?: str}}}`, each path a plain relative path (no `..`, `.`, empty or
-        control segments), at most `MAX_STATE_PIN_FILES` files, ETags and VersionIds
-        bounded in length. One bad part makes the whole pin malformed: a partial pin
-        would hide files of the version it names.
+        "version_id"?: str}}}`, at most `MAX_STATE_PIN_FILES` files, ETags and VersionIds
+        bounded in length; a bad value makes the whole pin malformed. A file whose path is
+        not a plain relative path (`..`, `.`, empty or control segments) is left out: no
+        virtual path can name it, so it is never read. Every pinned read is still checked
+        against the store (`s3skills.skills.pinned`).
         """
         if not isinstance(value, Mapping):
             return None
@@ -140,8 +141,11 @@ class SkillPin:
             return None
         out: dict[str, PinnedFile] = {}
         for path, item in files.items():
-            if not _pin_path_ok(path) or not isinstance(item, Mapping):
+            if not isinstance(item, Mapping):
                 return None
+            if not _pin_path_ok(path):  # a key no virtual path can name: never read, so not pinned
+                logger.warning("ignored a pinned file whose path is not a plain relative path")
+                continue
             etag, version_id = item.get("etag"), item.get("version_id")
             if not isinstance(etag, str) or not 0 < len(etag) <= _MAX_ETAG_CHARS:
                 return None

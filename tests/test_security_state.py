@@ -130,9 +130,6 @@ BAD_PINS: list[Any] = [
     {"version": 1, "files": {}},
     {"version": "v"},
     {"version": "v", "files": "x"},
-    {"version": "v", "files": {"../SKILL.md": {"etag": "e"}}},
-    {"version": "v", "files": {"a//b": {"etag": "e"}}},
-    {"version": "v", "files": {"": {"etag": "e"}}},
     {"version": "v", "files": {"SKILL.md": {"etag": 5}}},
     {"version": "v", "files": {"SKILL.md": {"etag": "e", "version_id": 7}}},
     {"version": "v", "files": {"SKILL.md": "e"}},
@@ -148,6 +145,13 @@ def test_the_skill_versions_reducer_is_total_and_drops_malformed_pins(pin: Any) 
     assert merge_skill_versions(pin, None) == {}
     assert merge_skill_versions("notadict", {"notas": GOOD_PIN}) == {"notas": GOOD_PIN}
     assert merge_skill_versions({"__overwrite__": {"notas": GOOD_PIN}}, None) == {}
+
+
+@pytest.mark.parametrize("path", ["../SKILL.md", "a//b", "", "/abs", "a/./b", "x\x00", "a\\b", 7])
+def test_a_pinned_file_whose_path_no_virtual_path_names_is_left_out(path: Any) -> None:
+    files = {**GOOD_PIN["files"], path: {"etag": "e9", "version_id": "v9"}}
+    merged = merge_skill_versions(None, {"notas": {"version": "abc123", "files": files}})
+    assert merged == {"notas": GOOD_PIN}
 
 
 def test_current_skill_and_pins_count_only_for_loaded_skills() -> None:
