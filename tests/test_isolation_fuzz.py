@@ -12,6 +12,10 @@ Every key or prefix the store is asked for is checked against what ana may touch
 canary may appear in any result. A `KeyLogStore` (in memory) records the requests, so
 thousands of examples run in seconds: `S3SKILLS_FUZZ_EXAMPLES` sets how many (2,000 by
 default; see the README for a run with far more).
+
+The second half (issue 22) also generates the thread's state (`thread_states()`: random and
+hostile `loaded_skills`, `current_skill`, `skill_versions`, with other tenants' real ETags and
+VersionIds) on a versioned bucket, and adds the system prompt as an operation.
 """
 
 from __future__ import annotations
