@@ -25,7 +25,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Annotated, Any, Literal, NotRequired
 
 from deepagents.middleware._utils import append_to_system_message
-from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain.agents.middleware.types import (
+    AgentMiddleware,
+    AgentState,
+    ModelRequest,
+    ModelResponse,
+    OmitFromInput,
+)
 from langchain_core.messages import ToolMessage
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
@@ -36,7 +42,7 @@ from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
 from s3skills.skills import SkillChanged, SkillInfo, SkillRegistry, render, tool_name
 from s3skills.skills.matching import bm25_index
-from s3skills.tenancy import SKILL_VERSIONS_KEY, SkillPin, parse_pins
+from s3skills.tenancy import SkillPin, merge_loaded_skills, merge_skill_versions, thread_skills
 
 __all__ = [
     "IndexFormat",
@@ -53,26 +59,21 @@ logger = logging.getLogger(__name__)
 IndexFormat = Literal["xml", "yaml", "grouped"]
 
 
-def merge_loaded_skills(left: list[str] | None, right: list[str] | None) -> list[str]:
-    """Reducer of `loaded_skills`: the union, in load order."""
-    return list(dict.fromkeys([*(left or []), *(right or [])]))
-
-
-def merge_skill_versions(left: dict[str, Any] | None, right: dict[str, Any] | None) -> dict[str, Any]:
-    """Reducer of `skill_versions`: per skill id, the newest load wins (a reload moves the pin)."""
-    return {**(left or {}), **(right or {})}
-
-
 class SkillsState(AgentState[Any]):
     """Agent state with the skills of the thread (checkpointed with it).
 
     `skill_versions` maps each loaded skill id to the version it was loaded at
     (`s3skills.tenancy.SkillPin.to_state`).
+
+    The three keys are written by `cargar_habilidad` only: they are left out of the
+    graph's input schema (`OmitFromInput`, so a run's `input=` cannot set them), and
+    since `threads.update_state` can still write them, every reader and both reducers
+    validate them (`s3skills.tenancy.thread_skills`; bad entries are dropped, never raised).
     """
 
-    current_skill: NotRequired[str | None]
-    loaded_skills: NotRequired[Annotated[list[str], merge_loaded_skills]]
-    skill_versions: NotRequired[Annotated[dict[str, Any], merge_skill_versions]]
+    current_skill: NotRequired[Annotated[str | None, OmitFromInput]]
+    loaded_skills: NotRequired[Annotated[list[str], OmitFromInput, merge_loaded_skills]]
+    skill_versions: NotRequired[Annotated[dict[str, Any], OmitFromInput, merge_skill_versions]]
 
 
 _HEADER = """## Skills
@@ -153,9 +154,17 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         self.registry = registry
 
     async def build_prompt(self, state: Any) -> str:
-        """The text appended to the system prompt for this state."""
-        loaded = [s for s in (state.get("loaded_skills") or []) if isinstance(s, str)]
-        current = state.get("current_skill")
+        """The text appended to the system prompt for this state ("" for an allowed user-less run).
+
+        Raises:
+            UserNotResolved: The run has no user and the backend does not `allow_anonymous`
+                (so the run fails before the model is called).
+        """
+        if self.backend.require_user().user_id is None:  # allowed anonymous: no library
+            return ""
+        # State is client input: read it through the one validator (ids, pins, current).
+        thread = thread_skills(state)
+        loaded, current, pins = thread.loaded, thread.current, thread.pins
         try:
             everything = await self.library.aindex()
         except S3SkillsError as exc:
@@ -172,7 +181,6 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
                 parts.append(render.format_ranked(pending, self.budget_chars, index_format=self.index_format))
             else:
                 parts.append("(Every skill in the index is loaded.)")
-        pins = parse_pins(state.get(SKILL_VERSIONS_KEY)) if loaded else {}
         if loaded:
             lines = [
                 f"- {sid}: "
@@ -185,8 +193,8 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
                 for sid in loaded
             ]
             parts.append("### Loaded skills\n" + "\n".join(lines))
-        if current:
-            parts.append(await self._current(str(current), by_id.get(str(current)), pins.get(str(current))))
+        if current is not None:
+            parts.append(await self._current(current, by_id.get(current), pins.get(current)))
         return "\n\n".join(parts)
 
     def _is_code(self, skill_id: str) -> bool:
@@ -226,12 +234,14 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         """Names of code-skill tools whose skill is not loaded (all shown in preload mode)."""
         if self.registry is None or self.mode == "preload":
             return set()
-        loaded = set(state.get("loaded_skills") or [])
+        loaded = set(thread_skills(state).loaded)
         return {name for name, sid in self.registry.all_tool_names().items() if sid not in loaded}
 
     def _override(self, request: ModelRequest[Any], text: str) -> ModelRequest[Any]:
         hidden = self._hidden_tools(request.state)
         tools = [t for t in request.tools if tool_name(t) not in hidden] if hidden else request.tools
+        if not text:
+            return request.override(tools=tools)
         return request.override(system_message=append_to_system_message(request.system_message, text), tools=tools)
 
     def _refusal(self, request: ToolCallRequest) -> ToolMessage | None:

@@ -33,6 +33,7 @@ from s3skills.errors import (
     StoreError,
     StoreUnavailable,
     TenantError,
+    UserNotResolved,
 )
 
 if TYPE_CHECKING:
@@ -145,6 +146,7 @@ __all__ = [
     "Tenant",
     "TenantError",
     "TenantResolver",
+    "UserNotResolved",
     "VPath",
     "context_identity",
     "create_skills_agent",

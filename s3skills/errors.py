@@ -8,6 +8,7 @@ virtual path (the backend) writes the message the agent sees.
     S3SkillsError
     ├── InvalidPath (ValueError)       a path or id outside the rules; never resolved
     ├── TenantError (LookupError)      no user/thread for the call, or ids a layout refuses
+    │   └── UserNotResolved            an agent run with no user (refused before the model is called)
     ├── NotFound (FileNotFoundError)
     │   └── BucketNotFound
     ├── AccessDenied (PermissionError) the store said 403 (never reported as NotFound)
@@ -42,6 +43,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "TenantError",
+    "UserNotResolved",
     "translate_error",
 ]
 
@@ -56,6 +58,15 @@ class InvalidPath(S3SkillsError, ValueError):
 
 class TenantError(S3SkillsError, LookupError):
     """The call does not know who it acts for (no user id, thread id, ...)."""
+
+
+class UserNotResolved(TenantError):
+    """An agent run whose user cannot be resolved: an application bug, refused before the model runs.
+
+    Pass the user in the run's context (`context={"user_id": ...}`), check the backend's
+    `TenantResolver` (on LangGraph Server: the auth handler), or build the backend with
+    `S3Backend(..., allow_anonymous=True)` to allow user-less runs, which have no library.
+    """
 
 
 class NotFound(S3SkillsError, FileNotFoundError):

@@ -17,6 +17,15 @@ The skills loaded in the thread come from the agent state key `loaded_skills`
 (read the way deepagents' `StateBackend` reads `files`), and the version each
 was loaded at from `skill_versions` (`SkillPin`): reads of a loaded skill serve
 that version for the rest of the thread.
+
+Everything in graph state is client input: a LangGraph Server client writes it with a
+run's input or `threads.update_state` (`{"__overwrite__": ...}` even skips the
+reducers). So the skills keys are read through ONE validator, `thread_skills` (and
+the reducers `merge_loaded_skills` / `merge_skill_versions`, which use the same
+rules): ids must be canonical `SkillId`s, pins must match `SkillPin`'s schema,
+`current_skill` must be one of the loaded skills; anything else is dropped with a
+log line, never raised. A pin is still only a claim: a pinned read checks what the
+store returns against it (`s3skills.skills.pinned`).
 """
 
 from __future__ import annotations
@@ -26,22 +35,31 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from s3skills.errors import InvalidPath
 from s3skills.ids import SkillId
-from s3skills.paths import check_identity
+from s3skills.paths import VPath, check_identity
 
 __all__ = [
+    "CURRENT_SKILL_KEY",
     "LOADED_SKILLS_KEY",
+    "MAX_STATE_PIN_FILES",
+    "MAX_STATE_SKILLS",
     "SKILL_VERSIONS_KEY",
     "Identity",
     "PinnedFile",
     "SkillPin",
     "Tenant",
     "TenantResolver",
+    "ThreadSkills",
     "context_identity",
+    "loaded_skill_ids",
+    "merge_loaded_skills",
+    "merge_skill_versions",
     "parse_pins",
     "resolve_tenant",
     "run_config",
     "run_context",
+    "thread_skills",
 ]
 
 logger = logging.getLogger(__name__)
@@ -52,6 +70,20 @@ LOADED_SKILLS_KEY = "loaded_skills"
 
 SKILL_VERSIONS_KEY = "skill_versions"
 """The agent-state key that holds the version each loaded skill was loaded at (`SkillPin.to_state`)."""
+
+CURRENT_SKILL_KEY = "current_skill"
+"""The agent-state key that names the skill whose SKILL.md the prompt shows (one of the loaded ones)."""
+
+MAX_STATE_SKILLS = 1000
+"""Most skill ids (and pins) kept from a thread's state; more are dropped with a log line."""
+
+MAX_STATE_PIN_FILES = 10_000
+"""Most files one pin may name; a larger pin is malformed (dropped)."""
+
+_MAX_ETAG_CHARS = 256
+_MAX_VERSION_ID_CHARS = 1024
+_MAX_PIN_VERSION_CHARS = 64
+_MAX_PIN_PATH_BYTES = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,33 +123,160 @@ class SkillPin:
 
     @classmethod
     def from_state(cls, value: Any) -> SkillPin | None:
-        """Parse `to_state`'s form; None for anything malformed (state comes from checkpoints)."""
-        if not isinstance(value, Mapping) or not isinstance(value.get("version"), str):
+        """Parse `to_state`'s form; None for anything malformed (state is client input).
+
+        The schema: `{"version": str (<= 64 chars), "files": {path: {"etag": str,
+        "version_id"?: str}}}`, at most `MAX_STATE_PIN_FILES` files, ETags and VersionIds
+        bounded in length; a bad value makes the whole pin malformed. A file whose path is
+        not a plain relative path (`..`, `.`, empty or control segments) is left out: no
+        virtual path can name it, so it is never read. Every pinned read is still checked
+        against the store (`s3skills.skills.pinned`).
+        """
+        if not isinstance(value, Mapping):
             return None
-        files = value.get("files")
-        if not isinstance(files, Mapping):
+        version, files = value.get("version"), value.get("files")
+        if not isinstance(version, str) or not 0 < len(version) <= _MAX_PIN_VERSION_CHARS:
+            return None
+        if not isinstance(files, Mapping) or len(files) > MAX_STATE_PIN_FILES:
             return None
         out: dict[str, PinnedFile] = {}
         for path, item in files.items():
-            if not isinstance(path, str) or not isinstance(item, Mapping) or not isinstance(item.get("etag"), str):
+            if not isinstance(item, Mapping):
                 return None
-            version_id = item.get("version_id")
-            out[path] = PinnedFile(item["etag"], version_id if isinstance(version_id, str) and version_id else None)
-        return cls(value["version"], out)
+            if not _pin_path_ok(path):  # a key no virtual path can name: never read, so not pinned
+                logger.warning("ignored a pinned file whose path is not a plain relative path")
+                continue
+            etag, version_id = item.get("etag"), item.get("version_id")
+            if not isinstance(etag, str) or not 0 < len(etag) <= _MAX_ETAG_CHARS:
+                return None
+            if version_id is not None and (not isinstance(version_id, str) or len(version_id) > _MAX_VERSION_ID_CHARS):
+                return None
+            out[path] = PinnedFile(etag, version_id or None)
+        return cls(version, out)
+
+
+def _pin_path_ok(path: object) -> bool:
+    """Whether a pin's file path is a plain path relative to the skill folder."""
+    if not isinstance(path, str) or not path or len(path.encode("utf-8", "surrogatepass")) > _MAX_PIN_PATH_BYTES:
+        return False
+    try:
+        return "/".join(VPath.parse("/" + path).parts) == path
+    except InvalidPath:
+        return False
+
+
+def _canonical_id(value: object) -> str | None:
+    """`value` when it is a canonical skill id (as `cargar_habilidad` records them), else None."""
+    if not isinstance(value, str):
+        return None
+    try:
+        canonical = str(SkillId.parse(value))
+    except InvalidPath:
+        return None
+    return value if canonical == value else None
+
+
+def loaded_skill_ids(value: Any) -> list[str]:
+    """The `loaded_skills` state value as canonical skill ids, deduplicated, in load order.
+
+    Only a list (or tuple) counts: a string is not a list of its characters. Malformed
+    ids are dropped with a log line; at most `MAX_STATE_SKILLS` are kept. Never raises.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        logger.warning("ignored the state's loaded_skills: a %s, not a list", type(value).__name__)
+        return []
+    good = [i for i in (_canonical_id(v) for v in value[: MAX_STATE_SKILLS * 4]) if i is not None]
+    out = list(dict.fromkeys(good))
+    if len(good) != len(value):
+        logger.warning("ignored %d malformed skill id(s) in the state's loaded_skills", len(value) - len(good))
+    if len(out) > MAX_STATE_SKILLS:
+        logger.warning("kept the first %d of %d skill ids of the state's loaded_skills", MAX_STATE_SKILLS, len(out))
+        out = out[:MAX_STATE_SKILLS]
+    return out
 
 
 def parse_pins(value: Any) -> dict[str, SkillPin]:
-    """The `skill_versions` state value as `{skill_id: SkillPin}`; malformed entries are dropped."""
+    """The `skill_versions` state value as `{skill_id: SkillPin}`; malformed entries are dropped.
+
+    Keys must be canonical skill ids and values `SkillPin.from_state`'s schema; at most
+    `MAX_STATE_SKILLS` entries are read. Never raises.
+    """
+    if value is None:
+        return {}
     if not isinstance(value, Mapping):
+        logger.warning("ignored the state's skill_versions: a %s, not a mapping", type(value).__name__)
         return {}
     out: dict[str, SkillPin] = {}
-    for skill_id, raw in value.items():
-        pin = SkillPin.from_state(raw)
-        if isinstance(skill_id, str) and SkillId.is_valid(skill_id) and pin is not None:
-            out[skill_id] = pin
+    bad = 0
+    for n, (skill_id, raw) in enumerate(value.items()):
+        if n >= MAX_STATE_SKILLS:
+            logger.warning("read only the first %d entries of the state's skill_versions", MAX_STATE_SKILLS)
+            break
+        canonical = _canonical_id(skill_id)
+        pin = SkillPin.from_state(raw) if canonical is not None else None
+        if canonical is not None and pin is not None:
+            out[canonical] = pin
         else:
-            logger.warning("ignored a malformed entry of the state's skill_versions")
+            bad += 1
+    if bad:
+        logger.warning("ignored %d malformed entr(y/ies) of the state's skill_versions", bad)
     return out
+
+
+def merge_loaded_skills(left: Any, right: Any) -> list[str]:
+    """Reducer of `loaded_skills`: the union of the valid ids, in load order.
+
+    Total: any value on either side (a string, a dict, an `__overwrite__` left in the
+    channel, bad ids) is validated by `loaded_skill_ids`, so nothing malformed persists.
+    """
+    return loaded_skill_ids([*loaded_skill_ids(left), *loaded_skill_ids(right)])
+
+
+def merge_skill_versions(left: Any, right: Any) -> dict[str, Any]:
+    """Reducer of `skill_versions`: per skill id, the newest load wins (a reload moves the pin).
+
+    Total: only entries that pass `parse_pins` are kept, re-serialised (`SkillPin.to_state`).
+    """
+    merged = {**parse_pins(left), **parse_pins(right)}
+    return {skill_id: pin.to_state() for skill_id, pin in list(merged.items())[-MAX_STATE_SKILLS:]}
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSkills:
+    """The skills keys of one thread's state, validated (`thread_skills`).
+
+    Attributes:
+        loaded: Canonical ids of the loaded skills, in load order.
+        current: The skill whose SKILL.md the prompt shows: one of `loaded`, or None.
+        pins: The version each loaded skill was loaded at (only loaded skills).
+    """
+
+    loaded: tuple[str, ...] = ()
+    current: str | None = None
+    pins: Mapping[str, SkillPin] = field(default_factory=dict)
+
+
+def thread_skills(state: Any) -> ThreadSkills:
+    """Read `loaded_skills`, `current_skill` and `skill_versions` from a state, validated.
+
+    The one reader of those keys: the prompt middleware, the skill tools and the
+    backend's tenancy all go through it. Malformed parts are dropped with a log line;
+    a `current_skill` the thread did not load is ignored. Never raises.
+    """
+    if not isinstance(state, Mapping):
+        return ThreadSkills()
+    loaded = loaded_skill_ids(state.get(LOADED_SKILLS_KEY))
+    raw_current = state.get(CURRENT_SKILL_KEY)
+    current = _canonical_id(raw_current)
+    if current is not None and current not in loaded:
+        logger.warning("ignored the state's current_skill: the thread did not load it")
+        current = None
+    elif current is None and raw_current is not None:
+        logger.warning("ignored a malformed current_skill in the state")
+    pins = parse_pins(state.get(SKILL_VERSIONS_KEY)) if loaded else {}
+    return ThreadSkills(tuple(loaded), current, {k: v for k, v in pins.items() if k in loaded})
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,21 +364,10 @@ def _state_value(configurable: Mapping[str, Any], key: str) -> Any:
         return None
 
 
-def _state_skill_versions(configurable: Mapping[str, Any]) -> dict[str, SkillPin]:
-    """The pins of the run's state (`skill_versions`), read the way `loaded_skills` is."""
-    return parse_pins(_state_value(configurable, SKILL_VERSIONS_KEY))
-
-
-def _state_loaded_skills(configurable: Mapping[str, Any]) -> list[str]:
-    value = _state_value(configurable, LOADED_SKILLS_KEY)
-    if value is None:
-        return []
-    values = [value] if isinstance(value, str) else list(value) if isinstance(value, Iterable) else []
-    # State comes from checkpoints: never trust it.
-    good = [v for v in values if SkillId.is_valid(v)]
-    if len(good) != len(values):
-        logger.warning("ignored %d malformed skill id(s) in the state's loaded_skills", len(values) - len(good))
-    return good
+def _state_skills(configurable: Mapping[str, Any]) -> ThreadSkills:
+    """The skills keys of the run's state, read fresh and validated (`thread_skills`)."""
+    state = {key: _state_value(configurable, key) for key in (LOADED_SKILLS_KEY, SKILL_VERSIONS_KEY)}
+    return thread_skills(state)
 
 
 def resolve_tenant(
@@ -245,8 +393,9 @@ def resolve_tenant(
     ticket = explicit.ticket_id if explicit.ticket_id is not None else found.ticket_id
     own = (instance_skills or {}).get(user, ())
     configurable: Mapping[str, Any] = config.get("configurable") or {}
-    loaded = list(dict.fromkeys([*_state_loaded_skills(configurable), *own]))
-    pins = _state_skill_versions(configurable) if configurable else {}
+    state = _state_skills(configurable) if configurable else ThreadSkills()
+    loaded = list(dict.fromkeys([*state.loaded, *own]))
+    pins = state.pins
     return Tenant(
         user_id=check_identity(user, "user id") if user is not None else None,
         thread_id=check_identity(thread, "thread id") if thread is not None else None,

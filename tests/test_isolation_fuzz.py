@@ -12,15 +12,21 @@ Every key or prefix the store is asked for is checked against what ana may touch
 canary may appear in any result. A `KeyLogStore` (in memory) records the requests, so
 thousands of examples run in seconds: `S3SKILLS_FUZZ_EXAMPLES` sets how many (2,000 by
 default; see the README for a run with far more).
+
+The second half (issue 22) also generates the thread's state (`thread_states()`: random and
+hostile `loaded_skills`, `current_skill`, `skill_versions`, with other tenants' real ETags and
+VersionIds) on a versioned bucket, and adds the system prompt as an operation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from keylog import KeyLogStore
@@ -31,6 +37,8 @@ from langgraph.prebuilt import ToolNode
 from runs import ASYNC_RUN, SYNC_RUN
 
 from s3skills import S3Backend
+from s3skills.middleware import SkillsPromptMiddleware
+from s3skills.middleware.skills_prompt import merge_loaded_skills, merge_skill_versions
 from s3skills.tools import skill_tools
 
 EXAMPLES = int(os.environ.get("S3SKILLS_FUZZ_EXAMPLES", "2000"))
@@ -185,32 +193,43 @@ SKILL_NAMES = st.one_of(
 
 SyncOp = Callable[[str, str], Any]
 
-SYNC_OPS: dict[str, SyncOp] = {
-    "ls": lambda p, g: BACKEND.ls(p),
-    "read": lambda p, g: BACKEND.read(p),
-    "read_window": lambda p, g: BACKEND.read(p, offset=1, limit=3),
-    "grep": lambda p, g: BACKEND.grep("alpha", path=p or None, glob=g or None),
-    "grep_pattern": lambda p, g: BACKEND.grep(g or "a", path="/"),
-    "glob": lambda p, g: BACKEND.glob(g, path=p or "/"),
-    "write": lambda p, g: BACKEND.write(p, "written"),
-    "edit": lambda p, g: BACKEND.edit(p, "alpha", "alpha", replace_all=True),
-    "delete": lambda p, g: BACKEND.delete(p),
-    "upload": lambda p, g: BACKEND.upload_files([(p, b"uploaded")]),
-    "download": lambda p, g: BACKEND.download_files([p]),
-    "exists": lambda p, g: BACKEND.exists(p),
-}
-ASYNC_OPS: dict[str, Callable[[str, str], Any]] = {
-    "als": lambda p, g: BACKEND.als(p),
-    "aread": lambda p, g: BACKEND.aread(p),
-    "agrep": lambda p, g: BACKEND.agrep("alpha", path=p or None, glob=g or None),
-    "aglob": lambda p, g: BACKEND.aglob(g, path=p or "/"),
-    "awrite": lambda p, g: BACKEND.awrite(p, "written"),
-    "aedit": lambda p, g: BACKEND.aedit(p, "alpha", "alpha"),
-    "adelete": lambda p, g: BACKEND.adelete(p),
-    "aupload": lambda p, g: BACKEND.aupload_files([(p, b"uploaded")]),
-    "adownload": lambda p, g: BACKEND.adownload_files([p]),
-    "aexists": lambda p, g: BACKEND.aexists(p),
-}
+
+def sync_ops(backend: S3Backend) -> dict[str, SyncOp]:
+    """Every sync protocol operation of `backend`, as `op(path, pattern)`."""
+    return {
+        "ls": lambda p, g: backend.ls(p),
+        "read": lambda p, g: backend.read(p),
+        "read_window": lambda p, g: backend.read(p, offset=1, limit=3),
+        "grep": lambda p, g: backend.grep("alpha", path=p or None, glob=g or None),
+        "grep_pattern": lambda p, g: backend.grep(g or "a", path="/"),
+        "glob": lambda p, g: backend.glob(g, path=p or "/"),
+        "write": lambda p, g: backend.write(p, "written"),
+        "edit": lambda p, g: backend.edit(p, "alpha", "alpha", replace_all=True),
+        "delete": lambda p, g: backend.delete(p),
+        "upload": lambda p, g: backend.upload_files([(p, b"uploaded")]),
+        "download": lambda p, g: backend.download_files([p]),
+        "exists": lambda p, g: backend.exists(p),
+    }
+
+
+def async_ops(backend: S3Backend) -> dict[str, Callable[[str, str], Any]]:
+    """Every async protocol operation of `backend`, as `op(path, pattern)` (a coroutine)."""
+    return {
+        "als": lambda p, g: backend.als(p),
+        "aread": lambda p, g: backend.aread(p),
+        "agrep": lambda p, g: backend.agrep("alpha", path=p or None, glob=g or None),
+        "aglob": lambda p, g: backend.aglob(g, path=p or "/"),
+        "awrite": lambda p, g: backend.awrite(p, "written"),
+        "aedit": lambda p, g: backend.aedit(p, "alpha", "alpha"),
+        "adelete": lambda p, g: backend.adelete(p),
+        "aupload": lambda p, g: backend.aupload_files([(p, b"uploaded")]),
+        "adownload": lambda p, g: backend.adownload_files([p]),
+        "aexists": lambda p, g: backend.aexists(p),
+    }
+
+
+SYNC_OPS = sync_ops(BACKEND)
+ASYNC_OPS = async_ops(BACKEND)
 TOOL_OPS = ("cargar_habilidad", "read_skill", "list_skills")
 OPERATIONS = [*SYNC_OPS, *ASYNC_OPS, *TOOL_OPS]
 
@@ -284,3 +303,214 @@ def test_the_fuzzed_calls_do_reach_the_store_and_see_allowed_data() -> None:
     assert all(allowed(op, key) for op, key in log if op != "GetObject.bytes")
     assert not allowed("GetObject", "users/bob/threads/t1/notes.md")
     assert not allowed("GetObject", "users/ana/skills/notes/private.md")
+
+
+# --- generated graph state (issue 22) ------------------------------------------------------------
+#
+# Graph state is client input. The same tenant and operations, now with GENERATED
+# `loaded_skills`, `current_skill` and `skill_versions`: random and hostile values, written
+# through the reducers or straight into the channels (`{"__overwrite__": ...}`, as
+# `threads.update_state` can), with pins built from the real ETags and VersionIds of every
+# object in a versioned bucket (bob's, the disabled skills', other threads', older versions).
+# One more operation, `prompt`, builds `SkillsPromptMiddleware`'s system prompt from that state.
+#
+# Some files have an older version whose bytes carry an `OLD-*` marker: it may show only when
+# the generated state holds that version's exact (ETag, VersionId) pair (a pin naming a real
+# version of a skill ana may read). The state may load any of ana's own enabled skills (she
+# could load them with cargar_habilidad), so `CANARY-A-UNLOADED` is not a canary here; bob's,
+# other threads', other tickets' and disabled skills' bytes are. `thread_states()` is a plain
+# strategy of state values, to compose with other generators (e.g. hostile derived files).
+
+STATE_CANARIES = tuple(c for c in CANARIES if c != "CANARY-A-UNLOADED")
+OLDER_VERSIONS: dict[str, bytes] = {  # written first, then overwritten by FILES
+    "users/ana/skills/pdf/SKILL.md": _md("pdf", "PDF forms.", "OLD-ANA-PDF-BODY"),
+    "users/ana/skills/pdf/forms.md": b"OLD-ANA-PDF-FORMS",
+    "shared/org/skills/house/SKILL.md": _md("house", "House style.", "OLD-HOUSE-BODY"),
+    "users/bob/skills/pdf/forms.md": b"CANARY-B-LIB old",
+    "users/ana/skills/off/ref.md": b"CANARY-A-DISABLED old",
+}
+OLD_MARKERS = {"OLD-ANA-PDF-BODY": 0, "OLD-ANA-PDF-FORMS": 1, "OLD-HOUSE-BODY": 2}  # index in OLDER_VERSIONS
+
+
+def _versioned_store() -> tuple[KeyLogStore, list[tuple[str, str, str]]]:
+    """The fuzz bucket with versioning on and older versions; every (key, ETag, VersionId)."""
+    store = KeyLogStore()
+    asyncio.run(store.aput_versioning(True))
+    for files in (OLDER_VERSIONS, FILES):
+        for key, body in files.items():
+            store.put_object(key, body)
+    versions = asyncio.run(store.alist_versions(""))
+    return store, [(v.key, v.etag, v.version_id) for v in versions if v.version_id]
+
+
+STATE_STORE, ALL_VERSIONS = _versioned_store()
+STATE_BACKEND = S3Backend("memory", store=STATE_STORE, shared_prefix="org")
+STATE_PROMPT = SkillsPromptMiddleware(STATE_BACKEND)
+STATE_SYNC_OPS = sync_ops(STATE_BACKEND)
+STATE_ASYNC_OPS = async_ops(STATE_BACKEND)
+STATE_OPERATIONS = [*STATE_SYNC_OPS, *STATE_ASYNC_OPS, *TOOL_OPS, "prompt"]
+
+
+def _old_pair(marker: str) -> tuple[str, str]:
+    """The (ETag, VersionId) of the older version holding `marker`."""
+    key, body = list(OLDER_VERSIONS.items())[OLD_MARKERS[marker]]
+    etag = hashlib.md5(body, usedforsecurity=False).hexdigest()
+    return next((e, v) for k, e, v in ALL_VERSIONS if k == key and e == etag)
+
+
+class FuzzState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    loaded_skills: Annotated[list[str], merge_loaded_skills]
+    current_skill: Any
+    skill_versions: Annotated[dict[str, Any], merge_skill_versions]
+    op: Any
+    result: Any
+
+
+async def _run_op(state: FuzzState) -> dict[str, Any]:
+    return {"result": await state["op"](state)}
+
+
+def _state_graph() -> Any:
+    graph = StateGraph(FuzzState)
+    graph.add_node("op", _run_op)
+    graph.add_node("tools", ToolNode(skill_tools(STATE_BACKEND)))
+    graph.add_conditional_edges(START, lambda s: "tools" if s.get("messages") else "op", ["op", "tools"])
+    graph.add_edge("op", END)
+    graph.add_edge("tools", END)
+    return graph.compile()
+
+
+STATE_RUN = _state_graph()
+
+STATE_IDS = [*HOSTILE_SKILLS, "escrituras/compraventa", "../../x", "a/b/c", "", "/pdf/", " pdf", "x\x00"]
+PIN_PATHS = ["SKILL.md", "forms.md", "refs/a.md", "ref.md", "private.md", "../SKILL.md", "a//b", "", "scripts/go.py"]
+ETAGS = [*sorted({e for _, e, _ in ALL_VERSIONS}), "", "x" * 300]
+VERSION_IDS = [*sorted({v for _, _, v in ALL_VERSIONS}), "null", ""]
+JUNK = st.one_of(st.none(), st.integers(), st.text(max_size=8), st.lists(st.integers(), max_size=2))
+
+
+def pins() -> st.SearchStrategy[Any]:
+    """A `skill_versions` entry: mostly well-formed from the bucket's real ETags/VersionIds, else junk."""
+    pinned_file = st.fixed_dictionaries(
+        {"etag": st.sampled_from(ETAGS)}, optional={"version_id": st.sampled_from(VERSION_IDS) | JUNK}
+    )
+    files = st.dictionaries(st.sampled_from(PIN_PATHS), pinned_file, max_size=4)
+    return st.fixed_dictionaries({"version": st.text(min_size=1, max_size=12), "files": files}) | JUNK
+
+
+def thread_states() -> st.SearchStrategy[dict[str, Any]]:
+    """Values of the three skills keys (each may be absent), through the reducers or as `__overwrite__`."""
+    ids = st.sampled_from(STATE_IDS) | SKILL_NAMES
+    loaded = st.lists(ids, max_size=5) | st.sampled_from(["notalist", "pdf"]) | JUNK | st.dictionaries(ids, JUNK)
+    versions = st.dictionaries(ids, pins(), max_size=4) | st.just("notadict") | JUNK
+
+    def raw_or_overwrite(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+        return values | values.map(lambda v: {"__overwrite__": v})
+
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "loaded_skills": raw_or_overwrite(loaded),
+            "current_skill": ids | JUNK,
+            "skill_versions": raw_or_overwrite(versions),
+        },
+    )
+
+
+def state_allowed(operation: str, key: str) -> bool:
+    """`allowed`, except that the state may load any of ana's enabled skills (so read their files)."""
+    if operation in ("GetObject", "HeadObject") and key.startswith(ENABLED_SKILL_FOLDERS):
+        return key not in DISABLED_SKILL_MD
+    return allowed(operation, key)
+
+
+def _pairs(value: Any) -> set[tuple[str, str]]:
+    """Every (etag, version_id) pair of strings anywhere in a generated state value."""
+    found: set[tuple[str, str]] = set()
+    if isinstance(value, dict):
+        etag, version_id = value.get("etag"), value.get("version_id")
+        if isinstance(etag, str) and isinstance(version_id, str):
+            found.add((etag, version_id))
+        for item in value.values():
+            found |= _pairs(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= _pairs(item)
+    return found
+
+
+def run_with_state(operation: str, path: str, pattern: str, skill: str, state: dict[str, Any]) -> Any:
+    """One operation in a LangGraph run whose state starts as `state`."""
+    if operation in TOOL_OPS:
+        call = {"name": operation, "args": _tool_args(operation, skill, pattern), "id": "c1", "type": "tool_call"}
+        start = {"messages": [AIMessage(content="", tool_calls=[call])], **state}
+        out = STATE_RUN.invoke(start, context=CONTEXT, config=CONFIG)
+        return [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
+
+    async def op(current: FuzzState) -> Any:
+        if operation == "prompt":
+            return await STATE_PROMPT.build_prompt(current)
+        if operation in STATE_ASYNC_OPS:
+            return await STATE_ASYNC_OPS[operation](path, pattern)
+        return await asyncio.to_thread(STATE_SYNC_OPS[operation], path, pattern)
+
+    return asyncio.run(STATE_RUN.ainvoke({"op": op, **state}, context=CONTEXT, config=CONFIG))["result"]
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    operation=st.sampled_from(STATE_OPERATIONS),
+    path=PATHS,
+    pattern=GLOBS,
+    skill=SKILL_NAMES,
+    state=thread_states(),
+)
+def test_generated_state_never_raises_nor_shows_another_tenant_or_a_hidden_skill(
+    operation: str, path: str, pattern: str, skill: str, state: dict[str, Any]
+) -> None:
+    STATE_STORE.take()
+    result = run_with_state(operation, path, pattern, skill, state)
+    what = f"{operation}({path!r}, {pattern!r}, {skill!r}) with {state!r}"
+    for op, key in STATE_STORE.take():
+        assert op == "GetObject.bytes" or state_allowed(op, key), f"{what} sent {op} {key!r}"
+    shown = repr(result)
+    for canary in STATE_CANARIES:
+        assert canary not in shown, f"{what} showed {canary}: {shown[:300]}"
+    pairs = _pairs(state)
+    for marker in OLD_MARKERS:
+        if marker in shown:
+            assert _old_pair(marker) in pairs, f"{what} showed {marker} without its version's own pin"
+
+
+def test_a_generated_state_does_reach_pinned_versions_and_the_prompt() -> None:
+    # Guards the property above against states that silently change nothing.
+    etag, version_id = _old_pair("OLD-ANA-PDF-BODY")
+    forms_etag, forms_version = _old_pair("OLD-ANA-PDF-FORMS")
+    pin = {"version": "old", "files": {"SKILL.md": {"etag": etag, "version_id": version_id}}}
+    pin["files"]["forms.md"] = {"etag": forms_etag, "version_id": forms_version}
+    state = {"loaded_skills": ["pdf"], "current_skill": "pdf", "skill_versions": {"pdf": pin}}
+    prompt = run_with_state("prompt", "", "", "", state)
+    assert "OLD-ANA-PDF-BODY" in prompt
+    assert "OLD-ANA-PDF-FORMS" in run_with_state("aread", "/skills/pdf/forms.md", "", "", state).file_data["content"]
+
+    # The same VersionId under another real ETag (bob's SKILL.md) is refused.
+    bobs = next(e for k, e, _ in ALL_VERSIONS if k == "users/bob/skills/pdf/SKILL.md")
+    forged = {"pdf": {"version": "x", "files": {"SKILL.md": {"etag": bobs, "version_id": version_id}}}}
+    shown = run_with_state("prompt", "", "", "", {**state, "skill_versions": {"__overwrite__": forged}})
+    assert "OLD-ANA-PDF-BODY" not in shown
+    assert "CANARY-B-LIB" not in shown
+    assert "reload it with cargar_habilidad" in shown
+
+    # Hostile values leave a working run: nothing loaded, no current skill, the index shown.
+    for hostile in ({"loaded_skills": "notalist"}, {"loaded_skills": {"__overwrite__": ["../../x", "a/b/c", ""]}}):
+        prompt = run_with_state("prompt", "", "", "", {**hostile, "current_skill": "pdf"})
+        assert "### Loaded skills" not in prompt
+        assert "### Current skill" not in prompt
+        assert "pdf" in prompt

@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 
 from s3skills.serve.langgraph import LangGraphAuthResolver, langgraph_auth_identity
-from s3skills.tenancy import Identity
+from s3skills.tenancy import Identity, thread_skills
 from s3skills.testing import LOOPBACK, MotoServer, free_port, make_bucket, make_client, unique_bucket_name
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "langgraph-server"
@@ -308,9 +308,9 @@ def deployment(moto_server: MotoServer) -> Iterator[Deployment]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-@pytest.fixture
-def connect(deployment: Deployment) -> Iterator[Any]:
-    """`connect(token, **headers)`: a `langgraph_sdk` sync client, closed after the test."""
+@contextlib.contextmanager
+def _clients(url: str) -> Iterator[Any]:
+    """`client(token, **headers)`: `langgraph_sdk` sync clients on `url`, closed on exit."""
     from langgraph_sdk import get_sync_client
 
     with contextlib.ExitStack() as clients:
@@ -318,9 +318,16 @@ def connect(deployment: Deployment) -> Iterator[Any]:
         def client(token: str | None, **headers: str) -> Any:
             if token is not None:
                 headers["Authorization"] = f"Bearer {token}"
-            made = get_sync_client(url=deployment.url, api_key=None, headers=headers, timeout=RUN_TIMEOUT)
+            made = get_sync_client(url=url, api_key=None, headers=headers, timeout=RUN_TIMEOUT)
             return clients.enter_context(made)
 
+        yield client
+
+
+@pytest.fixture
+def connect(deployment: Deployment) -> Iterator[Any]:
+    """`connect(token, **headers)`: a `langgraph_sdk` sync client, closed after the test."""
+    with _clients(deployment.url) as client:
         yield client
 
 
@@ -438,3 +445,173 @@ def test_a_user_cannot_run_on_another_users_thread(connect: Any) -> None:
     with pytest.raises(httpx.HTTPStatusError) as refused:
         bob.threads.get(alice_thread)
     assert refused.value.response.status_code == 404
+
+
+# --- graph state is client input (issue 22), through `langgraph dev` -------------------------
+
+SHARED_SKILL = "shared/org/skills/guia/"
+
+
+def _version_of(s3: Any, bucket: str, key: str, text: str) -> tuple[str, str]:
+    """Write `text` at `key`; its (ETag, VersionId)."""
+    out = s3.put_object(Bucket=bucket, Key=key, Body=text.encode())
+    return str(out["ETag"]).strip('"'), str(out["VersionId"])
+
+
+SHARED_MANIFEST = "shared/org/.s3skills/manifest.json"
+
+
+def _push_guia(s3: Any, bucket: str, version: str) -> tuple[str, str]:
+    """A push of guia's SKILL.md from outside s3skills; dropping the manifest makes the server see it now."""
+    pushed = _version_of(s3, bucket, SHARED_SKILL + "SKILL.md", _guia(version))
+    s3.delete_object(Bucket=bucket, Key=SHARED_MANIFEST)
+    return pushed
+
+
+def _guia(version: str) -> str:
+    return f"---\nname: guia\ndescription: The shared guide.\n---\n# guia\nGUIA-TEXT-{version}\n"
+
+
+@pytest.fixture(scope="module")
+def shared_deployment(moto_server: MotoServer) -> Iterator[Deployment]:
+    """The example over a versioned bucket whose only skill is a shared one, pushed twice.
+
+    `versions` holds the (ETag, VersionId) of each SKILL.md push: V0 (withdrawn), then VA.
+    """
+    pytest.importorskip("langgraph_cli", reason="langgraph-cli[inmem] is not installed (the test extra has it)")
+    pytest.importorskip("langgraph_api", reason="langgraph-cli[inmem] is not installed (the test extra has it)")
+    bucket = make_bucket(moto_server.endpoint_url, unique_bucket_name("lgstate"))
+    s3 = make_client(moto_server.endpoint_url)
+    s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    versions = {}
+    for version in ("V0", "VA"):
+        _put(s3, bucket, SHARED_SKILL + "references/private.md", f"GUIA-REF-{version}")
+        versions[version] = _version_of(s3, bucket, SHARED_SKILL + "SKILL.md", _guia(version))
+    workdir = Path(tempfile.mkdtemp(prefix="s3skills-lgstate-"))
+    env = _server_env(
+        S3SKILLS_BUCKET=bucket,
+        S3SKILLS_ENDPOINT_URL=moto_server.endpoint_url,
+        S3SKILLS_SHARED_PREFIX="org",
+        S3SKILLS_SCRIPTED="1",
+        S3SKILLS_DEV_TOKENS=json.dumps(TOKENS),
+    )
+    server = DevServer(workdir, env)
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name in _PROXY_VARS:
+                patch.delenv(name, raising=False)
+            server.start()
+            yield Deployment(url=server.url, bucket=bucket, s3=s3, server=server, versions=versions)
+    finally:
+        server.stop()
+        s3.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _report_only(deployment: Deployment, client: Any, thread_id: str, **input_keys: Any) -> dict[str, Any]:
+    """A run whose scripted model only reports what its prompt shows (no load, no tool call)."""
+    values = client.runs.wait(
+        thread_id, "skills", input={"messages": [{"role": "user", "content": "REPORT-ONLY"}], **input_keys}
+    )
+    assert isinstance(values, dict), f"{values!r}\n{deployment.server.log_tail()}"
+    assert "messages" in values, f"{values!r}\n{deployment.server.log_tail()}"
+    report: dict[str, Any] = json.loads(values["messages"][-1]["content"])
+    return report
+
+
+@pytest.fixture
+def connect_shared(shared_deployment: Deployment) -> Iterator[Any]:
+    """`connect` for the shared-library deployment."""
+    with _clients(shared_deployment.url) as client:
+        yield client
+
+
+def test_the_served_graph_does_not_take_the_skills_keys_as_input(
+    shared_deployment: Deployment, connect_shared: Any
+) -> None:
+    client = connect_shared(BOB_TOKEN)
+    assistant = client.assistants.search(graph_id="skills")[0]
+    schemas = client.assistants.get_schemas(assistant["assistant_id"])
+    inputs = set(schemas["input_schema"]["properties"])
+    assert "messages" in inputs
+    assert not inputs & {"loaded_skills", "current_skill", "skill_versions"}
+
+    # Sent anyway in a run's input, they are dropped: nothing is mounted or shown.
+    thread_id = client.threads.create()["thread_id"]
+    forged = {"guia": {"version": "x", "files": {"SKILL.md": {"etag": "e", "version_id": "v"}}}}
+    report = _report_only(
+        shared_deployment, client, thread_id, loaded_skills=["guia"], current_skill="guia", skill_versions=forged
+    )
+    assert "GUIA-TEXT" not in report["system_prompt"]
+    assert "### Loaded skills" not in report["system_prompt"]
+    values = client.threads.get_state(thread_id)["values"]
+    assert not values.get("loaded_skills")
+    assert not values.get("skill_versions")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"loaded_skills": {"__overwrite__": "notalist"}},
+        {"loaded_skills": ["../../x", "a/b/c", ""]},
+        {"skill_versions": {"__overwrite__": "notadict"}},
+        {"current_skill": "../../users/alice/skills/x"},
+    ],
+    ids=["overwrite-notalist", "bad-ids", "overwrite-notadict", "current-escape"],
+)
+def test_a_hostile_update_state_never_breaks_a_served_thread(
+    shared_deployment: Deployment, connect_shared: Any, values: dict[str, Any]
+) -> None:
+    client = connect_shared(BOB_TOKEN)
+    thread_id = client.threads.create()["thread_id"]
+    _run(shared_deployment, client, thread_id)  # loads guia
+    client.threads.update_state(thread_id, values)
+    client.threads.get_state(thread_id)  # answers (it was a 500 with "notadict")
+
+    # The next run ends normally (reloading guia when the write dropped it), guia still mounted.
+    report = _run(shared_deployment, client, thread_id)
+    assert "- guia: /skills/guia/" in report["system_prompt"]
+    assert "users/alice" not in json.dumps(report)
+    state = client.threads.get_state(thread_id)["values"]
+    assert state["loaded_skills"] == ["guia"]
+    # An `__overwrite__` skips the reducers, so a raw value may stay in the channel: readers drop it.
+    assert set(thread_skills(state).pins) <= {"guia"}
+
+
+def test_a_forged_pin_through_update_state_never_changes_another_users_prompt(
+    shared_deployment: Deployment, connect_shared: Any
+) -> None:
+    s3, bucket = shared_deployment.s3, shared_deployment.bucket
+    etag_a, vid_a = shared_deployment.versions["VA"]
+    etag_0, vid_0 = shared_deployment.versions["V0"]
+    alice, bob = connect_shared(ALICE_TOKEN), connect_shared(BOB_TOKEN)
+
+    alice_thread = alice.threads.create()["thread_id"]
+    _run(shared_deployment, alice, alice_thread)  # alice loads guia at VA
+    pinned = alice.threads.get_state(alice_thread)["values"]["skill_versions"]["guia"]["files"]["SKILL.md"]
+    assert pinned == {"etag": etag_a, "version_id": vid_a}
+    try:
+        _push_guia(s3, bucket, "VC")  # a new push: VA is now an older version
+
+        bob_thread = bob.threads.create()["thread_id"]
+        _run(shared_deployment, bob, bob_thread)  # bob loads guia at VC
+        forged = {"guia": {"version": "forged", "files": {"SKILL.md": {"etag": etag_a, "version_id": vid_0}}}}
+        bob.threads.update_state(bob_thread, {"skill_versions": {"__overwrite__": forged}})
+        bob_report = _report_only(shared_deployment, bob, bob_thread)
+        assert "GUIA-TEXT-V0" not in bob_report["system_prompt"]
+        assert "GUIA-TEXT-VA" not in bob_report["system_prompt"]
+        assert "reload it with cargar_habilidad" in bob_report["system_prompt"]
+
+        alice_report = _report_only(shared_deployment, alice, alice_thread)
+        assert "GUIA-TEXT-VA" in alice_report["system_prompt"]
+        assert "GUIA-TEXT-V0" not in alice_report["system_prompt"]
+
+        # Only a pin whose ETag really is that version's shows it (a version bob's library holds).
+        genuine = {"guia": {"version": "old", "files": {"SKILL.md": {"etag": etag_0, "version_id": vid_0}}}}
+        bob.threads.update_state(bob_thread, {"skill_versions": genuine})
+        assert "GUIA-TEXT-V0" in _report_only(shared_deployment, bob, bob_thread)["system_prompt"]
+        alice_report = _report_only(shared_deployment, alice, alice_thread)
+        assert "GUIA-TEXT-VA" in alice_report["system_prompt"]
+        assert "GUIA-TEXT-V0" not in alice_report["system_prompt"]
+    finally:  # the other tests of this module expect VA current
+        _push_guia(s3, bucket, "VA")

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from keylog import KeyLogStore
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langgraph.checkpoint.memory import InMemorySaver
 from runs import SYNC_RUN
 
 from s3skills import S3Backend, create_skills_agent
@@ -63,10 +64,11 @@ def call(tool: str, **args: Any) -> AIMessage:
 
 
 def invoke(agent: Any, **state: Any) -> dict[str, Any]:
+    config = {"configurable": {"thread_id": "t1"}}
+    if state:  # the skills keys are not run input: a client writes them with update_state
+        agent.update_state(config, state, as_node="model")
     out: dict[str, Any] = agent.invoke(
-        {"messages": [{"role": "user", "content": "go"}], **state},
-        context={"user_id": "ana"},
-        config={"configurable": {"thread_id": "t1"}},
+        {"messages": [{"role": "user", "content": "go"}]}, context={"user_id": "ana"}, config=config
     )
     return out
 
@@ -96,7 +98,7 @@ def test_a_disabled_skill_cannot_be_loaded_read_mounted_prompted_or_run_even_whe
         call("run_skill_script", skill="orgoff", script="go.py"),
     ]
     model = ScriptedChatModel(steps=steps)
-    agent = create_skills_agent(model, backend, scripts=True)
+    agent = create_skills_agent(model, backend, scripts=True, checkpointer=InMemorySaver())
     out = invoke(agent, loaded_skills=["off", "orgoff"], current_skill="off")
     texts = tool_texts(out["messages"])
     assert len(texts) == len(steps)

@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from s3skills.aio import run_sync
 from s3skills.fs import S3Backend
 from s3skills.runner import ScriptRunner
+from s3skills.tenancy import thread_skills
 
 __all__ = ["RunSkillScriptInput", "script_tool"]
 
@@ -58,10 +59,10 @@ def script_tool(backend: S3Backend, runner: ScriptRunner | None = None) -> BaseT
     the_runner = runner or ScriptRunner(backend)
 
     async def arun(skill: str, script: str, runtime: ToolRuntime[Any, Any], args: JSONArgs = None) -> str:
-        state_skills = runtime.state.get("loaded_skills") if runtime.state is not None else None
+        state_skills = thread_skills(runtime.state).loaded  # client input: validated
         # Deduplicated: inside a run the backend sees the state's skills too, and a skill
         # listed twice would make its folder name look ambiguous (`calc` for `tools/calc`).
-        loaded = list(dict.fromkeys([*(state_skills or []), *backend.loaded_skills]))
+        loaded = list(dict.fromkeys([*state_skills, *backend.loaded_skills]))
         observation = await the_runner.arun(skill, script, args, loaded=loaded)
         return observation.to_json()
 

@@ -24,7 +24,7 @@ from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
 from s3skills.skills import SkillInfo, SkillLibrary, SkillRegistry, SkillVersion, log_usage, render, tool_name
-from s3skills.tenancy import SKILL_VERSIONS_KEY
+from s3skills.tenancy import SKILL_VERSIONS_KEY, thread_skills
 
 __all__ = ["load_skill_update", "skill_tools"]
 
@@ -250,7 +250,7 @@ def skill_tools(
 
     async def acargar(skill_path: str, runtime: ToolRuntime[Any, Any]) -> Command[Any] | str:
         state = runtime.state or {}
-        loaded = list(state.get("loaded_skills") or [])
+        loaded = list(thread_skills(state).loaded)  # client input: validated
         call_id = str(runtime.tool_call_id)
         return await load_skill_update(
             library, skill_path, loaded, call_id, names, pending=_earlier_loads(state, call_id)

@@ -50,7 +50,7 @@ from s3skills.skills.executable import (
     make_context,
 )
 from s3skills.skills.execution import arun_skill, enter_skill, run_skill
-from s3skills.tenancy import Tenant, run_config
+from s3skills.tenancy import Tenant, run_config, thread_skills
 
 __all__ = ["USE_SKILL", "SkillExecutionMiddleware", "UseSkillInput"]
 
@@ -308,7 +308,7 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
             if self.registry is None
             else [s.id for s in self.registry.list_skills(run_config(tenant)) if s.metadata.enabled]
         )
-        state_loaded = (runtime.state or {}).get("loaded_skills") or []
+        state_loaded = thread_skills(runtime.state).loaded  # client input: validated
         loaded = list(dict.fromkeys([*state_loaded, *tenant.loaded_skills]))
         code_id = _match(name, code_ids)
         if code_id is not None and self.registry is not None:

@@ -15,7 +15,8 @@ Environment:
     S3SKILLS_SCRIPTED: `1` to use a scripted model instead (no provider, for tests and
         smoke checks): each run loads the first skill of its index, reads files from the
         skill, /workspace and /ticket, writes /workspace/report.md and answers with a
-        JSON report of what it saw.
+        JSON report of what it saw. A user message of exactly `REPORT-ONLY` makes it
+        answer the report at once (what the prompt shows, with the thread as it is).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import os
 import re
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from s3skills import KeyLayout, S3Backend, create_skills_agent
 from s3skills.serve.langgraph import LangGraphAuthResolver
@@ -92,6 +93,7 @@ WORKSPACE_NOTE = "/workspace/notes.md"
 WORKSPACE_REPORT = "/workspace/report.md"
 TICKET_FILE = "/ticket/brief.md"
 SKILL_FILE = "references/private.md"
+REPORT_ONLY = "REPORT-ONLY"
 
 
 def _text(content: Any) -> str:
@@ -142,7 +144,8 @@ def probe_steps() -> list[ScriptStep]:
 
     def load(messages: list[BaseMessage]) -> AIMessage:
         index = _index(messages)
-        if not index:
+        latest = next((_text(m.content) for m in reversed(messages) if isinstance(m, HumanMessage)), "")
+        if not index or latest.strip() == REPORT_ONLY:
             return _report(messages)
         step = _call("cargar_habilidad", skill_path=index[0])
         return step.model_copy(update={"content": json.dumps({"index": index})})

@@ -59,6 +59,7 @@ from s3skills.errors import (
     FileTooLarge,
     InvalidPath,
     NotFound,
+    UserNotResolved,
 )
 from s3skills.fs import fileops
 from s3skills.fs.grep import grep_files
@@ -114,6 +115,10 @@ class S3Backend(SeedsAPI, BackendProtocol):
             vision models read; `text`, its text extracted page by page (needs the
             `pdf` extra, pypdf), for models without vision. Either way a path ending
             in `#text` or `#pages=2-4` asks for the text of all or some pages.
+        allow_anonymous: Let agent runs whose user cannot be resolved go on, with no
+            skill library (and no `/workspace` in the per-user layout). By default such a
+            run raises `UserNotResolved` (a `TenantError`) before the model is called:
+            a missing user is an application bug, not a user with no skills.
     """
 
     def __init__(
@@ -142,10 +147,12 @@ class S3Backend(SeedsAPI, BackendProtocol):
         registry: SkillRegistry | None = None,
         config: Config | None = None,
         pdf_mode: fileops.PdfMode = "file",
+        allow_anonymous: bool = False,
     ) -> None:
         if pdf_mode not in ("file", "text"):
             raise ValueError("pdf_mode must be 'file' or 'text'")
         self.pdf_mode: fileops.PdfMode = pdf_mode
+        self.allow_anonymous = allow_anonymous
         if config is None:
             base = limits or Limits()
             limits = replace(
@@ -200,6 +207,24 @@ class S3Backend(SeedsAPI, BackendProtocol):
         """The identity of the current call (explicit values, else the resolver's)."""
         tenant = resolve_tenant(self._explicit, resolver=self._resolver, instance_skills=self._instance_skills)
         return self.config.check_tenant(tenant)
+
+    def require_user(self) -> Tenant:
+        """The current call's tenant, refused when it has no user (unless `allow_anonymous`).
+
+        Agent front ends call it before the model runs (`SkillsPromptMiddleware`).
+
+        Raises:
+            UserNotResolved: No user id, and the backend was not built with `allow_anonymous=True`.
+            TenantError, InvalidPath: Ids the layout or the allow-list refuses.
+        """
+        tenant = self.tenant()
+        if tenant.user_id is None and not self.allow_anonymous:
+            raise UserNotResolved(
+                "This run has no user: pass it in the run's context (context={'user_id': ...}), check "
+                "the backend's resolver (on LangGraph Server, the auth handler), or build the backend "
+                "with S3Backend(..., allow_anonymous=True) to allow runs with no skill library."
+            )
+        return tenant
 
     # -- ls -------------------------------------------------------------------------------
 

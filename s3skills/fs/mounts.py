@@ -154,6 +154,17 @@ class Mounts:
             tenant = replace(tenant, loaded_skills=tuple(seen.values()))
         return tenant
 
+    async def mounted(self, tenant: Tenant) -> list[str]:
+        """The loaded skills that have a folder under /skills now (the index already read answers).
+
+        `loaded_skills` is client input: a disabled, deleted, unknown or code skill named there
+        is not listed (and `_skill` refuses to open it).
+        """
+        if not tenant.loaded_skills or tenant.user_id is None:
+            return []
+        folders = {s.id for s in await self.library.aindex(tenant=tenant, cached=True) if s.source != "code"}
+        return [skill_id for skill_id in tenant.loaded_skills if skill_id in folders]
+
     async def _skill(self, tenant: Tenant, leaf: str, rest: tuple[str, ...]) -> Location:
         skill_id = _loaded_with_leaf(tenant, leaf)
         try:

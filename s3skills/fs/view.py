@@ -20,7 +20,7 @@ from s3skills.fs import fileops
 from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, loaded_skill_of, mounts_of
 from s3skills.ids import SkillId
 from s3skills.paths import VPath
-from s3skills.skills.versions import read_pinned
+from s3skills.skills.pinned import read_verified
 from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore
 from s3skills.tenancy import Tenant
 
@@ -53,7 +53,7 @@ class FileView:
         if isinstance(target, RootDir):
             return [fileops.file_info(f"/{name}/", is_dir=True) for name in mounts_of(tenant)]
         if isinstance(target, SkillsDir):
-            leaves = sorted({SkillId.parse(s).leaf for s in tenant.loaded_skills})
+            leaves = sorted({SkillId.parse(s).leaf for s in await self.mounts.mounted(tenant)})
             return [fileops.file_info(f"/skills/{leaf}/", is_dir=True) for leaf in leaves]
         limit = self.config.limits.max_ls_entries
         objects: list[ObjectInfo] = []
@@ -117,7 +117,8 @@ class FileView:
         pin = tenant.skill_versions.get(skill_id) if skill_id is not None else None
         if pin is None:
             return await self.store.aget(target.key, max_bytes=max_bytes)
-        return await read_pinned(self.store, target.key, "/".join(target.rel), pin, max_bytes=max_bytes)
+        # The pin comes from graph state (client input): the answer is checked against it.
+        return (await read_verified(self.store, target.prefix, "/".join(target.rel), pin, max_bytes=max_bytes))[0]
 
     async def get_file(self, tenant: Tenant, vpath: VPath) -> tuple[Location, bytes, str, datetime | None]:
         """A file's location, bytes, ETag and time (the seeds' `.md` fallback included).

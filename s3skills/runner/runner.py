@@ -41,6 +41,7 @@ from s3skills.runner.launcher import Job, Launcher, LocalLauncher
 from s3skills.runner.process import Finished, LaunchError, Limits
 from s3skills.runner.staging import Refused, human, private_dir, script_parts, stage, write_args
 from s3skills.skills.usage import log_usage
+from s3skills.tenancy import loaded_skill_ids
 
 if TYPE_CHECKING:
     from s3skills.skills import SkillLibrary
@@ -259,7 +260,8 @@ class ScriptRunner:
             wanted = str(SkillId.parse(skill_id))
         except S3SkillsError as exc:
             raise Refused(str(exc)) from None
-        by_leaf = [s for s in loaded if "/" not in wanted and SkillId.is_valid(s) and SkillId.parse(s).leaf == wanted]
+        loaded = loaded_skill_ids(list(loaded))  # may come from graph state: client input
+        by_leaf = [s for s in loaded if "/" not in wanted and SkillId.parse(s).leaf == wanted]
         if wanted in loaded or len(by_leaf) == 1:
             return wanted if wanted in loaded else by_leaf[0]
         raise Refused(

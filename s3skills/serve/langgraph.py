@@ -20,8 +20,10 @@ deployment's `@auth.authenticate` handler,
   any client value).
 
 `langgraph_auth_identity` reads exactly those. The client's `context` argument is
-ignored. With no authenticated user it returns no user id, so every user-scoped
-mount (the library, `/workspace`) is refused; it never falls back to client ids.
+ignored. With no authenticated user it returns no user id: an agent run then fails with
+`UserNotResolved` before the model is called (unless the backend has `allow_anonymous=True`,
+and then every user-scoped mount, the library and `/workspace`, is refused); it never falls
+back to client ids.
 
 Under `langgraph dev`, a request with the header `x-auth-scheme: langsmith` is let in
 as the Studio user (`StudioUser("langgraph-studio-user")`) without the custom handler,

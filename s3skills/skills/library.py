@@ -31,6 +31,7 @@ from s3skills.skills.catalog import SkillCatalog, SkillEntry
 from s3skills.skills.matching import closest_ids, rank
 from s3skills.skills.model import InvalidSkill, SkillInfo, SkillProblem
 from s3skills.skills.parse import get_skill_doc, parse_skill_md
+from s3skills.skills.pinned import VerifiedKey, read_verified, verified_key
 from s3skills.skills.registry import SkillRegistry, merge_index
 from s3skills.skills.results import (
     LoadResult,
@@ -42,7 +43,7 @@ from s3skills.skills.results import (
     shared_prefix,
     sort_into_homes,
 )
-from s3skills.skills.versions import SkillVersion, current_from_objects, current_version, read_pinned
+from s3skills.skills.versions import SkillVersion, current_from_objects, current_version
 from s3skills.skills.versions import history as version_history
 from s3skills.skills.writers import LibraryWriter
 from s3skills.storage import ObjectBody, ObjectStore, ObjectVersion
@@ -97,7 +98,9 @@ class SkillLibrary(LibraryWriter):
             verify_interval=self.config.verify_interval,
         )
         self._tenant = tenant or (lambda: self.config.check_tenant(resolve_tenant(Identity())))
-        self._pinned_md: OrderedDict[tuple[str, str], str] = OrderedDict()  # (folder, ETag) -> SKILL.md body
+        # Older SKILL.md bodies read by VersionId, keyed by what the read verified (key, VersionId and
+        # the ETag S3 returned), never by a pin's claim alone: see `s3skills.skills.pinned`.
+        self._pinned_md: OrderedDict[VerifiedKey, str] = OrderedDict()
 
     def tenant(self) -> Tenant:
         """The tenant of the current call."""
@@ -400,7 +403,7 @@ class SkillLibrary(LibraryWriter):
             raise NotFound(path)
         limit = max_bytes or self.config.limits.max_file_bytes
         pin = tenant.skill_versions.get(home.skill.id)
-        return await read_pinned(self.store, key, "/".join(rel), pin, max_bytes=limit)
+        return (await read_verified(self.store, home.prefix, "/".join(rel), pin, max_bytes=limit))[0]
 
     @io_bound
     async def aload(self, name: str, loaded: Sequence[str] = (), *, tenant: Tenant | None = None) -> LoadResult:
@@ -464,14 +467,18 @@ class SkillLibrary(LibraryWriter):
         if pinned is None or pinned.etag == skill.etag or skill.source == "code":
             return await self.ainstructions_of(skill, tenant=tenant)
         home = await self.ahome(skill.id, tenant=tenant)
-        cache_key = (home.prefix, pinned.etag)
-        text = self._pinned_md.get(cache_key)
-        if text is None:
-            body = await read_pinned(
-                self.store, home.prefix + "SKILL.md", "SKILL.md", pin, max_bytes=self.config.limits.max_skill_md_bytes
-            )
-            text = get_skill_doc(body.data.decode("utf-8-sig", errors="replace"))
-            self._pinned_md[cache_key] = text
+        # A pin is client input: only a read by VersionId that returned the pinned ETag is cached
+        # (a version is immutable), and a hit needs that exact key, VersionId and ETag.
+        claimed = verified_key(home.prefix, "SKILL.md", pin) if pinned.version_id else None
+        if claimed is not None and (text := self._pinned_md.get(claimed)) is not None:
+            self._pinned_md.move_to_end(claimed)
+            return text
+        body, verified = await read_verified(
+            self.store, home.prefix, "SKILL.md", pin, max_bytes=self.config.limits.max_skill_md_bytes
+        )
+        text = get_skill_doc(body.data.decode("utf-8-sig", errors="replace"))
+        if verified is not None and verified.version_id is not None:
+            self._pinned_md[verified] = text
             # Older versions are rare: at most 256 of them, within a quarter of the body cache's budget.
             budget = self.config.limits.body_cache_bytes // 4
             while len(self._pinned_md) > 256 or (
