@@ -83,6 +83,7 @@ def http_server(bucket: str, endpoint: str, tokens: dict[str, str], tmp: Path, *
     """Start the HTTP transport on a free loopback port; yields its /mcp URL; always stops it."""
     tokens_file = tmp / "tokens.json"
     tokens_file.write_text(json.dumps(tokens))
+    tokens_file.chmod(0o600)
     port = free_port()
     args = server_args(bucket, endpoint, "--transport", "http", "--port", str(port), "--tokens", str(tokens_file))
     proc = subprocess.Popen([sys.executable, *args, *extra], env=child_env(), stderr=subprocess.PIPE)
