@@ -42,6 +42,7 @@ class GetSkill(types.Request[GetSkillParams, Literal["skills/get"]]):
 
 class DirectoryParams(types.RequestParams):
     uri: str
+    cursor: str | None = None
 
 
 class ReadDirectory(types.Request[DirectoryParams, Literal["resources/directory/read"]]):

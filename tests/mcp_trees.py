@@ -19,7 +19,7 @@ CATEGORIES = ("automation", "data", "docs", "engineering", "marketing", "ops")
 PER_CATEGORY = 50
 BAD_FOLDERS = ("capsule_crm-automation", "-21risk-automation", "PDF-Tools", "a--b", "trailing-")
 RENAMED = {"automation/pdf-tools": "pdf"}  # name != folder
-NESTED = {"engineering/monorepo": ("frontend", "backend/api")}  # outer -> nested skill paths
+NESTED = {"monorepo": ("frontend", "backend")}  # a top-level skill -> its nested skills
 DISABLED = "ops/retired-runbook"
 
 
