@@ -25,6 +25,7 @@ import logging
 import os
 import socket
 import sys
+from types import FrameType
 
 import uvicorn
 from botocore.exceptions import ProfileNotFound
@@ -124,7 +125,13 @@ async def run_http(
 
 
 class _AnnouncingServer(uvicorn.Server):
-    """A uvicorn server that says where it listens once it accepts connections."""
+    """A uvicorn server that says where it listens once it accepts connections, and that
+    ends normally on SIGINT/SIGTERM (uvicorn raises the signal again after its graceful
+    shutdown, which would kill the process before the S3 clients are closed)."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
