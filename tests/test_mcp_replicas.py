@@ -61,6 +61,7 @@ async def _sequence(url: str, token: str, modern: bool) -> list[Any]:
     return seen
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("modern", [False, True], ids=["2025-11-25", "2026-07-28"])
 async def test_two_replicas_behind_a_round_robin_proxy_answer_a_client_as_one_server_does(
     library: str, moto_endpoint: str, tmp_path: Path, modern: bool
