@@ -326,3 +326,14 @@ def test_a_tokens_file_that_group_or_others_can_write_is_refused(
     with pytest.raises(ValueError, match="tokens file"):
         JsonFileTokenVerifier(link)
     assert JsonFileTokenVerifier(tokens) is not None
+
+
+def test_the_cli_mcp_check_takes_the_global_user(
+    library: str, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from s3skills.cli import main as cli
+
+    assert cli(["--bucket", library, "--endpoint-url", moto_endpoint, "--user", "ana", "mcp", "--check"]) == 1
+    out = capsys.readouterr().out
+    assert [line.split(":")[0] for line in out.splitlines()] == ["ops/capsule_crm-automation", "ops/pdf-tools"]
+    assert cli(["--bucket", library, "--endpoint-url", moto_endpoint, "--user", "bob", "mcp", "--check"]) == 0

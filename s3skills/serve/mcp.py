@@ -34,7 +34,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.stdio import stdio_server
 from starlette.applications import Starlette
 
-from s3skills._loop import on_io_loop
+from s3skills.aio import io_bound
 from s3skills.config import Config
 from s3skills.errors import InvalidPath, S3SkillsError
 from s3skills.layout import KeyLayout
@@ -72,6 +72,11 @@ def library_source(
     return LibrarySkillSource(SkillLibrary(store, config))
 
 
+@io_bound
+async def _aclose_on_io_loop(store: S3ObjectStore) -> None:
+    await store.aclose()
+
+
 async def _close(skills: SkillsServer) -> None:
     """Close the S3 clients of the server's source (no "Unclosed client session" at exit)."""
     library = getattr(skills.source, "library", None)
@@ -79,7 +84,7 @@ async def _close(skills: SkillsServer) -> None:
     if isinstance(store, S3ObjectStore):
         with contextlib.suppress(Exception):
             await store.aclose()  # the client of this loop (digest books)
-            await on_io_loop(store.aclose())  # the client of the library's I/O loop
+            await _aclose_on_io_loop(store)  # the client of the library's I/O loop
 
 
 async def run_stdio(skills: SkillsServer) -> None:

@@ -19,7 +19,8 @@ A problem with a call (unknown skill, missing file) is a tool result with `isErr
 from __future__ import annotations
 
 import base64
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import Any, Protocol
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -34,10 +35,23 @@ from s3skills.serve.library_source import MAX_FILE_BYTES
 from s3skills.skills import SkillLibrary
 from s3skills.tenancy import Tenant
 
-if TYPE_CHECKING:
-    from s3skills.serve.server import SkillsServer
 
-__all__ = ["TOOL_NAMES", "SkillTools"]
+class SkillsHost(Protocol):
+    """What the tools face needs of its server (`s3skills.serve.server.SkillsServer`)."""
+
+    source: Any
+    page_size: int
+
+    def user(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The user a request is for."""
+        ...
+
+    async def call(self, coro: Awaitable[Any]) -> Any:
+        """Await a library call, mapping its errors to protocol errors."""
+        ...
+
+
+__all__ = ["TOOL_NAMES", "SkillTools", "SkillsHost"]
 
 TOOL_NAMES = ("list_skills", "load_skill", "read_skill_file")
 _FAILURES = (SkillError, NotFound, InvalidPath, FileTooLarge)
@@ -113,7 +127,7 @@ class SkillTools:
         TypeError: The server's source has no `library` and `tenant_of` (not a `LibrarySkillSource`).
     """
 
-    def __init__(self, skills: SkillsServer) -> None:
+    def __init__(self, skills: SkillsHost) -> None:
         library = getattr(skills.source, "library", None)
         if not isinstance(library, SkillLibrary) or not callable(getattr(skills.source, "tenant_of", None)):
             raise TypeError("The tools face needs a LibrarySkillSource (a source with a SkillLibrary)")
@@ -128,7 +142,7 @@ class SkillTools:
         server.add_request_handler("prompts/get", types.GetPromptRequestParams, self._get_prompt)
 
     def _tenant(self, ctx: ServerRequestContext[Any, Any]) -> Tenant:
-        tenant: Tenant = self.skills.source.tenant_of(self.skills.user(ctx))  # type: ignore[attr-defined]
+        tenant: Tenant = self.skills.source.tenant_of(self.skills.user(ctx))
         return tenant
 
     async def _list_tools(
