@@ -47,7 +47,7 @@ def public_repo_tree() -> dict[str, bytes]:
     for folder, name in RENAMED.items():
         tree[f"{folder}/SKILL.md"] = _skill_md(name, "Named differently from its folder")
     for outer, inners in NESTED.items():
-        leaf = outer.rsplit("/", 1)[1]
+        leaf = outer.rsplit("/", 1)[-1]
         tree[f"{outer}/SKILL.md"] = _skill_md(leaf, "A skill holding other skills")
         tree[f"{outer}/references/layout.md"] = b"layout\n"
         for inner in inners:

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_harness import ANY, DirectoryParams, GetSkill, GetSkillParams, ListSkills, ReadDirectory, digest, put
 
 from s3skills import __version__
-from s3skills.serve.mcp import library_source, main
+from s3skills.serve.mcp import aclose_server, library_source, main
 from s3skills.serve.server import EXTENSION_ID, SkillsServer
 from s3skills.testing import skill_md
 
@@ -57,9 +57,19 @@ def _server(bucket: str, endpoint: str, *, tools: bool = True, page_size: int = 
 
 
 @contextlib.asynccontextmanager
-async def _client(library: str, moto_endpoint: str) -> AsyncIterator[Client]:
-    async with Client(_server(library, moto_endpoint).server, mode="legacy") as c:
+async def _client(library: str, moto_endpoint: str, **kw: Any) -> AsyncIterator[Client]:
+    async with _connected(_server(library, moto_endpoint, **kw)) as c:
         yield c
+
+
+@contextlib.asynccontextmanager
+async def _connected(skills: SkillsServer) -> AsyncIterator[Client]:
+    """An in-process SDK client of `skills` (2025-11-25 handshake); the S3 clients closed after."""
+    try:
+        async with Client(skills.server, mode="legacy") as c:
+            yield c
+    finally:
+        await aclose_server(skills)
 
 
 async def _get(c: Client, uri: str) -> dict[str, Any]:
@@ -131,7 +141,7 @@ async def test_nested_skills_are_in_the_outer_manifest_and_directory_but_a_disab
 async def test_directory_reads_are_paginated_and_a_forged_cursor_is_invalid_params(
     library: str, moto_endpoint: str
 ) -> None:
-    async with Client(_server(library, moto_endpoint, page_size=2).server, mode="legacy") as c:
+    async with _client(library, moto_endpoint, page_size=2) as c:
         first = await _dir(c, "skill://deploy")
         second = await _dir(c, "skill://deploy", first["nextCursor"])
         for forged in ("not-a-cursor", "eyJ4IjogMX0", base64.urlsafe_b64encode(b'{"after": 7}').decode()):
@@ -165,7 +175,7 @@ async def test_skills_whose_names_break_the_rules_are_not_listed_but_logged_once
     library: str, moto_endpoint: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="s3skills.serve.server")
-    async with Client(_server(library, moto_endpoint).server, mode="legacy") as c:
+    async with _client(library, moto_endpoint) as c:
         listed = await c.session.send_request(ListSkills(params=None), ANY)
         await c.session.send_request(ListSkills(params=None), ANY)
         with pytest.raises(MCPError) as err:
@@ -255,7 +265,7 @@ async def test_every_enabled_skill_is_a_prompt_holding_its_skill_md(library: str
 
 
 async def test_no_tools_turns_the_tools_face_off(library: str, moto_endpoint: str) -> None:
-    async with Client(_server(library, moto_endpoint, tools=False).server, mode="legacy") as c:
+    async with _client(library, moto_endpoint, tools=False) as c:
         with pytest.raises(MCPError) as err:
             await c.list_tools()
     assert err.value.code == -32601
@@ -290,7 +300,7 @@ async def test_in_the_seeds_layout_a_user_named_like_the_shared_library_is_refus
     put(s3_client, bucket, "org/skills/interno/SKILL.md", skill_md("interno", "The organisation's own"))
     source = library_source(bucket, endpoint_url=moto_endpoint, shared_prefix="org", layout=_seeds())
     skills = SkillsServer(source, user_id="org")
-    async with Client(skills.server, mode="legacy") as c:
+    async with _connected(skills) as c:
         with pytest.raises(MCPError) as err:
             await c.session.send_request(ListSkills(params=None), ANY)
         with pytest.raises(MCPError):

@@ -47,7 +47,7 @@ from s3skills.skills import SkillLibrary
 from s3skills.skills.naming import unservable_skills
 from s3skills.storage import S3ObjectStore
 
-__all__ = ["http_app", "library_source", "main", "run_http", "run_stdio"]
+__all__ = ["aclose_server", "http_app", "library_source", "main", "run_http", "run_stdio"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ async def _aclose_on_io_loop(store: S3ObjectStore) -> None:
     await store.aclose()
 
 
-async def _close(skills: SkillsServer) -> None:
+async def aclose_server(skills: SkillsServer) -> None:
     """Close the S3 clients of the server's source (no "Unclosed client session" at exit)."""
     library = getattr(skills.source, "library", None)
     store = getattr(library, "store", None)
@@ -93,7 +93,7 @@ async def run_stdio(skills: SkillsServer) -> None:
         async with stdio_server() as (read_stream, write_stream):
             await skills.server.run(read_stream, write_stream, skills.server.create_initialization_options())
     finally:
-        await _close(skills)
+        await aclose_server(skills)
 
 
 def http_app(
@@ -126,7 +126,7 @@ async def run_http(
     try:
         await _AnnouncingServer(config).serve()
     finally:
-        await _close(skills)
+        await aclose_server(skills)
 
 
 class _AnnouncingServer(uvicorn.Server):
@@ -244,7 +244,7 @@ async def _check(skills: SkillsServer, user: str) -> int:
         print(f"s3skills mcp --check: cannot list the skills of {user}: {exc}", file=sys.stderr)
         return 2
     finally:
-        await _close(skills)
+        await aclose_server(skills)
     refused = unservable_skills(listed)
     for skill_id, reason in refused:
         print(f"{skill_id}: {reason}")
