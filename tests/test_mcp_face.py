@@ -12,14 +12,29 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import sys
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import mcp_types as types
 import pytest
 from mcp.client.client import Client
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
-from mcp_harness import ANY, DirectoryParams, GetSkill, GetSkillParams, ListSkills, ReadDirectory, digest, put
+from mcp_harness import (
+    ANY,
+    DirectoryParams,
+    GetSkill,
+    GetSkillParams,
+    ListSkills,
+    ReadDirectory,
+    child_env,
+    digest,
+    put,
+    server_args,
+)
 
 from s3skills import __version__
 from s3skills.serve.mcp import aclose_server, library_source, main
@@ -193,6 +208,23 @@ async def test_skills_whose_names_break_the_rules_are_not_listed_but_logged_once
     served = [s["id"] for s in (tools.structured_content or {})["skills"]]
     assert "ops/capsule_crm-automation" in served
     assert "ops/pdf-tools" in served
+
+
+async def test_a_stdio_server_logs_the_unlisted_skills_once_at_start_with_a_count(
+    library: str, moto_endpoint: str, tmp_path: Path
+) -> None:
+    params = StdioServerParameters(
+        command=sys.executable, args=server_args(library, moto_endpoint, "--user", "ana"), env=child_env()
+    )
+    with (tmp_path / "stderr.txt").open("w+") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.send_request(ListSkills(params=None), ANY)
+            await session.send_request(ListSkills(params=None), ANY)
+        errlog.seek(0)
+        logged = errlog.read()
+    assert logged.count("not listed by skills/list") == 1
+    assert "2 of 5 skills of ana are not listed by skills/list" in logged
 
 
 def test_mcp_check_prints_the_skills_mcp_will_not_list_and_exits_1(

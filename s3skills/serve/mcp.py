@@ -32,6 +32,7 @@ from botocore.exceptions import ProfileNotFound
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 
 from s3skills.aio import io_bound
@@ -88,8 +89,14 @@ async def aclose_server(skills: SkillsServer) -> None:
 
 
 async def run_stdio(skills: SkillsServer) -> None:
-    """Serve one connection on stdin/stdout until the client closes it."""
+    """Serve one connection on stdin/stdout until the client closes it.
+
+    The user's skills that `skills/list` leaves out for their names are logged first, once.
+    """
     try:
+        if skills.user_id is not None:
+            with contextlib.suppress(MCPError):  # an unreachable library is reported to the client
+                await skills.skills(skills.user_id)
         async with stdio_server() as (read_stream, write_stream):
             await skills.server.run(read_stream, write_stream, skills.server.create_initialization_options())
     finally:
