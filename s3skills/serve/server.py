@@ -18,7 +18,8 @@ Who a call is for comes from the transport only: a fixed user (stdio, one person
 or the verified bearer token of the HTTP request (`s3skills.serve.auth`). No request
 parameter can name a user.
 
-The server keeps nothing per connection or per user, so any number of replicas can
+The server keeps nothing per connection or per user that changes an answer (only which
+users' unlisted skills were already logged), so any number of replicas can
 answer one client. Digests come from `s3skills.serve.fingerprints` (cached by file and
 ETag, recalled from the library's digest book, or read once per file version). A file that
 changed after a client listed it is served as it is now: its digest then differs from the
