@@ -11,10 +11,9 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
+import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any, Literal
@@ -25,8 +24,6 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import TypeAdapter
-
-from s3skills.testing import LOOPBACK, free_port
 
 ANY = TypeAdapter(dict[str, Any])
 
@@ -45,6 +42,7 @@ class GetSkill(types.Request[GetSkillParams, Literal["skills/get"]]):
 
 class DirectoryParams(types.RequestParams):
     uri: str
+    cursor: str | None = None
 
 
 class ReadDirectory(types.Request[DirectoryParams, Literal["resources/directory/read"]]):
@@ -78,25 +76,47 @@ async def stdio_session(
         yield session
 
 
+class ServerLog:
+    """The stderr of a server subprocess, drained by a thread (a full pipe would stall it)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.lines: list[str] = []
+        self.listening = threading.Event()
+        self._thread = threading.Thread(target=self._drain, args=(proc,), daemon=True)
+        self._thread.start()
+
+    def _drain(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.decode("utf-8", "replace")
+            self.lines.append(line)
+            if line.startswith("listening on http://"):
+                self.listening.set()
+        self.listening.set()  # the process ended
+
+    def text(self) -> str:
+        self._thread.join(10)
+        return "".join(self.lines)
+
+
 @contextlib.contextmanager
-def http_server(bucket: str, endpoint: str, tokens: dict[str, str], tmp: Path, *extra: str) -> Iterator[str]:
-    """Start the HTTP transport on a free loopback port; yields its /mcp URL; always stops it."""
+def http_server_process(
+    bucket: str, endpoint: str, tokens: dict[str, str], tmp: Path, *extra: str
+) -> Iterator[tuple[str, subprocess.Popen[bytes], ServerLog]]:
+    """Start the HTTP transport on a port it picks (`--port 0`); yields its /mcp URL (from the
+    "listening on" line), the process and its stderr; always stops it."""
+    tmp.mkdir(parents=True, exist_ok=True)
     tokens_file = tmp / "tokens.json"
     tokens_file.write_text(json.dumps(tokens))
-    port = free_port()
-    args = server_args(bucket, endpoint, "--transport", "http", "--port", str(port), "--tokens", str(tokens_file))
+    tokens_file.chmod(0o600)
+    args = server_args(bucket, endpoint, "--transport", "http", "--port", "0", "--tokens", str(tokens_file))
     proc = subprocess.Popen([sys.executable, *args, *extra], env=child_env(), stderr=subprocess.PIPE)
+    log = ServerLog(proc)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the MCP server exited: {proc.stderr.read().decode() if proc.stderr else ''}")
-            with contextlib.suppress(OSError), socket.create_connection((LOOPBACK, port), timeout=0.5):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("the MCP server did not start listening")
-            time.sleep(0.05)
-        yield f"http://{LOOPBACK}:{port}/mcp"
+        if not log.listening.wait(60) or proc.poll() is not None:
+            raise RuntimeError(f"the MCP server did not start: {''.join(log.lines)[-3000:]}")
+        line = next(ln for ln in log.lines if ln.startswith("listening on http://"))
+        yield line.removeprefix("listening on ").strip(), proc, log
     finally:
         proc.terminate()
         try:
@@ -104,8 +124,16 @@ def http_server(bucket: str, endpoint: str, tokens: dict[str, str], tmp: Path, *
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        log.text()
         if proc.stderr:
             proc.stderr.close()
+
+
+@contextlib.contextmanager
+def http_server(bucket: str, endpoint: str, tokens: dict[str, str], tmp: Path, *extra: str) -> Iterator[str]:
+    """Start the HTTP transport on a free loopback port; yields its /mcp URL; always stops it."""
+    with http_server_process(bucket, endpoint, tokens, tmp, *extra) as (url, _, _):
+        yield url
 
 
 @contextlib.asynccontextmanager

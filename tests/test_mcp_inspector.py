@@ -58,3 +58,24 @@ def test_inspector_cli_lists_and_reads_skill_resources(bucket: str, moto_endpoin
     pdf = _run(cli, bucket, moto_endpoint, "--method", "resources/read", "--uri", pdf_uri)
     local = (Path(LIBRARY) / "escrituras/compraventa/resources/plantilla.pdf").read_bytes()
     assert digest(base64.b64decode(pdf["contents"][0]["blob"])) == digest(local)
+
+
+@pytest.mark.slow
+def test_inspector_cli_uses_the_tools_face_and_prompts_of_a_host_without_the_extension(
+    bucket: str, moto_endpoint: str
+) -> None:
+    cli = _inspector()
+    seed_example_library(ObjectStore(bucket, endpoint_url=moto_endpoint), "ana")
+    tools = _run(cli, bucket, moto_endpoint, "--method", "tools/list")
+    assert [t["name"] for t in tools["tools"]] == ["list_skills", "load_skill", "read_skill_file"]
+    loaded = _run(
+        cli, bucket, moto_endpoint, "--method", "tools/call", "--tool-name", "load_skill", "--tool-arg", "name=hipoteca"
+    )
+    assert not loaded.get("isError")
+    skill_md = (Path(LIBRARY) / "escrituras/hipoteca/SKILL.md").read_text(encoding="utf-8")
+    assert loaded["structuredContent"]["skillMd"] == skill_md
+    assert skill_md in loaded["content"][0]["text"]
+    prompt = _run(cli, bucket, moto_endpoint, "--method", "prompts/get", "--prompt-name", "escrituras/hipoteca")
+    assert skill_md in prompt["messages"][0]["content"]["text"]
+    templates = _run(cli, bucket, moto_endpoint, "--method", "resources/templates/list")
+    assert [t["uriTemplate"] for t in templates["resourceTemplates"]] == ["skill://{+path}"]

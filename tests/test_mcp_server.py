@@ -144,24 +144,23 @@ async def test_directory_read_lists_direct_children(library: str, moto_endpoint:
 
 
 @pytest.mark.parametrize("modern", [True, False], ids=["2026-07-28", "2025-11-25"])
-async def test_a_file_changed_after_listing_is_reported_changed_then_fresh_after_get(
+async def test_a_file_changed_after_listing_reads_as_it_is_now_and_its_digest_tells_the_client(
     library: str, moto_endpoint: str, s3_client: Any, modern: bool
 ) -> None:
+    """No memory of what was listed: the bytes served are the current ones, and their
+    digest differs from the one the client holds, which is the extension's staleness signal."""
     uri = "skill://gen/skill-01/references/notes.md"
+    rewritten = b"rewritten, longer than before\n"
     async with stdio_session(library, moto_endpoint, "ana", modern=modern) as session:
         before = await get_skill(session, "skill://gen/skill-01/SKILL.md")
-        put(s3_client, library, "users/ana/skills/gen/skill-01/references/notes.md", b"rewritten, longer than before\n")
-        with pytest.raises(MCPError) as err:
-            await session.read_resource(uri)
-        assert err.value.code == -32602
-        assert "changed" in err.value.message
-        assert "skills/get" in err.value.message
-        after = await get_skill(session, "skill://gen/skill-01/SKILL.md")
+        put(s3_client, library, "users/ana/skills/gen/skill-01/references/notes.md", rewritten)
         data = await read_bytes(session, uri)
+        after = await get_skill(session, "skill://gen/skill-01/SKILL.md")
     (old,) = [r for r in before["resources"] if r["uri"] == uri]
     (new,) = [r for r in after["resources"] if r["uri"] == uri]
-    assert old["digest"] != new["digest"]
-    assert (digest(data), len(data)) == (new["digest"], new["size"]) == (digest(b"rewritten, longer than before\n"), 30)
+    assert data == rewritten
+    assert digest(data) != old["digest"]
+    assert (digest(data), len(data)) == (new["digest"], new["size"])
 
 
 async def test_http_refuses_requests_without_a_valid_token(library: str, moto_endpoint: str, tmp_path: Path) -> None:

@@ -30,6 +30,12 @@ __all__ = ["mcp_command"]
 @click.option("--tokens", metavar="FILE", help='http: a JSON file {"<token>": "<user id>"} (for development).')
 @click.option("--shared-prefix", metavar="NAME", help="An organisation library under every user's.")
 @click.option("--page-size", type=int, default=50, show_default=True, help="Skills per page of skills/list.")
+@click.option("--no-tools", is_flag=True, help="Serve only the skills extension, not the MCP tools and prompts.")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Print the skills of --user that skills/list leaves out (names), then exit 0 (none) or 1.",
+)
 @pass_context
 def mcp_command(
     ctx: Context,
@@ -39,8 +45,11 @@ def mcp_command(
     tokens: str | None,
     shared_prefix: str | None,
     page_size: int,
+    no_tools: bool,
+    check: bool,
 ) -> int:
-    """Serve skill libraries over MCP (skills/list, skills/get, resources/read)."""
+    """Serve skill libraries over MCP: the skills extension (skills/list, skills/get,
+    resources/read) and, for hosts without it, tools and prompts."""
     if importlib.util.find_spec("mcp") is None:
         raise CliError('the MCP server needs the mcp package, which is not installed: pip install "s3skills[mcp]"')
     argv = [
@@ -61,7 +70,11 @@ def mcp_command(
         argv += ["--profile", ctx.settings.profile]
     if shared_prefix:
         argv += ["--shared-prefix", shared_prefix]
-    if transport == "stdio":
+    if no_tools:
+        argv.append("--no-tools")
+    if check:
+        argv += ["--check", "--user", ctx.user]
+    elif transport == "stdio":
         argv += ["--user", ctx.user]
     else:
         if ctx.settings.user:

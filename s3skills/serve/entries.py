@@ -58,14 +58,18 @@ def parse_uri(uri: object) -> tuple[str, ...]:
     """The decoded segments of a `skill://` URI.
 
     Raises:
-        InvalidPath: Not a `skill://` URI, or a segment that is not allowed.
+        InvalidPath: Not a `skill://` URI, a segment that does not decode to UTF-8, or a
+            segment that is not allowed (the server answers `-32602 Invalid skill URI`).
     """
     if not isinstance(uri, str) or not uri.startswith(SCHEME):
-        raise InvalidPath(f"{uri!r} is not a skill:// URI")
+        raise InvalidPath(f"Invalid skill URI {uri!r}: it must start with skill://")
     body = uri[len(SCHEME) :]
     if body == "" or body.endswith("/") or "?" in body or "#" in body:
         raise InvalidPath(f"Invalid skill URI {uri!r}: write it without a trailing '/', query or fragment")
-    segments = tuple(unquote(seg, errors="strict") for seg in body.split("/"))
+    try:
+        segments = tuple(unquote(seg, errors="strict") for seg in body.split("/"))
+    except UnicodeDecodeError:  # %C0%AE, a lone surrogate: bytes that are not UTF-8
+        raise InvalidPath(f"Invalid skill URI {uri!r}: a percent-encoded segment is not UTF-8") from None
     if any(seg == "" or "/" in seg for seg in segments):
         raise InvalidPath(f"Invalid skill URI {uri!r}: empty or encoded '/' segments are not allowed")
     try:

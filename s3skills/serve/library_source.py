@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 
 from s3skills.errors import InvalidPath, S3SkillsError
-from s3skills.paths import VPath
+from s3skills.paths import VPath, check_identity
 from s3skills.serve.entries import Fingerprint
 from s3skills.serve.fingerprints import fingerprint_from
 from s3skills.serve.source import SkillFile
@@ -58,23 +58,33 @@ class LibrarySkillSource:
         self.max_file_bytes = max_file_bytes
         self.books = DigestBooks(library.store, library.config.layout)
 
+    def tenant_of(self, user_id: str) -> Tenant:
+        """The tenant of a served user, through the same checks as the agent backend's.
+
+        Raises:
+            InvalidPath: Not an allow-listed id.
+            TenantError: An id the key layout reserves (in the seeds layout, a user named
+                like the shared library, `threads` or `tickets`).
+        """
+        return self.library.config.check_tenant(Tenant(user_id=check_identity(user_id, "user id")))
+
     async def list_skills(self, user_id: str) -> list[SkillInfo]:
         """The user's enabled S3 skills (user library over shared), sorted by id."""
-        skills = await self.library.aindex(tenant=Tenant(user_id=user_id))
+        skills = await self.library.aindex(tenant=self.tenant_of(user_id))
         return [s for s in skills if s.source != "code"]
 
     async def files(self, user_id: str, skill_id: str) -> list[SkillFile]:
         """The skill's files from one LIST of its folder (no reads)."""
-        return _served(skill_id, await self.library.afiles(skill_id, tenant=Tenant(user_id=user_id)))
+        return _served(skill_id, await self.library.afiles(skill_id, tenant=self.tenant_of(user_id)))
 
     async def files_many(self, user_id: str, skill_ids: Sequence[str]) -> dict[str, list[SkillFile]]:
         """The files of several skills from one LIST per library (per 1,000 keys), no reads."""
-        listed = await self.library.afiles_many(skill_ids, tenant=Tenant(user_id=user_id))
+        listed = await self.library.afiles_many(skill_ids, tenant=self.tenant_of(user_id))
         return {skill_id: _served(skill_id, files) for skill_id, files in listed.items()}
 
     def _by_library(self, user_id: str, files: Sequence[SkillFile]) -> dict[str, list[tuple[str, SkillFile]]]:
         """Files grouped by the library holding their key, with the key relative to it."""
-        prefixes = sorted((p for _, p in self.library.libraries(Tenant(user_id=user_id))), key=len, reverse=True)
+        prefixes = sorted((p for _, p in self.library.libraries(self.tenant_of(user_id))), key=len, reverse=True)
         grouped: dict[str, list[tuple[str, SkillFile]]] = {}
         for f in files:
             key = f.key or ""
@@ -117,7 +127,7 @@ class LibrarySkillSource:
             FileTooLarge: The file is over `max_file_bytes`.
         """
         check_file_path(path)
-        body = await self.library.aopen(skill_id, path, tenant=Tenant(user_id=user_id), max_bytes=self.max_file_bytes)
+        body = await self.library.aopen(skill_id, path, tenant=self.tenant_of(user_id), max_bytes=self.max_file_bytes)
         return body.data, body.etag
 
 

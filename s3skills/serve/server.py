@@ -1,32 +1,35 @@
 """`SkillsServer`: an MCP server for each user's skill library (the skills extension, SEP-2640).
 
 It declares `io.modelcontextprotocol/skills` (with `directoryRead`) under
-`capabilities.extensions`, and serves:
+`capabilities.extensions`, on the 2026-07-28 `server/discover` and on the 2025-11-25
+`initialize` handshake alike (`s3skills.serve.protocol.declare_extensions`), and serves:
 
-* `skills/list` (paginated, `nextCursor`) and `skills/get`: one entry per enabled skill,
-  with its `skill://` URI, its frontmatter as written and the complete manifest of its files
-  (`sha256:` digest and size of each);
+* `skills/list` (paginated, `nextCursor`) and `skills/get`: one entry per enabled skill
+  whose name the extension accepts (`s3skills.skills.naming`), with its `skill://` URI,
+  its frontmatter as a YAML 1.2 parser reads the file, and the complete manifest of its
+  files, nested skills' files included (`sha256:` digest and size of each);
 * `resources/read` of every file of a skill, as text or as a base64 blob;
-* `resources/list` (the `SKILL.md` of each skill, paginated) and `resources/directory/read`.
+* `resources/list` (the `SKILL.md` of each skill, paginated), `resources/templates/list`
+  (the `skill://` template) and `resources/directory/read` (paginated);
+* with `tools=True` (`s3skills.serve.tools`), the same library as MCP tools and prompts,
+  for hosts without the extension.
 
 Who a call is for comes from the transport only: a fixed user (stdio, one person's library)
 or the verified bearer token of the HTTP request (`s3skills.serve.auth`). No request
 parameter can name a user.
 
-Digests come from `s3skills.serve.fingerprints`: cached by (file, ETag), recalled from
-the source's records (the library's digest book), or read once per file version. A page of
-`skills/list` lists its skills' files in one call to the source (`files_many`). A manifest
-never carries a stale digest: the server remembers, per connection, which version of each
-file it last described, and a `resources/read` that finds another version answers with an
-error asking the client to fetch the skill's entry again (`skills/get`) instead of bytes
-that do not match what the client holds.
+The server keeps nothing per connection or per user that changes an answer (only which
+users' unlisted skills were already logged), so any number of replicas can
+answer one client. Digests come from `s3skills.serve.fingerprints` (cached by file and
+ETag, recalled from the library's digest book, or read once per file version). A file that
+changed after a client listed it is served as it is now: its digest then differs from the
+one the client holds, which is how the extension tells a client to fetch the entry again.
 """
 
 from __future__ import annotations
 
 import base64
 import logging
-import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -36,13 +39,14 @@ import mcp_types as types
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
+from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from s3skills.errors import FileTooLarge, InvalidPath, NotFound, S3SkillsError, SkillError
+from s3skills import __version__
+from s3skills.errors import FileTooLarge, InvalidPath, NotFound, S3SkillsError, SkillError, TenantError
 from s3skills.ids import SKILL_FILE
 from s3skills.serve.auth import user_of_token
 from s3skills.serve.entries import (
@@ -56,8 +60,16 @@ from s3skills.serve.entries import (
     uri_of,
 )
 from s3skills.serve.fingerprints import Fingerprinter
+from s3skills.serve.protocol import (
+    DirectoryReadParams,
+    GetSkillParams,
+    declare_extensions,
+    finish,
+    hide_internal_errors,
+)
 from s3skills.serve.source import SkillFile, SkillSource
 from s3skills.skills import SkillInfo
+from s3skills.skills.naming import unservable_reason
 
 __all__ = ["EXTENSION_ID", "MAX_SKILL_BYTES", "MAX_SKILL_FILES", "SkillsServer"]
 
@@ -69,19 +81,7 @@ MAX_SKILL_FILES = 512
 MAX_SKILL_BYTES = 16 * 1024 * 1024
 """The extension's limit on the total size of a skill; a larger skill is not served."""
 _DIRECTORY = "inode/directory"
-
-
-class GetSkillParams(types.RequestParams):
-    """Params of `skills/get`."""
-
-    uri: str
-
-
-class DirectoryReadParams(types.RequestParams):
-    """Params of `resources/directory/read`."""
-
-    uri: str
-    cursor: str | None = None
+_PRIVATE = CacheHint(ttl_ms=0, scope="private")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +93,27 @@ class _Target:
     rest: tuple[str, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class _Item:
+    """One file of a skill's tree: its path below the skill folder, and the skill that owns it."""
+
+    path: str
+    owner: str
+    file: SkillFile
+
+
 class _Refused(Exception):
     """A skill that exists but is not served as a skill; the message says why."""
 
 
 def _invalid(message: str, **data: Any) -> MCPError:
     return MCPError(code=INVALID_PARAMS, message=message, data=data or None)
+
+
+def _nested(skill: SkillInfo, skills: list[SkillInfo]) -> list[SkillInfo]:
+    """The served skills inside `skill`'s folder (ids are canonical: a string prefix is a folder)."""
+    inside = skill.id + "/"
+    return [s for s in skills if s.id.startswith(inside)]
 
 
 class SkillsServer:
@@ -108,12 +123,14 @@ class SkillsServer:
         source: Where the skills come from.
         user_id: The one user served (stdio). None: each request's verified token decides.
         token_user: Maps a verified `AccessToken` to a user id (HTTP).
-        page_size: Skills per `skills/list` and `resources/list` page.
+        page_size: Skills per `skills/list` and `resources/list` page, children per
+            `resources/directory/read` page.
         concurrency: Files hashed at once while building a page.
         digests: A digest cache to share (a fresh one otherwise).
-        name: The server name announced to clients.
-        held_per_connection: How many file versions are remembered per connection (or user).
-        max_users: How many users' remembered versions are kept (2026-07-28 clients).
+        name: The server name announced to clients (its version is the package's).
+        tools: Also serve the library as MCP tools and prompts (`s3skills.serve.tools`),
+            for hosts without the extension; needs a source with a `SkillLibrary`
+            (`LibrarySkillSource`).
     """
 
     def __init__(
@@ -126,8 +143,7 @@ class SkillsServer:
         concurrency: int = 8,
         digests: DigestCache | None = None,
         name: str = "s3skills",
-        held_per_connection: int = 20_000,
-        max_users: int = 10_000,
+        tools: bool = False,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -136,27 +152,42 @@ class SkillsServer:
         self.token_user = token_user
         self.page_size = page_size
         self.fingerprinter = Fingerprinter(source, digests if digests is not None else DigestCache(), concurrency)
-        self.held_per_connection = held_per_connection
-        self.max_users = max_users
-        self._held_by_user: OrderedDict[str, OrderedDict[tuple[str, str, str], str]] = OrderedDict()
-        self._held: weakref.WeakKeyDictionary[Any, OrderedDict[tuple[str, str, str], str]] = weakref.WeakKeyDictionary()
+        self._reported: OrderedDict[str, None] = OrderedDict()
         self.server: Server[Any] = Server(
             name,
+            version=__version__,
             instructions=(
                 "Skills of the signed-in user, as skill:// resources. Call skills/list for the "
                 "entries (frontmatter and digests), then resources/read the files you need."
             ),
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
+            on_list_resource_templates=self._list_templates,
+            cache_hints={
+                "resources/list": _PRIVATE,
+                "resources/read": _PRIVATE,
+                "resources/templates/list": _PRIVATE,
+                "tools/list": _PRIVATE,
+                "prompts/list": _PRIVATE,
+            },
         )
         self.server.add_request_handler("skills/list", types.PaginatedRequestParams, self._skills_list)
         self.server.add_request_handler("skills/get", GetSkillParams, self._skills_get)
         self.server.add_request_handler("resources/directory/read", DirectoryReadParams, self._directory_read)
         self.server.extensions[EXTENSION_ID] = {"directoryRead": True}
+        self.server.middleware.append(hide_internal_errors)
+        self.server.middleware.append(declare_extensions(self.server.extensions))
+        self.tools = None
+        if tools:
+            from s3skills.serve.tools import SkillTools
+
+            self.tools = SkillTools(self)
+            self.tools.register(self.server)
 
     # -- who and what ---------------------------------------------------------------------
 
-    def _user(self, ctx: ServerRequestContext[Any, Any]) -> str:
+    def user(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The user a request is for: the fixed one (stdio), else its verified token's."""
         if self.user_id is not None:
             return self.user_id
         token: AccessToken | None = None
@@ -173,214 +204,210 @@ class SkillsServer:
         except InvalidPath as exc:
             raise MCPError(code=INVALID_REQUEST, message=f"The token does not name a valid user: {exc}") from None
 
-    async def _call(self, coro: Awaitable[Any]) -> Any:
+    async def call(self, coro: Awaitable[Any]) -> Any:
         """Await a source call, mapping its errors to protocol errors."""
         try:
             return await coro
+        except TenantError as exc:
+            raise MCPError(code=INVALID_REQUEST, message=f"This user cannot be served: {exc}") from None
         except (SkillError, NotFound, InvalidPath, FileTooLarge) as exc:
             raise _invalid(str(exc)) from None
         except S3SkillsError as exc:
             logger.warning("skill source failed: %s", exc)
-            raise MCPError(code=INTERNAL_ERROR, message=f"The skill library is unavailable: {exc}") from None
+            raise MCPError(code=INTERNAL_ERROR, message="The skill library is unavailable; try again later") from None
+
+    async def skills(self, user: str) -> list[SkillInfo]:
+        """The user's skills (enabled), reporting once per user those the extension cannot list."""
+        skills: list[SkillInfo] = await self.call(self.source.list_skills(user))
+        if user not in self._reported:
+            self.report_unservable(user, skills)
+        return skills
+
+    def report_unservable(self, user: str, skills: list[SkillInfo]) -> list[tuple[str, str]]:
+        """Log, once per user, the skills `skills/list` leaves out for their names (with a count)."""
+        self._reported[user] = None
+        while len(self._reported) > 10_000:
+            self._reported.popitem(last=False)
+        refused = [(s.id, reason) for s in skills if (reason := unservable_reason(s.id, s.metadata.name))]
+        if refused:
+            logger.warning(
+                "%d of %d skills of %s are not listed by skills/list (the tools face still serves them): %s",
+                len(refused),
+                len(skills),
+                user,
+                "; ".join(f"{sid}: {why}" for sid, why in refused),
+            )
+        return refused
 
     async def _resolve(self, user: str, segments: tuple[str, ...]) -> tuple[_Target | None, list[SkillInfo]]:
-        """The skill a URI path falls in: the longest skill id it starts with, else a unique leaf."""
-        skills: list[SkillInfo] = await self._call(self.source.list_skills(user))
+        """The skill a URI path falls in: the longest skill id it starts with, else a unique
+        leaf (then a nested skill inside it, if the rest starts with one)."""
+        skills = await self.skills(user)
         by_id = {s.id: s for s in skills}
         for n in range(len(segments), 0, -1):
             skill = by_id.get("/".join(segments[:n]))
             if skill is not None:
                 return _Target(skill, segments[:n], segments[n:]), skills
         same_leaf = [s for s in skills if s.leaf == segments[0]]
-        if len(same_leaf) == 1 and not any(s.id.split("/")[0] == segments[0] for s in skills):
-            return _Target(same_leaf[0], segments[:1], segments[1:]), skills
-        return None, skills
-
-    def _held_for(self, ctx: ServerRequestContext[Any, Any], user: str) -> OrderedDict[tuple[str, str, str], str]:
-        """The file versions last described on this connection (handshake era), else to this user.
-
-        A 2026-07-28 exchange is stateless (each request is its own connection), so there
-        the memory is per user: the versions last described to any of the user's clients.
-        """
-        connection = getattr(ctx.session, "_connection", None)
-        if connection is not None and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            held = self._held.get(connection)
-            if held is None:
-                held = self._held[connection] = OrderedDict()
-            return held
-        held = self._held_by_user.get(user)
-        if held is None:
-            held = self._held_by_user[user] = OrderedDict()
-            while len(self._held_by_user) > self.max_users:
-                self._held_by_user.popitem(last=False)
-        self._held_by_user.move_to_end(user)
-        return held
-
-    def _hold(self, ctx: ServerRequestContext[Any, Any], user: str, skill_id: str, files: list[SkillFile]) -> None:
-        held = self._held_for(ctx, user)
-        for f in files:
-            held[(user, skill_id, f.path)] = f.etag
-            held.move_to_end((user, skill_id, f.path))
-        while len(held) > self.held_per_connection:
-            held.popitem(last=False)
-
-    @staticmethod
-    def _finish(ctx: ServerRequestContext[Any, Any], result: dict[str, Any]) -> dict[str, Any]:
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            result = {"resultType": "complete", **result, "ttlMs": 0, "cacheScope": "private"}
-        return result
+        if len(same_leaf) != 1 or any(s.id.split("/")[0] == segments[0] for s in skills):
+            return None, skills
+        outer, rest = same_leaf[0], segments[1:]
+        for n in range(len(rest), 0, -1):
+            nested = by_id.get(outer.id + "/" + "/".join(rest[:n]))
+            if nested is not None:
+                return _Target(nested, (segments[0], *rest[:n]), rest[n:]), skills
+        return _Target(outer, segments[:1], rest), skills
 
     # -- entries ------------------------------------------------------------------------------
 
     @staticmethod
-    def _check(skill: SkillInfo, files: list[SkillFile]) -> None:
-        """Raises `_Refused` when the listed files break a limit of the extension."""
-        if not any(f.path == SKILL_FILE for f in files):
+    def _tree(skill: SkillInfo, nested: list[SkillInfo], by_skill: dict[str, list[SkillFile]]) -> list[_Item]:
+        """Every file under a skill's folder: its own, then its nested skills' (paths below the folder)."""
+        items = [_Item(f.path, skill.id, f) for f in by_skill.get(skill.id, [])]
+        for inner in nested:
+            rel = inner.id[len(skill.id) + 1 :]
+            items.extend(_Item(f"{rel}/{f.path}", inner.id, f) for f in by_skill.get(inner.id, []))
+        return sorted(items, key=lambda i: i.path)
+
+    @staticmethod
+    def _check(skill: SkillInfo, base: tuple[str, ...], tree: list[_Item]) -> None:
+        """Raises `_Refused` when the skill breaks a rule of the extension (name, limits)."""
+        reason = unservable_reason("/".join(base), skill.metadata.name)
+        if reason is not None:
+            raise _Refused(f"skill {skill.id}: {reason}")
+        if not any(i.path == SKILL_FILE for i in tree):
             raise _Refused(f"skill {skill.id} has no SKILL.md")
-        if len(files) > MAX_SKILL_FILES:
-            raise _Refused(f"skill {skill.id} has {len(files)} files; the limit is {MAX_SKILL_FILES}")
-        if (total := sum(f.size for f in files)) > MAX_SKILL_BYTES:
+        if len(tree) > MAX_SKILL_FILES:
+            raise _Refused(f"skill {skill.id} has {len(tree)} files; the limit is {MAX_SKILL_FILES}")
+        if (total := sum(i.file.size for i in tree)) > MAX_SKILL_BYTES:
             raise _Refused(f"skill {skill.id} holds {total} bytes; the limit is {MAX_SKILL_BYTES}")
 
     @staticmethod
     def _build(
         skill: SkillInfo,
         base: tuple[str, ...],
-        files: list[SkillFile],
+        tree: list[_Item],
         fingerprints: dict[tuple[str, str], tuple[SkillFile, Fingerprint]],
-    ) -> tuple[dict[str, Any], list[SkillFile]]:
-        """A skill's entry and the file versions it describes.
+    ) -> dict[str, Any]:
+        """A skill's entry.
 
         Raises:
             _Refused: The skill breaks a rule of the extension (name, frontmatter).
         """
-        found = [pair for f in files if (pair := fingerprints.get((skill.id, f.path))) is not None]
+        found = [(i, pair[1]) for i in tree if (pair := fingerprints.get((i.owner, i.file.path))) is not None]
         frontmatter: dict[str, Any] | None = None
-        for f, fp in found:
-            if f.path == SKILL_FILE:
+        for item, fp in found:
+            if item.path == SKILL_FILE:
                 if fp.frontmatter is None:
                     raise _Refused(f"skill {skill.id}: {fp.problem or 'SKILL.md is gone'}")
                 frontmatter = fp.frontmatter
         if frontmatter is None:
             raise _Refused(f"skill {skill.id}: SKILL.md was deleted while it was read")
-        if frontmatter["name"] != base[-1]:
-            raise _Refused(
-                f"skill {skill.id}: its name {frontmatter['name']!r} differs from its folder {base[-1]!r};"
-                " the skills extension needs them equal (rename one)"
-            )
-        entry = {
+        reason = unservable_reason("/".join(base), frontmatter["name"])
+        if reason is not None:
+            raise _Refused(f"skill {skill.id}: {reason}")
+        return {
             "uri": uri_of((*base, SKILL_FILE)),
             "frontmatter": frontmatter,
             "resources": [
-                {"uri": uri_of((*base, *f.path.split("/"))), "digest": fp.digest, "size": fp.size} for f, fp in found
+                {"uri": uri_of((*base, *i.path.split("/"))), "digest": fp.digest, "size": fp.size} for i, fp in found
             ],
         }
-        return entry, [f for f, _ in found]
 
-    async def _entry(
-        self, user: str, skill: SkillInfo, base: tuple[str, ...]
-    ) -> tuple[dict[str, Any], list[SkillFile]]:
-        """One skill's entry, from one listing of its folder (`skills/get`).
-
-        Raises:
-            _Refused: The skill breaks a rule of the extension (name, limits, frontmatter).
-        """
-        files: list[SkillFile] = await self._call(self.source.files(user, skill.id))
-        self._check(skill, files)
-        fingerprints = await self._call(self.fingerprinter.fingerprints(user, [(skill.id, f) for f in files]))
-        return self._build(skill, base, files, fingerprints)
+    async def _entries(
+        self, user: str, wanted: list[tuple[SkillInfo, tuple[str, ...]]], skills: list[SkillInfo]
+    ) -> list[dict[str, Any] | _Refused]:
+        """The entries of some skills, from one listing per library; a refusal where one is not served."""
+        nested = {s.id: _nested(s, skills) for s, _ in wanted}
+        ids = list(dict.fromkeys([*(s.id for s, _ in wanted), *(n.id for ns in nested.values() for n in ns)]))
+        by_skill: dict[str, list[SkillFile]] = await self.call(self.source.files_many(user, ids)) if ids else {}
+        trees: list[list[_Item] | _Refused] = []
+        for skill, base in wanted:
+            tree = self._tree(skill, nested[skill.id], by_skill)
+            try:
+                self._check(skill, base, tree)
+            except _Refused as exc:
+                trees.append(exc)
+                continue
+            trees.append(tree)
+        pairs = [(i.owner, i.file) for t in trees if not isinstance(t, _Refused) for i in t]
+        unique = list({(owner, f.path): (owner, f) for owner, f in pairs}.values())
+        fingerprints = await self.call(self.fingerprinter.fingerprints(user, unique))
+        out: list[dict[str, Any] | _Refused] = []
+        for (skill, base), built in zip(wanted, trees, strict=True):
+            if isinstance(built, _Refused):
+                out.append(built)
+                continue
+            try:
+                out.append(self._build(skill, base, built, fingerprints))
+            except _Refused as exc:
+                out.append(exc)
+        return out
 
     # -- handlers ------------------------------------------------------------------------
+
+    @staticmethod
+    def _after(cursor: str | None) -> str | None:
+        try:
+            return decode_cursor(cursor)
+        except ValueError as exc:
+            raise _invalid(str(exc)) from None
 
     async def _skills_list(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
     ) -> dict[str, Any]:
-        user = self._user(ctx)
-        try:
-            after = decode_cursor(params.cursor)
-        except ValueError as exc:
-            raise _invalid(str(exc)) from None
-        skills: list[SkillInfo] = await self._call(self.source.list_skills(user))
-        rest = [s for s in skills if after is None or s.id > after]
+        user = self.user(ctx)
+        after = self._after(params.cursor)
+        skills = await self.skills(user)
+        listable = [s for s in skills if unservable_reason(s.id, s.metadata.name) is None]
+        rest = [s for s in listable if after is None or s.id > after]
         page = rest[: self.page_size]
-        by_skill: dict[str, list[SkillFile]] = await self._call(self.source.files_many(user, [s.id for s in page]))
-        served: list[tuple[SkillInfo, list[SkillFile]]] = []
-        for skill in page:
-            try:
-                self._check(skill, by_skill.get(skill.id, []))
-            except _Refused as exc:
-                logger.warning("not served as a skill: %s", exc)
-                continue
-            served.append((skill, by_skill[skill.id]))
-        wanted = [(skill.id, f) for skill, files in served for f in files]
-        fingerprints = await self._call(self.fingerprinter.fingerprints(user, wanted))
         entries: list[dict[str, Any]] = []
-        for skill, files in served:
-            try:
-                entry, held = self._build(skill, tuple(skill.id.split("/")), files, fingerprints)
-            except _Refused as exc:
-                logger.warning("not served as a skill: %s", exc)
-                continue
-            self._hold(ctx, user, skill.id, held)
-            entries.append(entry)
+        for entry in await self._entries(user, [(s, tuple(s.id.split("/"))) for s in page], skills):
+            if isinstance(entry, _Refused):
+                logger.warning("not served as a skill: %s", entry)
+            else:
+                entries.append(entry)
         result: dict[str, Any] = {"skills": entries}
         if len(rest) > len(page):
             result["nextCursor"] = encode_cursor(page[-1].id)
-        return self._finish(ctx, result)
+        return finish(ctx, result)
 
     async def _skills_get(self, ctx: ServerRequestContext[Any, Any], params: GetSkillParams) -> dict[str, Any]:
-        user = self._user(ctx)
-        target = await self._target(user, params.uri)
+        user = self.user(ctx)
+        target, skills = await self._target(user, params.uri)
         if target is None or target.rest != (SKILL_FILE,):
             raise _invalid(f"No skill is served at {params.uri}", uri=params.uri)
-        try:
-            entry, files = await self._entry(user, target.skill, target.base)
-        except _Refused as exc:
-            raise _invalid(f"{params.uri} is not served as a skill: {exc}", uri=params.uri) from None
-        self._hold(ctx, user, target.skill.id, files)
-        return self._finish(ctx, {"skill": entry})
+        (entry,) = await self._entries(user, [(target.skill, target.base)], skills)
+        if isinstance(entry, _Refused):
+            raise _invalid(f"{params.uri} is not served as a skill: {entry}", uri=params.uri)
+        return finish(ctx, {"skill": entry})
 
-    async def _target(self, user: str, uri: str) -> _Target | None:
+    async def _target(self, user: str, uri: str) -> tuple[_Target | None, list[SkillInfo]]:
         try:
             segments = parse_uri(uri)
         except InvalidPath as exc:
             raise _invalid(str(exc), uri=uri) from None
-        target, _ = await self._resolve(user, segments)
-        return target
+        return await self._resolve(user, segments)
 
     async def _read_resource(
         self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        user = self._user(ctx)
+        user = self.user(ctx)
         uri = str(params.uri)
-        target = await self._target(user, uri)
+        target, _ = await self._target(user, uri)
         if target is None:
             raise _invalid(f"No resource is served at {uri}", uri=uri)
         if not target.rest:
             raise _invalid(f"{uri} is a directory: use resources/directory/read", uri=uri)
         skill, path = target.skill, "/".join(target.rest)
-        skill_uri = uri_of((*target.base, SKILL_FILE))
-        held = self._held_for(ctx, user).get((user, skill.id, path))
-        changed = _invalid(
-            f"{uri} changed after the skill was listed; call skills/get for {skill_uri} "
-            "(or skills/list) and read it again",
-            uri=uri,
-            skill=skill_uri,
-            reason="changed",
-        )
-        files: list[SkillFile] = await self._call(self.source.files(user, skill.id))
+        files: list[SkillFile] = await self.call(self.source.files(user, skill.id))
         listed = {f.path: f for f in files}
-        if path not in listed:
-            if held is not None:
-                raise changed
-            raise _invalid(f"No resource is served at {uri}", uri=uri)
-        read: tuple[bytes, str] | None = await self._call(self._read_or_none(user, skill.id, path))
+        read = await self.call(self._read_or_none(user, skill.id, path)) if path in listed else None
         if read is None:
-            raise changed if held is not None else _invalid(f"No resource is served at {uri}", uri=uri)
+            raise _invalid(f"No resource is served at {uri}", uri=uri)
         data, etag = read
-        if held is not None and held != etag:
-            raise changed
-        self.fingerprinter.note_read(user, skill.id, replace(listed[path], etag=etag), data)
+        self.fingerprinter.note_read(user, skill.id, replace(listed[path], etag=etag, size=len(data)), data)
         mime = mime_type(path)
         text = text_or_none(data, mime)
         content: types.TextResourceContents | types.BlobResourceContents
@@ -399,12 +426,9 @@ class SkillsServer:
     async def _list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        user = self._user(ctx)
-        try:
-            after = decode_cursor(params.cursor if params is not None else None)
-        except ValueError as exc:
-            raise _invalid(str(exc)) from None
-        skills: list[SkillInfo] = await self._call(self.source.list_skills(user))
+        user = self.user(ctx)
+        after = self._after(params.cursor if params is not None else None)
+        skills = await self.skills(user)
         rest = [s for s in skills if after is None or s.id > after]
         page = rest[: self.page_size]
         resources = [
@@ -419,19 +443,34 @@ class SkillsServer:
         next_cursor = encode_cursor(page[-1].id) if len(rest) > len(page) else None
         return types.ListResourcesResult(resources=resources, next_cursor=next_cursor)
 
+    async def _list_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        self.user(ctx)
+        template = types.ResourceTemplate(
+            uri_template="skill://{+path}",
+            name="skill-file",
+            title="A file of a skill",
+            description=(
+                "A file of one of your skills: skill://<skill id>/SKILL.md, or any file the skill's "
+                "entry lists (skills/get). Skill ids are folder paths such as escrituras/compraventa."
+            ),
+        )
+        return types.ListResourceTemplatesResult(resource_templates=[template])
+
     async def _directory_read(self, ctx: ServerRequestContext[Any, Any], params: DirectoryReadParams) -> dict[str, Any]:
-        user = self._user(ctx)
-        try:
-            segments = parse_uri(params.uri)
-        except InvalidPath as exc:
-            raise _invalid(str(exc), uri=params.uri) from None
-        target, skills = await self._resolve(user, segments)
+        user = self.user(ctx)
+        after = self._after(params.cursor)
+        target, skills = await self._target(user, params.uri)
+        segments = parse_uri(params.uri)
         children: dict[str, bool] = {}  # name -> is a directory
         if target is not None:
-            files: list[SkillFile] = await self._call(self.source.files(user, target.skill.id))
+            nested = _nested(target.skill, skills)
+            ids = [target.skill.id, *(n.id for n in nested)]
+            by_skill: dict[str, list[SkillFile]] = await self.call(self.source.files_many(user, ids))
             depth = len(target.rest)
-            for f in files:
-                parts = tuple(f.path.split("/"))
+            for item in self._tree(target.skill, nested, by_skill):
+                parts = tuple(item.path.split("/"))
                 if parts == target.rest:
                     raise _invalid(f"{params.uri} is not a directory resource", uri=params.uri)
                 if len(parts) > depth and parts[:depth] == target.rest:
@@ -445,11 +484,13 @@ class SkillsServer:
             base = segments
         if not children and (target is None or target.rest):
             raise _invalid(f"No directory is served at {params.uri}", uri=params.uri)
+        names = [n for n in sorted(children) if after is None or n > after]
+        page = names[: self.page_size]
         resources = [
-            {"uri": uri_of((*base, name)), "name": name, "mimeType": _DIRECTORY if is_dir else mime_type(name)}
-            for name, is_dir in sorted(children.items())
+            {"uri": uri_of((*base, n)), "name": n, "mimeType": _DIRECTORY if children[n] else mime_type(n)}
+            for n in page
         ]
         result: dict[str, Any] = {"resources": resources}
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
-            result = {"resultType": "complete", **result}
-        return result
+        if len(names) > len(page):
+            result["nextCursor"] = encode_cursor(page[-1])
+        return finish(ctx, result)

@@ -50,7 +50,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-BOOK_SCHEMA = "s3skills.digests/1"
+BOOK_SCHEMA = "s3skills.digests/2"  # 2: frontmatter read as YAML 1.2 (1 held YAML 1.1 values)
 """The schema this code reads and writes; any other value reads as an empty book."""
 
 MAX_BOOK_BYTES = 32 * 1024 * 1024

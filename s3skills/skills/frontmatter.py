@@ -14,14 +14,16 @@ from typing import Any
 
 import yaml
 
+from s3skills.skills.yaml12 import Yaml12SafeLoader
+
 __all__ = ["frontmatter_json"]
 
 _OPEN_RE = re.compile(r"\A(?:\ufeff)?(?:[ \t]*\r?\n)*---[ \t]*\r?\n")
 _CLOSE_RE = re.compile(r"^---[ \t]*\r?$", re.MULTILINE)
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing aliases (nothing can expand)."""
+class _NoAliasLoader(Yaml12SafeLoader):
+    """A safe loader with YAML 1.2 scalar types, refusing aliases (nothing can expand)."""
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
@@ -31,23 +33,31 @@ class _NoAliasLoader(yaml.SafeLoader):
 
 def _jsonable(value: Any) -> Any:
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {_key(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
     if isinstance(value, datetime | date):
         return value.isoformat()
     if isinstance(value, bytes):
         return base64.b64encode(value).decode()
-    if isinstance(value, float) and value != value:  # NaN has no JSON form
-        return None
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return None  # NaN and infinities have no JSON form
     return value
+
+
+def _key(key: Any) -> str:
+    """A mapping key as JSON text, spelled as a YAML 1.2 parser's JSON output spells it."""
+    if isinstance(key, bool) or key is None:
+        return "null" if key is None else str(key).lower()
+    return str(key)
 
 
 def frontmatter_json(data: bytes) -> dict[str, Any]:
     """The YAML frontmatter of a `SKILL.md`, as written, as a JSON object.
 
-    YAML types are kept as a YAML parser reads them (`version: 1.0` is the number 1.0),
-    so a host that parses the file itself finds the same values; dates become ISO text.
+    YAML types are kept as a YAML 1.2 parser reads them (`version: 1.0` is the number
+    1.0; `yes`, `2024-01-02` and `12:30` stay text; `0755` is 755), so a host that parses
+    the file itself finds the same values.
 
     Raises:
         ValueError: No frontmatter, YAML that does not parse or is not a mapping, or no

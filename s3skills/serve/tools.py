@@ -1,0 +1,260 @@
+"""`SkillTools`: a user's skills as MCP tools and prompts, for hosts without the skills extension.
+
+Claude Desktop, Claude Code, Cursor and VS Code call tools and show prompts but do not
+implement SEP-2640 yet. Beside the extension's methods, `SkillsServer(tools=True)` serves:
+
+* `list_skills(query?, cursor?)`: the user's enabled skills, ranked for `query` (the
+  agent's ranking) or by id, a page at a time (`cursor` from the previous page);
+* `load_skill(name)`: the skill's whole `SKILL.md` and the list of its files;
+* `read_skill_file(name, path)`: one file of the skill (text, an image, or a blob);
+* one prompt per enabled skill (named by its id), whose message holds the `SKILL.md`.
+
+A skill is named by its id or, when unique, by its folder name, as in the agent's tools.
+Everything goes through the same `SkillLibrary` as the agent: disabled skills do not
+exist, a nested skill's files belong to the nested skill only, reads are bounded. Skills
+whose names the extension refuses are served here too (they have no other way out).
+A problem with a call (unknown skill, missing file) is a tool result with `isError`.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Awaitable
+from typing import Any, Protocol
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import INVALID_PARAMS
+
+from s3skills.errors import FileTooLarge, InvalidPath, NotFound, SkillError
+from s3skills.ids import SKILL_FILE
+from s3skills.serve.entries import mime_type, text_or_none, uri_of
+from s3skills.serve.library_source import MAX_FILE_BYTES
+from s3skills.skills import SkillLibrary
+from s3skills.tenancy import Tenant
+
+
+class SkillsHost(Protocol):
+    """What the tools face needs of its server (`s3skills.serve.server.SkillsServer`)."""
+
+    source: Any
+    page_size: int
+
+    def user(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The user a request is for."""
+        ...
+
+    async def call(self, coro: Awaitable[Any]) -> Any:
+        """Await a library call, mapping its errors to protocol errors."""
+        ...
+
+
+__all__ = ["TOOL_NAMES", "SkillTools", "SkillsHost"]
+
+TOOL_NAMES = ("list_skills", "load_skill", "read_skill_file")
+_FAILURES = (SkillError, NotFound, InvalidPath, FileTooLarge)
+
+
+def _schema(properties: dict[str, str], required: list[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {name: {"type": "string", "description": text} for name, text in properties.items()},
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+_TOOLS = [
+    types.Tool(
+        name="list_skills",
+        title="List skills",
+        description=(
+            "List the skills available to you, best matches first when you give a query. Each skill is a "
+            "folder of instructions (SKILL.md) and files for one kind of task. Call load_skill before using one."
+        ),
+        input_schema=_schema(
+            {"query": "Words describing the task (optional).", "cursor": "nextCursor of the previous page."}, []
+        ),
+        annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+    ),
+    types.Tool(
+        name="load_skill",
+        title="Load a skill",
+        description=(
+            "Load a skill: its SKILL.md instructions and the list of its files. Follow the instructions; "
+            "read the files they mention with read_skill_file."
+        ),
+        input_schema=_schema({"name": "The skill id (escrituras/compraventa) or its folder name."}, ["name"]),
+        annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+    ),
+    types.Tool(
+        name="read_skill_file",
+        title="Read a file of a skill",
+        description="Read one file of a skill, by its path inside the skill folder (references/guide.md).",
+        input_schema=_schema(
+            {"name": "The skill id or its folder name.", "path": "The file's path inside the skill folder."},
+            ["name", "path"],
+        ),
+        annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
+    ),
+]
+
+
+def _failed(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def _arg(arguments: dict[str, Any], name: str, *, required: bool) -> str | None:
+    value = arguments.get(name)
+    if value is None or value == "":
+        if required:
+            raise ValueError(f"'{name}' is required")
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"'{name}' must be a string")
+    return value
+
+
+class SkillTools:
+    """The tools and prompts face of a `SkillsServer` whose source has a `SkillLibrary`.
+
+    Args:
+        skills: The server (its user resolution, page size and source are used).
+
+    Raises:
+        TypeError: The server's source has no `library` and `tenant_of` (not a `LibrarySkillSource`).
+    """
+
+    def __init__(self, skills: SkillsHost) -> None:
+        library = getattr(skills.source, "library", None)
+        if not isinstance(library, SkillLibrary) or not callable(getattr(skills.source, "tenant_of", None)):
+            raise TypeError("The tools face needs a LibrarySkillSource (a source with a SkillLibrary)")
+        self.skills = skills
+        self.library: SkillLibrary = library
+
+    def register(self, server: Server[Any]) -> None:
+        """Add `tools/list`, `tools/call`, `prompts/list` and `prompts/get` to `server`."""
+        server.add_request_handler("tools/list", types.PaginatedRequestParams, self._list_tools)
+        server.add_request_handler("tools/call", types.CallToolRequestParams, self._call_tool)
+        server.add_request_handler("prompts/list", types.PaginatedRequestParams, self._list_prompts)
+        server.add_request_handler("prompts/get", types.GetPromptRequestParams, self._get_prompt)
+
+    def _tenant(self, ctx: ServerRequestContext[Any, Any]) -> Tenant:
+        tenant: Tenant = self.skills.source.tenant_of(self.skills.user(ctx))
+        return tenant
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(_TOOLS))
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name not in TOOL_NAMES:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool {params.name!r}: use {', '.join(TOOL_NAMES)}")
+        tenant = await self.skills.call(_now(self._tenant, ctx))
+        arguments = params.arguments or {}
+        try:
+            if params.name == "list_skills":
+                query, cursor = _arg(arguments, "query", required=False), _arg(arguments, "cursor", required=False)
+                work = self._list(tenant, query or "", cursor)
+            elif params.name == "load_skill":
+                work = self._load(tenant, str(_arg(arguments, "name", required=True)))
+            else:
+                name, path = _arg(arguments, "name", required=True), _arg(arguments, "path", required=True)
+                work = self._read(tenant, str(name), str(path))
+        except ValueError as exc:
+            return _failed(f"Invalid arguments for {params.name}: {exc}")
+        result: types.CallToolResult = await self.skills.call(work)
+        return result
+
+    async def _list(self, tenant: Tenant, query: str, cursor: str | None) -> types.CallToolResult:
+        try:
+            page = await self.library.asearch(query, limit=self.skills.page_size, cursor=cursor, tenant=tenant)
+        except InvalidPath as exc:
+            return _failed(str(exc))
+        rows = [{"id": s.id, "name": s.metadata.name, "description": s.metadata.description} for s in page.skills]
+        lines = [f"{len(page.skills)} of {page.total} skills" + (f" for {query!r}" if query else "") + ":"]
+        lines += [f"- {r['id']}: {r['description']}" for r in rows]
+        if page.next_cursor:
+            lines.append(f"More: call list_skills with cursor={page.next_cursor!r}.")
+        lines.append("Load one with load_skill(name) before following it.")
+        structured: dict[str, Any] = {"skills": rows, "total": page.total}
+        if page.next_cursor:
+            structured["nextCursor"] = page.next_cursor
+        return types.CallToolResult(content=[types.TextContent(text="\n".join(lines))], structured_content=structured)
+
+    async def _load(self, tenant: Tenant, name: str) -> types.CallToolResult:
+        try:
+            skill = await self.library.aget(name, tenant=tenant)
+            text = await self.library.askill_md(skill.id, tenant=tenant)
+            files = await self.library.afiles(skill.id, tenant=tenant)
+        except _FAILURES as exc:
+            return _failed(str(exc))
+        others = [f for f in files if f.path != SKILL_FILE]
+        listing = "\n".join(f"- {f.path} ({f.size} bytes)" for f in others) or "(no other files)"
+        body = (
+            f"Skill {skill.id} ({uri_of((*skill.id.split('/'), SKILL_FILE))})\n\n{text}\n\n"
+            f"Files of this skill (read them with read_skill_file(name={skill.id!r}, path=...)):\n{listing}"
+        )
+        structured = {
+            "id": skill.id,
+            "name": skill.metadata.name,
+            "skillMd": text,
+            "files": [{"path": f.path, "size": f.size} for f in files],
+        }
+        return types.CallToolResult(content=[types.TextContent(text=body)], structured_content=structured)
+
+    async def _read(self, tenant: Tenant, name: str, path: str) -> types.CallToolResult:
+        try:
+            skill = await self.library.aget(name, tenant=tenant)
+            body = await self.library.aopen(skill.id, path, tenant=tenant, max_bytes=MAX_FILE_BYTES)
+        except _FAILURES as exc:
+            return _failed(str(exc))
+        mime = mime_type(path)
+        text = text_or_none(body.data, mime)
+        content: types.TextContent | types.ImageContent | types.EmbeddedResource
+        if text is not None:
+            content = types.TextContent(text=text)
+        elif mime.startswith("image/"):
+            content = types.ImageContent(data=base64.b64encode(body.data).decode(), mime_type=mime)
+        else:
+            uri = uri_of((*skill.id.split("/"), *path.strip("/").split("/")))
+            blob = types.BlobResourceContents(uri=uri, mime_type=mime, blob=base64.b64encode(body.data).decode())
+            content = types.EmbeddedResource(resource=blob)
+        return types.CallToolResult(content=[content])
+
+    async def _list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
+    ) -> types.ListPromptsResult:
+        tenant = await self.skills.call(_now(self._tenant, ctx))
+        page = await self.skills.call(
+            self.library.asearch("", limit=self.skills.page_size, cursor=params.cursor, tenant=tenant)
+        )
+        prompts = [
+            types.Prompt(name=s.id, title=s.metadata.name, description=s.metadata.description) for s in page.skills
+        ]
+        return types.ListPromptsResult(prompts=prompts, next_cursor=page.next_cursor)
+
+    async def _get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult:
+        tenant = await self.skills.call(_now(self._tenant, ctx))
+        skill = await self.skills.call(self.library.aget(params.name, tenant=tenant))
+        text = await self.skills.call(self.library.askill_md(skill.id, tenant=tenant))
+        message = (
+            f"Use the skill {skill.id}. Its SKILL.md follows; read the files it mentions with "
+            f"read_skill_file(name={skill.id!r}, path=...).\n\n{text}"
+        )
+        return types.GetPromptResult(
+            description=skill.metadata.description,
+            messages=[types.PromptMessage(role="user", content=types.TextContent(text=message))],
+        )
+
+
+async def _now(fn: Any, *args: Any) -> Any:
+    """Run a sync call where `SkillsServer.call` maps its errors (tenant checks raise)."""
+    return fn(*args)
