@@ -498,6 +498,25 @@ def test_what_validate_calls_an_error_push_refuses_without_force_and_every_count
     assert "SKILL.md: error: description is" in cli.out
 
 
+def test_validate_and_push_name_the_skills_mcp_will_not_list_and_why(cli: Cli, tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "lib", 1)
+    write(tree, "capsule_crm-automation/SKILL.md", skill_md("capsule_crm-automation"))  # '_' breaks the rules
+    write(tree, "pdf-tools/SKILL.md", skill_md("pdf"))  # name != folder
+    checked = cli.json("validate", str(tree), expect=1)
+    unlisted = {item["skill"]: item["reason"] for item in checked["mcp_unlisted"]}
+    assert set(unlisted) == {"capsule_crm-automation", "pdf-tools"}
+    assert "other than a-z, 0-9 and '-'" in unlisted["capsule_crm-automation"]
+    assert "differs from its folder 'pdf-tools'" in unlisted["pdf-tools"]
+    assert cli("validate", str(tree)) == 1
+    assert "s3skills mcp will not list 2 skills (capsule_crm-automation, pdf-tools)" in cli.err
+    assert "  pdf-tools: its name 'pdf' differs from its folder 'pdf-tools'" in cli.err
+
+    pushed = cli.json("push", "--force", str(tree))
+    assert {item["skill"] for item in pushed["mcp_unlisted"]} == {"capsule_crm-automation", "pdf-tools"}
+    assert cli.json("validate", "skill-000")["mcp_unlisted"] == []
+    assert cli.json("validate", "pdf-tools", expect=1)["mcp_unlisted"][0]["skill"] == "pdf-tools"
+
+
 def test_validate_skill_in_bucket(cli: Cli, s3_client: Any, bucket: str) -> None:
     s3_client.put_object(Bucket=bucket, Key=PREFIX + "good/SKILL.md", Body=skill_md("good").encode())
     s3_client.put_object(Bucket=bucket, Key=PREFIX + "bad/SKILL.md", Body=skill_md("Bad_Name").encode())

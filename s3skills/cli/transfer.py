@@ -20,6 +20,7 @@ from s3skills.errors import SkillError
 from s3skills.ids import SKILL_FILE
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
+from s3skills.skills.naming import unservable_reason
 from s3skills.skills.severity import SEVERITIES, Severity, Tally, severity_of
 from s3skills.transfer.localtree import Finding, check_relative_path, scan_tree
 
@@ -57,6 +58,40 @@ def _validate_local(path: Path) -> tuple[list[tuple[str, Finding]], int]:
     return [(owner(f.path), f) for f in sorted(findings, key=lambda f: f.path)], len(tree.skills)
 
 
+def _mcp_unservable(root: Path, mapping: dict[str, str]) -> list[tuple[str, str]]:
+    """`(skill id, reason)` of each skill below `root` that `s3skills mcp` will not list.
+
+    `mapping` is skill id -> folder relative to `root` (`""` or `.` for `root` itself). A
+    `SKILL.md` that does not parse is left out: it is already reported as fatal.
+    """
+    found = []
+    for skill_id, folder in sorted(mapping.items()):
+        path = root / folder / SKILL_FILE if folder not in ("", ".") else root / SKILL_FILE
+        try:
+            with path.open("rb") as handle:
+                data = handle.read(MAX_SKILL_MD_BYTES + 1)
+            name = parse_skill_md(data, folder=skill_id.rsplit("/", 1)[-1]).metadata.name
+        except (OSError, InvalidSkill):
+            continue
+        reason = unservable_reason(skill_id, name)
+        if reason is not None:
+            found.append((skill_id, reason))
+    return found
+
+
+def _say_unservable(ctx: Context, unservable: list[tuple[str, str]], *, verbose: bool = True) -> None:
+    """Tell which skills MCP's `skills/list` leaves out (they still work for agents and MCP tools)."""
+    if not unservable:
+        return
+    ctx.warn(
+        f"s3skills mcp will not list {_plural(len(unservable), 'skill')} "
+        f"({_names([sid for sid, _ in unservable])}): agents and the MCP tools still use them"
+    )
+    if verbose or len(unservable) <= QUIET_OVER:
+        for skill_id, reason in unservable:
+            ctx.warn(f"  {skill_id}: {reason}")
+
+
 def _placeholder_findings(rel: str, data: bytes, skill_id: str) -> list[Finding]:
     """A warning when the description is still a template placeholder (`TODO: ...`)."""
     try:
@@ -80,9 +115,14 @@ def validate_command(ctx: Context, target: str) -> int:
     """
     path = Path(target).expanduser()
     lines: list[tuple[str, str, Finding]]  # (shown path, skill, finding)
+    unservable: list[tuple[str, str]] = []
     if path.exists():
         findings, count = _validate_local(path)
         lines = [(str(path / f.path) if f.path else str(path), skill, f) for skill, f in findings]
+        if path.is_file():
+            unservable = _mcp_unservable(path.resolve().parent, {path.resolve().parent.name: ""})
+        else:
+            unservable = _mcp_unservable(path, scan_tree(path).mapping)
     elif ctx.has_library:
         skill_id, objects = resolve_skill(ctx, target)
         folder = ctx.prefix + skill_id + "/"
@@ -90,6 +130,12 @@ def validate_command(ctx: Context, target: str) -> int:
         shown = ctx.location(folder + SKILL_FILE)
         problems = validate_skill_md(body.data, folder=skill_id.rsplit("/", 1)[-1])
         lines = [(shown, skill_id, Finding(SKILL_FILE, p.level, p.message, p.fatal)) for p in problems]
+        try:
+            name = parse_skill_md(body.data, folder=skill_id.rsplit("/", 1)[-1]).metadata.name
+            reason = unservable_reason(skill_id, name)
+            unservable = [(skill_id, reason)] if reason is not None else []
+        except InvalidSkill:
+            pass
         lines += [(shown, skill_id, f) for f in _placeholder_findings(SKILL_FILE, body.data, skill_id)]
         for obj in objects:
             why = check_relative_path(obj.key[len(ctx.prefix) :])
@@ -116,6 +162,7 @@ def validate_command(ctx: Context, target: str) -> int:
                     }
                     for shown, skill, f in lines
                 ],
+                "mcp_unlisted": [{"skill": sid, "reason": why} for sid, why in unservable],
             }
         )
     else:
@@ -124,6 +171,7 @@ def validate_command(ctx: Context, target: str) -> int:
         ctx.print(f"{_plural(count, 'skill')} checked: {tally.summary(zeros=True)}")
         if tally.blocking_push:
             ctx.print("push refuses fatal problems and errors without --force")
+        _say_unservable(ctx, unservable)
     return 1 if tally.failing_validate else 0
 
 
@@ -269,8 +317,10 @@ def push_command(
         raise CliError(f"push refused: {exc}{hint}") from exc
     blocked = bool(report.blocking)  # only a dry run gets here with blocking conflicts
     versions = pushed_versions(ctx, report.skills) if not dry_run and report.skills else {}
+    unservable = _mcp_unservable(Path(directory), report.mapping)
     if ctx.json:
-        ctx.emit({"ok": not blocked, **report.to_dict(), "versions": versions})
+        mcp_unlisted = [{"skill": sid, "reason": why} for sid, why in unservable]
+        ctx.emit({"ok": not blocked, **report.to_dict(), "versions": versions, "mcp_unlisted": mcp_unlisted})
         return 1 if blocked else 0
     if dry_run:
         _print_plan(ctx, report, directory)
@@ -304,6 +354,7 @@ def push_command(
         ctx.warn(f"{pushed} with problems: {tally.summary()}; see 's3skills validate {directory}'")
         if tally.skills[Severity.FATAL]:
             ctx.warn(f"agents skip skills with fatal problems: {', '.join(tally.skills[Severity.FATAL])}")
+    _say_unservable(ctx, unservable, verbose=verbose)
     return 1 if blocked else 0
 
 

@@ -8,7 +8,7 @@ doubled hyphen. A library pushed as it is often breaks them (`capsule_crm-automa
 for the agent (and through the MCP tools face) but is not listed by `skills/list`.
 
 `unservable_reason` is the one place this rule is written; the MCP server, `s3skills mcp
---check` and (later) `push`/`validate` all ask it.
+--check`, `s3skills validate` and `s3skills push` all ask it.
 """
 
 from __future__ import annotations
