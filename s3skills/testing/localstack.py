@@ -91,12 +91,19 @@ def _version_of(python: str) -> tuple[int, int] | None:
     return int(parts[0]), int(parts[1])
 
 
+def _release(folder: str) -> tuple[int, ...]:
+    """``3.13.0`` -> ``(3, 13, 0)``; a folder that is not a plain release sorts first."""
+    parts = folder.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
+
+
 def _candidates() -> list[str]:
     names = [f"python3.{minor}" for minor in range(20, MIN_PYTHON[1] - 1, -1)] + ["python3"]
     found = [path for name in names if (path := shutil.which(name))]
     pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    versions = sorted((pyenv_root / "versions").glob("3.*/bin/python3"), reverse=True)
-    return found + [str(v) for v in versions]
+    pythons = (pyenv_root / "versions").glob("3.*/bin/python3")
+    newest_first = sorted(pythons, key=lambda p: _release(p.parent.parent.name), reverse=True)
+    return found + [str(p) for p in newest_first]
 
 
 def find_localstack_python() -> str | None:
