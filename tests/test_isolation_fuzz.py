@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from keylog import KeyLogStore
@@ -247,6 +248,7 @@ def run_operation(operation: str, path: str, pattern: str, skill: str) -> Any:
     return [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
 
 
+@pytest.mark.slow  # 2,000 examples through every operation: a long hypothesis run
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
