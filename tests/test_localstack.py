@@ -1,7 +1,8 @@
 """s3skills against a live LocalStack (S3 only), run on the host from its own Python 3.13 venv.
 
-Every test here uses the LocalStack fixtures, so conftest marks them `localstack` and
-`slow` (`.ci/run` runs them after the README's command). The ObjectStore conformance,
+Every test here is `localstack` and `slow` (conftest marks those using the LocalStack
+fixtures; the one that starts its own server is marked by hand); `.ci/run` runs them after
+the README's command. The ObjectStore conformance,
 conditional writes and versions run on LocalStack from their own modules (parametrised);
 this module pins the server itself (loopback only), the demo on its endpoint, and a CLI
 round trip. What LocalStack does not honour is pinned here as a tested difference: a
@@ -25,7 +26,14 @@ from cli_harness import Cli
 from s3skills.errors import StoreError
 from s3skills.skills.versions import FileVersion, SkillVersion, restore
 from s3skills.storage import ObjectVersion, S3ObjectStore
-from s3skills.testing import LOCALSTACK_REQUIREMENTS, LocalStackBucket, LocalStackServer, make_client, skill_md
+from s3skills.testing import (
+    LOCALSTACK_REQUIREMENTS,
+    LocalStackBucket,
+    LocalStackServer,
+    find_localstack_python,
+    make_client,
+    skill_md,
+)
 from s3skills.testing import write_file as write
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,6 +86,24 @@ def test_localstack_listens_on_loopback_only_and_reports_s3_running(localstack_s
     loopback = ("0100007F:", "00000000000000000000000001000000:")
     assert f"0100007F:{port}" in listening
     assert [a for a in listening if not a.startswith(loopback)] == []
+
+
+@pytest.mark.slow
+@pytest.mark.localstack
+def test_stop_ends_the_whole_process_group_and_removes_its_files() -> None:
+    python = find_localstack_python()
+    if python is None:
+        pytest.skip("LocalStack not available: its runtime needs Python >= 3.13 (none on PATH or under pyenv)")
+    server = LocalStackServer(python=python)
+    pid, folder = server.pid, server.dir
+    assert pid is not None
+    assert folder.is_dir()
+    server.stop()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)  # no process of its group is left
+    assert not folder.exists()
+    assert server.pid is None
+    server.stop()  # a second stop is harmless
 
 
 # -- the demo --------------------------------------------------------------------------------------
