@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from s3skills.testing import find_localstack_python
+from s3skills.testing import LOCALSTACK_REQUIREMENTS, find_localstack_python
 
 
 def _interpreter(path: Path, major: int, minor: int) -> Path:
@@ -49,3 +49,15 @@ def test_no_python_3_13_anywhere_is_none(monkeypatch: pytest.MonkeyPatch, tmp_pa
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
     assert find_localstack_python() is None
+
+
+def test_the_readme_host_runtime_commands_match_what_the_fixture_runs() -> None:
+    """The README's LocalStack-without-Docker commands install the same pins and keep it on loopback."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("**LocalStack without Docker.**", 1)[1].split("\n## ", 1)[0]
+    for requirement in LOCALSTACK_REQUIREMENTS:
+        assert f'"{requirement}"' in section
+    for setting in ("GATEWAY_LISTEN=127.0.0.1:", "GATEWAY_SERVER=hypercorn", "DNS_ADDRESS=0", "DISABLE_EVENTS=1"):
+        assert setting in section
+    assert "OVERRIDE_IN_DOCKER=0" in section
+    assert "python -m pytest -q -m localstack" in section
