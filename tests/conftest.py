@@ -7,10 +7,13 @@ Fixtures:
     bucket: a fresh, uniquely named bucket on the moto server.
     seaweed_server: session-scoped :class:`s3skills.testing.SeaweedServer` (``weed mini``).
     seaweed_bucket: a fresh bucket on SeaweedFS, as a :class:`s3skills.testing.SeaweedBucket`.
+    localstack_server: session-scoped :class:`s3skills.testing.LocalStackServer` (host runtime, own venv).
+    localstack_bucket: a fresh bucket on LocalStack, as a :class:`s3skills.testing.LocalStackBucket`.
     live_target: an external endpoint from ``S3SKILLS_TEST_*`` variables, as a :class:`s3skills.testing.LiveTarget`.
 
 Markers: tests using the SeaweedFS fixtures are marked ``seaweedfs`` automatically (so
-``-m "not seaweedfs"`` deselects them); tests marked ``live`` or using ``live_target`` are
+``-m "not seaweedfs"`` deselects them), tests using the LocalStack fixtures ``localstack`` and
+``slow`` (the README's command leaves them to ``-m slow``); tests marked ``live`` or using ``live_target`` are
 skipped unless ``S3SKILLS_TEST_ENDPOINT`` is set. Every other test may only open network
 connections to loopback addresses.
 """
@@ -36,9 +39,12 @@ from s3skills.layout import KeyLayout
 from s3skills.storage import S3ObjectStore
 from s3skills.testing import (
     LiveTarget,
+    LocalStackBucket,
+    LocalStackServer,
     MotoServer,
     SeaweedBucket,
     SeaweedServer,
+    find_localstack_python,
     find_weed,
     make_bucket,
     make_client,
@@ -49,6 +55,7 @@ LIVE_ENV = "S3SKILLS_TEST_ENDPOINT"
 REGION = "us-east-1"
 
 _SEAWEED_FIXTURES = frozenset({"seaweed_server", "seaweed_bucket"})
+_LOCALSTACK_FIXTURES = frozenset({"localstack_server", "localstack_bucket"})
 _ENV_PATCH = pytest.StashKey[pytest.MonkeyPatch]()
 _ENV_DIR = pytest.StashKey[Path]()
 
@@ -133,13 +140,18 @@ def _loopback_only(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
 # --- markers --------------------------------------------------------------------------------
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the `slow` added here must count
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark SeaweedFS and live tests from the fixtures they use; skip live tests without a target."""
+    """Mark SeaweedFS, LocalStack and live tests from the fixtures they use; skip live tests without a target."""
     live_skip = pytest.mark.skip(reason=f"live test: set {LIVE_ENV} to run it")
     for item in items:
         fixturenames = set(getattr(item, "fixturenames", ()))
         if fixturenames & _SEAWEED_FIXTURES and item.get_closest_marker("seaweedfs") is None:
             item.add_marker(pytest.mark.seaweedfs)
+        if fixturenames & _LOCALSTACK_FIXTURES:
+            for marker in ("localstack", "slow"):
+                if item.get_closest_marker(marker) is None:
+                    item.add_marker(marker)
         if "live_target" in fixturenames and item.get_closest_marker("live") is None:
             item.add_marker(pytest.mark.live)
         if item.get_closest_marker("live") is not None and not os.environ.get(LIVE_ENV):
@@ -235,14 +247,43 @@ def seaweed_bucket(seaweed_server: SeaweedServer) -> Iterator[SeaweedBucket]:
         client.close()
 
 
+# --- LocalStack -----------------------------------------------------------------------------
+
+# A fixture parametrised over servers marks its LocalStack case itself,
+# `pytest.param("localstack", marks=(pytest.mark.localstack, pytest.mark.slow))`: fixtures
+# fetched with `getfixturevalue` are not seen at collection.
+
+
+@pytest.fixture(scope="session")
+def localstack_server() -> Iterator[LocalStackServer]:
+    """One LocalStack (S3 only) for the session, run on the host from its own cached venv.
+
+    Skips only where no Python >= 3.13 exists (LocalStack's runtime needs it). A venv that
+    cannot be built or a server that does not start is an error: CI must run these tests.
+    """
+    python = find_localstack_python()
+    if python is None:
+        pytest.skip("LocalStack not available: its runtime needs Python >= 3.13 (none on PATH or under pyenv)")
+    with LocalStackServer(python=python) as server:
+        yield server
+
+
+@pytest.fixture
+def localstack_bucket(localstack_server: LocalStackServer) -> LocalStackBucket:
+    """A fresh bucket on the session's LocalStack (state is in memory and dies with it)."""
+    server = localstack_server
+    name = make_bucket(server.endpoint_url, unique_bucket_name(), region=REGION)
+    return LocalStackBucket(server.endpoint_url, name, server.access_key, server.secret_key)
+
+
 @pytest.fixture
 def s3_store_on(request: pytest.FixtureRequest) -> Callable[[str], S3ObjectStore]:
-    """Makes an `S3ObjectStore` on a fresh bucket of a kind ("moto" or "seaweedfs"), for
-    fixtures parametrised over store kinds. The caller closes it."""
+    """Makes an `S3ObjectStore` on a fresh bucket of a kind ("moto", "seaweedfs" or
+    "localstack"), for fixtures parametrised over store kinds. The caller closes it."""
 
     def make(kind: str) -> S3ObjectStore:
-        if kind == "seaweedfs":
-            sw = request.getfixturevalue("seaweed_bucket")
+        if kind in ("seaweedfs", "localstack"):
+            sw = request.getfixturevalue("seaweed_bucket" if kind == "seaweedfs" else "localstack_bucket")
             session = aioboto3.Session(aws_access_key_id=sw.access_key, aws_secret_access_key=sw.secret_key)
             return S3ObjectStore(sw.bucket, endpoint_url=sw.endpoint_url, region_name=REGION, session=session)
         endpoint = request.getfixturevalue("moto_endpoint")

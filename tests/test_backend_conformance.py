@@ -10,10 +10,11 @@ Each test takes the `h` fixture (a `Harness`) and runs four times:
 
 each with the sync methods (`ls`, `read`, ...) and with the async ones (`als`, `aread`, ...).
 
-Every combination runs on two stores: a moto server, and `MemoryObjectStore` (the object-store
-contract in memory). The skill libraries and the tickets are read-only and seeded once per module. Each test's
-workspace starts empty: the runtime mode gives every test a thread id of its own, and the
-explicit mode's shared backend has its workspace emptied after each test.
+Every combination runs on three stores: a moto server, `MemoryObjectStore` (the object-store
+contract in memory) and LocalStack (marked `slow`, so `-m slow` runs that third). The skill
+libraries and the tickets are read-only and seeded once per module. Each test's workspace
+starts empty: the runtime mode gives every test a thread id of its own, and the explicit
+mode's shared backend has its workspace emptied after each test.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from runs import ASYNC_RUN, SYNC_RUN, RunContext, RunState
 
 from s3skills import S3Backend, SkillError, TenantError
 from s3skills.layout import KeyLayout
-from s3skills.testing import MemoryObjectStore, MotoServer, make_bucket, make_client, skill_md
+from s3skills.testing import MemoryObjectStore, make_bucket, make_client, skill_md
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 
@@ -179,7 +180,7 @@ class MemoryS3:
 
 @dataclass
 class Library:
-    kind: str  # "moto" or "memory"
+    kind: str  # "moto", "memory" or "localstack"
     endpoint_url: str | None
     bucket: str
     s3: Any
@@ -192,20 +193,24 @@ class Library:
         return {"endpoint_url": self.endpoint_url, "session": SESSION}
 
 
-@pytest.fixture(scope="module", params=["moto", "memory"])
-def library(request: pytest.FixtureRequest, moto_server: MotoServer) -> Library:
+@pytest.fixture(
+    scope="module",
+    params=["moto", "memory", pytest.param("localstack", marks=(pytest.mark.localstack, pytest.mark.slow))],
+)
+def library(request: pytest.FixtureRequest) -> Library:
     """A bucket holding the read-only libraries and tickets, seeded once for the module: on the
-    moto server, and in a `MemoryObjectStore` (the same suite, every test, both stores)."""
+    moto server, in a `MemoryObjectStore`, and on LocalStack (the same suite, every test, every store)."""
     if request.param == "memory":
         store = MemoryObjectStore("conformance")
         for key, body in LIBRARY.items():
             store.put_object(key, body)
         return Library("memory", None, store.bucket, MemoryS3(store), store)
-    s3 = make_client(moto_server.endpoint_url)
-    bucket = make_bucket(moto_server.endpoint_url, f"conformance-{uuid.uuid4().hex[:12]}")
+    server = request.getfixturevalue("moto_server" if request.param == "moto" else "localstack_server")
+    s3 = make_client(server.endpoint_url)
+    bucket = make_bucket(server.endpoint_url, f"conformance-{uuid.uuid4().hex[:12]}")
     for key, body in LIBRARY.items():
         s3.put_object(Bucket=bucket, Key=key, Body=body)
-    return Library("moto", moto_server.endpoint_url, bucket, s3)
+    return Library(request.param, server.endpoint_url, bucket, s3)
 
 
 HarnessFactory = Callable[..., Harness]

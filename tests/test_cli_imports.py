@@ -70,6 +70,29 @@ def test_help_imports_no_agent_framework(argv: list[str]) -> None:
     assert not [m for m in modules if m.split(".")[0] in ("aioboto3", "aiobotocore", "boto3", "botocore", "mcp")]
 
 
+# Everything `s3skills --help` and `--version` may import beyond the standard library: the
+# command-line toolkit and what parses a SKILL.md. Nothing that talks to S3, serves MCP or runs
+# an agent (issue 21: these answer within 0.5 s; bench/README.md has the figure).
+STARTUP_PACKAGES = frozenset(
+    {"s3skills", "click", "rich", "pydantic", "pydantic_core", "annotated_types", "typing_inspection"}
+    | {"typing_extensions", "yaml"}
+)
+# Not imports of ours: site hooks, and `copy` probing Jython's `org.python.core`.
+_ENVIRONMENT = frozenset({"sitecustomize", "usercustomize", "org"})
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["--version"]], ids=["help", "version"])
+def test_help_and_version_import_only_the_cli_toolkit_and_the_skill_model(argv: list[str]) -> None:
+    proc, modules = _run_cli(*argv)
+    assert proc.returncode == 0, proc.stderr
+    if argv == ["--version"]:
+        assert proc.stdout.startswith("s3skills ")
+    top = {m.split(".")[0] for m in modules}
+    outside = {m for m in top if m not in sys.stdlib_module_names and not m.startswith("_")} - _ENVIRONMENT
+    assert {"s3skills", "click"} <= outside
+    assert sorted(outside - STARTUP_PACKAGES) == []
+
+
 def test_list_imports_no_agent_framework(moto_endpoint: str, bucket: str, s3_client: Any) -> None:
     body = b"---\nname: pdf\ndescription: Fills PDF forms. Use it for forms.\n---\n\n# pdf\n"
     s3_client.put_object(Bucket=bucket, Key=f"{USER}/skills/pdf/SKILL.md", Body=body)

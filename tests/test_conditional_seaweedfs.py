@@ -160,6 +160,7 @@ def reset_file(backend: S3Backend, editors: int) -> None:
 
 
 @pytest.mark.parametrize("editors", [2, 4], indirect=True, ids=["2-editors", "4-editors"])
+@pytest.mark.slow
 def test_gated_concurrent_edits_have_exactly_one_winner_per_round(editors: list[S3Backend]) -> None:
     gate = PutGate(parties=len(editors))
     for backend in editors:
@@ -179,6 +180,7 @@ def test_gated_concurrent_edits_have_exactly_one_winner_per_round(editors: list[
     assert tally.conflicts == ROUNDS * (len(editors) - 1)
 
 
+@pytest.mark.slow
 def test_free_running_concurrent_edits_never_lose_an_edit(editors: list[S3Backend]) -> None:
     tally = Tally()
 
@@ -192,6 +194,7 @@ def test_free_running_concurrent_edits_never_lose_an_edit(editors: list[S3Backen
     assert 0 not in tally.winners_per_round, tally
 
 
+@pytest.mark.slow
 async def test_async_concurrent_edits_from_one_backend_report_the_conflict(editors: list[S3Backend]) -> None:
     backend = editors[0]
     gate = PutGate(parties=2)
@@ -226,6 +229,7 @@ def test_an_edit_after_a_completed_one_applies_on_top_of_it(editors: list[S3Back
 
 
 @pytest.mark.parametrize("writers", [2, 4])
+@pytest.mark.slow
 def test_create_only_put_has_exactly_one_winner(seaweed_bucket: SeaweedBucket, writers: int) -> None:
     # The primitive a lock object would rest on: PutObject with IfNoneMatch="*".
     clients = [

@@ -266,6 +266,7 @@ def run_operation(operation: str, path: str, pattern: str, skill: str) -> Any:
     return [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
 
 
+@pytest.mark.slow  # 2,000 examples through every operation: a long hypothesis run
 @settings(
     max_examples=EXAMPLES,
     deadline=None,

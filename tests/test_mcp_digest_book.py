@@ -64,6 +64,7 @@ def digests_are_right(entries: list[dict[str, Any]], files: dict[str, bytes]) ->
             assert resource["size"] == len(data)
 
 
+@pytest.mark.slow
 async def test_a_cold_server_lists_a_thousand_skills_without_reading_one_of_their_files() -> None:
     store = KeyLogStore()
     files = seed(store, categories=10, per_category=100)

@@ -45,6 +45,7 @@ def _run(cli: list[str], bucket: str, endpoint: str, *method: str) -> dict[str, 
     return result
 
 
+@pytest.mark.slow
 def test_inspector_cli_lists_and_reads_skill_resources(bucket: str, moto_endpoint: str) -> None:
     cli = _inspector()
     seed_example_library(ObjectStore(bucket, endpoint_url=moto_endpoint), "ana")

@@ -163,6 +163,7 @@ async def test_a_file_changed_after_listing_reads_as_it_is_now_and_its_digest_te
     assert (digest(data), len(data)) == (new["digest"], new["size"])
 
 
+@pytest.mark.slow
 async def test_http_refuses_requests_without_a_valid_token(library: str, moto_endpoint: str, tmp_path: Path) -> None:
     with http_server(library, moto_endpoint, {"tok-ana": "ana"}, tmp_path) as url:
         body = {"jsonrpc": "2.0", "id": 1, "method": "skills/list", "params": {}}
@@ -175,6 +176,7 @@ async def test_http_refuses_requests_without_a_valid_token(library: str, moto_en
 
 
 @pytest.mark.parametrize("modern", [True, False], ids=["2026-07-28", "2025-11-25"])
+@pytest.mark.slow
 async def test_http_token_decides_the_user_and_never_shows_another_users_skills(
     library: str, moto_endpoint: str, tmp_path: Path, modern: bool
 ) -> None:

@@ -35,6 +35,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return found
 
 
+@pytest.mark.slow
 def test_the_wheel_installs_middleware_and_tools_only_under_s3skills(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/", 1)[0] for name in names if not name.split("/", 1)[0].endswith(".dist-info")}
@@ -45,6 +46,7 @@ def test_the_wheel_installs_middleware_and_tools_only_under_s3skills(wheel: Path
     assert "s3skills/py.typed" in names
 
 
+@pytest.mark.slow
 def test_an_app_with_its_own_tools_and_middleware_imports_s3skills_from_a_fresh_venv(
     wheel: Path, tmp_path: Path
 ) -> None:

@@ -384,6 +384,7 @@ def test_json_errors_are_json_on_stdout(moto_endpoint: str, capsys: pytest.Captu
 
 
 @pytest.mark.parametrize("output", [["--json"], []])
+@pytest.mark.slow
 def test_piped_to_head_there_is_no_broken_pipe(
     moto_endpoint: str, bucket: str, s3_client: Any, output: list[str]
 ) -> None:

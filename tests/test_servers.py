@@ -175,9 +175,15 @@ class Target(NamedTuple):
     bucket: str
 
 
-@pytest.fixture(params=["moto", pytest.param("seaweedfs", marks=pytest.mark.seaweedfs)])
+@pytest.fixture(
+    params=[
+        "moto",
+        pytest.param("seaweedfs", marks=pytest.mark.seaweedfs),
+        pytest.param("localstack", marks=(pytest.mark.localstack, pytest.mark.slow)),
+    ]
+)
 def target(request: pytest.FixtureRequest) -> Iterator[Target]:
-    """An empty bucket on moto, then on SeaweedFS, with a client allowing parallel requests."""
+    """An empty bucket on moto, SeaweedFS and LocalStack, with a client allowing parallel requests."""
     # No retries: a retried conditional PUT could turn a 412 or a race into something else.
     config = Config(max_pool_connections=16, retries={"max_attempts": 1})
     if request.param == "moto":
@@ -185,7 +191,8 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
         name = make_bucket(endpoint, "conditional-writes")
         client = make_client(endpoint, config=config)
     else:
-        sw: SeaweedBucket = request.getfixturevalue("seaweed_bucket")
+        bucket_fixture = "seaweed_bucket" if request.param == "seaweedfs" else "localstack_bucket"
+        sw: SeaweedBucket = request.getfixturevalue(bucket_fixture)
         endpoint, name = sw.endpoint_url, sw.bucket
         client = make_client(endpoint, access_key=sw.access_key, secret_key=sw.secret_key, config=config)
     yield Target(request.param, client, name)
@@ -226,13 +233,13 @@ def test_if_match_current_etag_replaces_and_stale_etag_fails(target: Target) -> 
 
 
 def test_if_match_on_missing_key(target: Target) -> None:
-    """AWS answers 404 NoSuchKey here; so does moto. SeaweedFS answers 412 instead.
+    """AWS answers 404 NoSuchKey here; so do moto and LocalStack. SeaweedFS answers 412 instead.
 
     The library must therefore treat both as "the object you meant to edit is gone or changed".
     """
     client, bucket = target.client, target.bucket
     put = lambda: client.put_object(Bucket=bucket, Key="missing", Body=b"v", IfMatch=WRONG_ETAG)  # noqa: E731
-    expected = {"moto": (404, "NoSuchKey"), "seaweedfs": (412, "PreconditionFailed")}
+    expected = {"moto": (404, "NoSuchKey"), "localstack": (404, "NoSuchKey"), "seaweedfs": (412, "PreconditionFailed")}
     assert error_of(put) == expected[target.server]
 
 

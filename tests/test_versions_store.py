@@ -1,4 +1,4 @@
-"""Object versions in the store contract (memory and moto), and the pure parts of skill versions."""
+"""Object versions in the store contract (memory, moto, SeaweedFS, LocalStack), and the pure parts of skill versions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from s3skills.errors import Conflict, NotFound, SkillError
+from s3skills.errors import Conflict, NotFound, SkillError, StoreError
 from s3skills.skills.versions import (
     SkillChanged,
     SkillVersion,
@@ -26,9 +26,16 @@ from s3skills.testing import MemoryObjectStore
 FOLDER = "ana/skills/pdf/"
 
 
-@pytest.fixture(params=["memory", "moto", pytest.param("seaweedfs", marks=pytest.mark.seaweedfs)])
+@pytest.fixture(
+    params=[
+        "memory",
+        "moto",
+        pytest.param("seaweedfs", marks=pytest.mark.seaweedfs),
+        pytest.param("localstack", marks=(pytest.mark.localstack, pytest.mark.slow)),
+    ]
+)
 async def store(request: pytest.FixtureRequest) -> AsyncIterator[ObjectStore]:
-    """A store with versioning on: in memory, or an S3ObjectStore on moto or SeaweedFS."""
+    """A store with versioning on: in memory, or an S3ObjectStore on moto, SeaweedFS or LocalStack."""
     if request.param == "memory":
         yield MemoryObjectStore(versioning=True)
         return
@@ -243,9 +250,20 @@ async def test_restore_deletes_files_the_old_version_lacked_and_keeps_them_in_hi
     assert (await store.aget(extra.key, version_id=extra.version_id)).data == b"e"
 
 
-async def test_a_conditional_delete_removes_only_the_version_it_names(store: ObjectStore) -> None:
+async def test_a_conditional_delete_removes_only_the_version_it_names(
+    store: ObjectStore, request: pytest.FixtureRequest
+) -> None:
     etag = await store.aput(FOLDER + "old.md", b"one")
     newer = await store.aput(FOLDER + "old.md", b"two")  # a push in between
+    if request.node.callspec.params["store"] == "localstack":
+        # The one documented difference: LocalStack answers 501 NotImplemented to a DeleteObject
+        # with If-Match, whatever the ETag. It is a clear error and deletes nothing (so a rollback
+        # that must remove files stops before writing anything; see README, LocalStack).
+        for tag in (etag, newer):
+            with pytest.raises(StoreError, match="NotImplemented"):
+                await store.adelete(FOLDER + "old.md", if_match=tag)
+        assert (await store.aget(FOLDER + "old.md")).data == b"two"
+        return
     with pytest.raises(Conflict):
         await store.adelete(FOLDER + "old.md", if_match=etag)
     assert (await store.aget(FOLDER + "old.md")).data == b"two"

