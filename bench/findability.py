@@ -36,15 +36,17 @@ import re
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
 from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
+from s3skills.skills import ranking
 from s3skills.storage import RequestCounter
 from s3skills.testing import MemoryObjectStore
 from s3skills.tools import skill_tools
@@ -72,6 +74,24 @@ def load_cases(path: Path = DATA / "requests.tsv") -> list[Case]:
             skill_id, split, request = line.split("\t")
             cases.append(Case(skill_id, split, request))
     return cases
+
+
+def load_conversations(path: Path = DATA / "conversations.tsv") -> list[tuple[Case, list[str]]]:
+    """The hand-written conversations: the case (its latest turn as the request) and every user turn."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            skill_id, split, turns = line.split("\t")
+            texts = [t.strip() for t in turns.split(" || ")]
+            out.append((Case(skill_id, split, texts[-1]), texts))
+    return out
+
+
+def _thread(turns: list[str]) -> dict[str, Any]:
+    messages: list[Any] = []
+    for turn in turns:
+        messages += [HumanMessage(turn), AIMessage("Done.")]
+    return {"messages": messages[:-1]}
 
 
 def load_core(path: Path = DATA / "skills.json") -> list[dict[str, Any]]:
@@ -252,7 +272,13 @@ def _named(skill_id: str, text: str) -> bool:
     return re.search(rf"(?<![\w/.-]){re.escape(skill_id)}(?![\w/-])", text) is not None
 
 
-async def measure(size: int, cases: list[Case], budget: int, seed: int) -> dict[str, Any]:
+async def measure(
+    size: int,
+    cases: list[Case],
+    budget: int,
+    seed: int,
+    conversations: Sequence[tuple[Case, list[str]]] = (),
+) -> dict[str, Any]:
     """Index recall, list_skills page-1 recall and prompt-build cost at one library size."""
     store = MemoryObjectStore("bench")
     skills = build_library(store, load_core(), size, seed)
@@ -280,6 +306,18 @@ async def measure(size: int, cases: list[Case], budget: int, seed: int) -> dict[
     for case in cases:
         page = await list_tool.ainvoke({"query": case.request})
         in_search += 1 if _named(case.skill_id, str(page)) else 0
+    threads: dict[str, float] = {}
+    weight = ranking.EARLIER_WEIGHT
+    for label, earlier in (("conversation_in_index", weight), ("conversation_in_index_latest_turn_only", 0.0)):
+        ranking.EARLIER_WEIGHT = earlier
+        try:
+            hits = 0
+            for case, turns in conversations:
+                prompt = await middleware.build_prompt(_thread(turns))
+                hits += 1 if _named(case.skill_id, prompt.split("### Loaded skills")[0]) else 0
+        finally:
+            ranking.EARLIER_WEIGHT = weight
+        threads[label] = round(100 * hits / (len(conversations) or 1), 1)
     total = len(cases) or 1
     cpu_ms.sort()
     return {
@@ -291,6 +329,8 @@ async def measure(size: int, cases: list[Case], budget: int, seed: int) -> dict[
         "prompt_build_cpu_ms_median": round(statistics.median(cpu_ms), 2) if cpu_ms else 0.0,
         "prompt_build_cpu_ms_p95": round(cpu_ms[int(0.95 * (len(cpu_ms) - 1))], 2) if cpu_ms else 0.0,
         "s3_requests_per_prompt": round(prompt_requests / total, 3),
+        "conversations": len(conversations),
+        **threads,
         "first_index_seconds": round(cold_seconds, 1),
         "longest_index_chars": longest,
     }
@@ -298,10 +338,11 @@ async def measure(size: int, cases: list[Case], budget: int, seed: int) -> dict[
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     cases = [c for c in load_cases() if args.split == "all" or c.split == args.split]
+    conversations = [(c, t) for c, t in load_conversations() if args.split == "all" or c.split == args.split]
     sizes = [int(s) for s in str(args.sizes).split(",")]
     report: dict[str, Any] = {"split": args.split, "budget_chars": args.budget, "results": []}
     for size in sizes:
-        report["results"].append(await measure(size, cases, args.budget, args.seed))
+        report["results"].append(await measure(size, cases, args.budget, args.seed, conversations))
     largest = report["results"][-1]
     report["targets"] = [
         {"target": "in the index >= 90 %", "value": largest["in_index"], "ok": largest["in_index"] >= 90},

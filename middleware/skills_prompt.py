@@ -35,7 +35,7 @@ from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
 from s3skills.skills import SkillChanged, SkillInfo, SkillRegistry, render, tool_name
-from s3skills.skills.ranking import EARLIER_TURNS, Ranker, order_for
+from s3skills.skills.ranking import EARLIER_TURNS, Ranker, category_counts, order_for
 from s3skills.tenancy import SKILL_VERSIONS_KEY, SkillPin, parse_pins
 
 __all__ = [
@@ -214,7 +214,10 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
             pending = ranked_for(recent_requests(state), skills, set(loaded), ranker=self.ranker)
             if pending:
                 budget = self.budget_chars if budget_chars is None else budget_chars
-                parts.append(render.format_ranked(pending, budget, index_format=self.index_format))
+                counts = category_counts(skills, set(loaded))
+                parts.append(
+                    render.format_ranked(pending, budget, index_format=self.index_format, category_counts=counts)
+                )
             else:
                 parts.append("(Every skill in the index is loaded.)")
         pins = parse_pins(state.get(SKILL_VERSIONS_KEY)) if loaded else {}

@@ -30,22 +30,33 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from difflib import SequenceMatcher
 from functools import lru_cache
+from operator import attrgetter
 from typing import Literal
 
 import snowballstemmer  # type: ignore[import-untyped]
 
 from s3skills.skills.model import SkillInfo
 
-__all__ = ["FIELD_B", "FIELD_WEIGHTS", "Bm25Index", "bm25_index", "closest_ids", "language_of", "rank", "tokenize"]
+__all__ = [
+    "FIELD_B",
+    "FIELD_WEIGHTS",
+    "Bm25Index",
+    "bm25_index",
+    "closest_ids",
+    "language_of",
+    "rank",
+    "tokenize",
+    "version_key",
+]
 
 Language = Literal["english", "spanish"]
 
 _CACHE_SIZE = 32
 
 K1 = 1.2
-FIELD_WEIGHTS = {"name": 3.0, "description": 1.5, "sketch": 0.6}
+FIELD_WEIGHTS = {"name": 2.0, "description": 1.0, "sketch": 3.0}
 """BM25F weight of each field (chosen on the bench's dev set)."""
-FIELD_B = {"name": 0.3, "description": 0.75, "sketch": 0.75}
+FIELD_B = {"name": 0.3, "description": 0.75, "sketch": 0.0}
 """BM25F length normalisation of each field (chosen with the weights)."""
 _MIN_SIMILARITY = 0.6  # difflib ratio below which an id is not suggested on spelling alone.
 _SPLIT_RE = re.compile(r"[\W_]+")
@@ -231,7 +242,7 @@ class Bm25Index:
             for f in ("name", "description", "sketch")
         }
         # term -> {skill position: the field-weighted, length-normalised term frequency}
-        self._postings: dict[str, dict[int, float]] = {}
+        postings: dict[str, dict[int, float]] = {}
         for position, doc in enumerate(docs):
             for field, tokens in doc.items():
                 weight = self.weights.get(field, 0.0)
@@ -242,8 +253,13 @@ class Bm25Index:
                 for token in tokens:
                     counts[token] = counts.get(token, 0) + 1
                 for token, tf in counts.items():
-                    posting = self._postings.setdefault(token, {})
+                    posting = postings.setdefault(token, {})
                     posting[position] = posting.get(position, 0.0) + tf * norm
+        # The saturated term frequency of each posting (it does not depend on the query).
+        self._saturated = {
+            term: {p: tf * (self.k1 + 1) / (tf + self.k1) for p, tf in posting.items()}
+            for term, posting in postings.items()
+        }
 
     def by_id(self) -> list[SkillInfo]:
         """The skills sorted by id (computed once per index)."""
@@ -258,19 +274,21 @@ class Bm25Index:
     def score_map(self, query: str) -> dict[int, float]:
         """Position in `skills` -> BM25F score, for the skills that match `query` at all."""
         scores: dict[int, float] = {}
+        get = scores.get
         for stems in _query_terms(query):
-            best: dict[int, float] = {}
-            for stem in stems:
-                posting = self._postings.get(stem)
-                if not posting:
-                    continue
-                idf = self._idf(len(posting))
-                for position, tf in posting.items():
-                    value = idf * tf * (self.k1 + 1) / (tf + self.k1)
-                    if value > best.get(position, 0.0):
-                        best[position] = value
+            postings = [(self._idf(len(p)), p) for stem in stems if (p := self._saturated.get(stem))]
+            if len(postings) == 1:  # one stem (the usual case): add its scores
+                idf, posting = postings[0]
+                for position, value in posting.items():
+                    scores[position] = get(position, 0.0) + idf * value
+                continue
+            best: dict[int, float] = {}  # an English and a Spanish stem: the better one counts
+            for idf, posting in postings:
+                for position, value in posting.items():
+                    if idf * value > best.get(position, 0.0):
+                        best[position] = idf * value
             for position, value in best.items():
-                scores[position] = scores.get(position, 0.0) + value
+                scores[position] = get(position, 0.0) + value
         return scores
 
     def scores(self, query: str) -> list[float]:
@@ -287,10 +305,15 @@ class Bm25Index:
         return scored if limit is None else scored[: max(limit, 0)]
 
 
-_cache: OrderedDict[tuple[tuple[str, str, str, str], ...], Bm25Index] = OrderedDict()
+_cache: OrderedDict[object, Bm25Index] = OrderedDict()
 _cache_lock = threading.Lock()
+_version_fields = attrgetter("id", "source", "etag")
+_Key = tuple[tuple[tuple[str, str, str], ...], tuple[str, ...]]
 # The last list asked about, by identity (kept alive here, so its id cannot be reused).
-_last: tuple[Sequence[SkillInfo], Bm25Index, tuple[int, str, str]] | None = None
+_last: tuple[Sequence[SkillInfo], _Key, tuple[int, str, str]] | None = None
+
+
+_last_version: _Version | None = None
 
 
 def _shape(skills: Sequence[SkillInfo]) -> tuple[int, str, str]:
@@ -298,29 +321,65 @@ def _shape(skills: Sequence[SkillInfo]) -> tuple[int, str, str]:
     return (len(skills), skills[0].etag, skills[-1].etag) if skills else (0, "", "")
 
 
-def bm25_index(skills: Sequence[SkillInfo]) -> Bm25Index:
-    """The `Bm25Index` of `skills`, cached per library version (ids, sources and ETags).
+def version_key(skills: Sequence[SkillInfo]) -> _Key:
+    """What identifies a library version: each skill's id, source and ETag, and the
+    descriptions of the skills with no ETag (code skills).
 
-    A model call over an unchanged library does not tokenise it again, whichever tenant
-    makes it; a skill whose `SKILL.md` changed (new ETag) makes a new version. Code
-    skills (no ETag) are keyed by their description. The last 32 versions are kept.
-    Asked twice about one list object (unchanged), the second answer costs nothing.
+    A skill's sketch comes from the same `SKILL.md` as its ETag, so it needs no place in
+    the key. Asked twice about one (unchanged) list object, the second answer is free.
     """
     global _last
     last = _last
-    if last is not None and last[0] is skills and last[2] == _shape(skills):  # the same list again
+    if last is not None and last[0] is skills and last[2] == _shape(skills):
         return last[1]
-    key = tuple((s.id, s.source, s.etag or s.metadata.description, "" if s.etag else s.sketch) for s in skills)
+    key = (tuple(map(_version_fields, skills)), tuple(s.metadata.description for s in skills if not s.etag))
+    _last = (skills, key, _shape(skills))
+    return key
+
+
+def versioned(skills: Sequence[SkillInfo]) -> object:
+    """`version_key(skills)` as a dictionary key that hashes once."""
+    global _last_version
+    last = _last_version
+    key = version_key(skills)
+    if last is not None and last.key is key:
+        return last
+    _last_version = _Version(key)
+    return _last_version
+
+
+class _Version:
+    """A version key that hashes once (a tuple of 10,000 entries is rehashed on every lookup)."""
+
+    __slots__ = ("hash", "key")
+
+    def __init__(self, key: _Key) -> None:
+        self.key = key
+        self.hash = hash(key)
+
+    def __hash__(self) -> int:
+        return self.hash
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Version) and self.hash == other.hash and self.key == other.key
+
+
+def bm25_index(skills: Sequence[SkillInfo]) -> Bm25Index:
+    """The `Bm25Index` of `skills`, cached per library version (`version_key`).
+
+    A model call over an unchanged library does not tokenise it again, whichever tenant
+    makes it; a skill whose `SKILL.md` changed (new ETag) makes a new version. The last
+    32 versions are kept.
+    """
+    key = versioned(skills)
     with _cache_lock:
         found = _cache.get(key)
         if found is not None:
             _cache.move_to_end(key)
-            _last = (skills, found, _shape(skills))
             return found
     built = Bm25Index(skills)
     with _cache_lock:
         _cache[key] = built
-        _last = (skills, built, _shape(skills))
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return built

@@ -13,13 +13,15 @@ dev split (`bench/findability.py`).
 
 from __future__ import annotations
 
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from s3skills.skills.matching import bm25_index
+from s3skills.skills.matching import bm25_index, versioned
 from s3skills.skills.model import SkillInfo
 
-__all__ = ["EARLIER_TURNS", "EARLIER_WEIGHT", "LexicalRanker", "Ranker", "order_for"]
+__all__ = ["EARLIER_TURNS", "EARLIER_WEIGHT", "LexicalRanker", "Ranker", "category_counts", "order_for"]
 
 EARLIER_TURNS = 2
 """Earlier user turns (before the latest) that take part in the query."""
@@ -90,3 +92,34 @@ def order_for(
     rest_order = bm25_index(skills).by_id() if isinstance(ranker, LexicalRanker) else sorted(skills, key=lambda s: s.id)
     rest = [s for s in rest_order if s.id not in scores and s.id not in exclude]
     return head + rest
+
+
+def _category(skill: SkillInfo) -> str:
+    if skill.metadata.category:
+        return skill.metadata.category
+    return skill.id.split("/", 1)[0] if "/" in skill.id else "(no category)"
+
+
+_counts: OrderedDict[object, tuple[Counter[str], dict[str, str]]] = OrderedDict()
+_counts_lock = threading.Lock()
+
+
+def category_counts(skills: Sequence[SkillInfo], exclude: set[str] | frozenset[str] = frozenset()) -> Counter[str]:
+    """How many of `skills` (less `exclude`) each category holds (`(no category)` for none).
+
+    Counted once per library version (like the ranking index), so a model call over
+    10,000 skills does not count them again; what the call excludes is subtracted.
+    """
+    key = versioned(skills)
+    with _counts_lock:
+        found = _counts.get(key)
+    if found is None:
+        found = (Counter(map(_category, skills)), {s.id: _category(s) for s in skills})
+        with _counts_lock:
+            _counts[key] = found
+            while len(_counts) > 8:
+                _counts.popitem(last=False)
+    total, of = found
+    out = total.copy()
+    out.subtract(of[sid] for sid in exclude if sid in of)
+    return +out

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from xml.sax.saxutils import escape
 
 from s3skills.skills.model import SkillInfo
@@ -299,6 +299,7 @@ def format_ranked(
     *,
     index_format: str = "xml",
     description_chars: int = _RANKED_DESCRIPTION_CHARS,
+    category_counts: Mapping[str, int] | None = None,
 ) -> str:
     """An index of a library in relevance order: the whole library when it fits, else
     the best skills with their descriptions, more ids, and the rest summarised.
@@ -319,6 +320,8 @@ def format_ranked(
         budget_chars: The most characters the result may have.
         index_format: `xml`, `yaml` or `grouped`.
         description_chars: The longest description shown when not all fit.
+        category_counts: How many of `skills` each category holds, when the caller
+            has them at hand (`s3skills.skills.ranking.category_counts`); else counted.
     """
     if index_format not in _ASSEMBLERS:
         raise ValueError(f"index_format must be one of {sorted(_ASSEMBLERS)}")
@@ -336,17 +339,25 @@ def format_ranked(
             whole = assemble(everything, None)
             if len(whole) <= budget_chars:
                 return whole
-    entries: list[_Entry] = [(s, _shorten(_clean(s.metadata.description), description_chars)) for s in ordered[:most]]
-    categories = [_category(s) for s in ordered[: 2 * most]]
-    total = Counter(_category(s) for s in ordered)
+    entries: list[_Entry] = []  # filled as far as the searches below look
+
+    def entry(position: int) -> _Entry:
+        while len(entries) <= position:
+            skill = ordered[len(entries)]
+            entries.append((skill, _shorten(_clean(skill.metadata.description), description_chars)))
+        return entries[position]
+
+    categories: list[str] = []
+    total = Counter(category_counts) if category_counts is not None else Counter(map(_category, ordered))
 
     def rest(shown: int) -> Counter[str]:
+        categories.extend(_category(s) for s in ordered[len(categories) : shown])
         left = total.copy()
         left.subtract(categories[:shown])
-        return left
+        return +left
 
     def text(described: int, named: int) -> str:
-        chosen = list(entries[:described])  # best first; `grouped` regroups them by category
+        chosen = [entry(k) for k in range(described)]  # best first; `grouped` regroups them by category
         if index_format == "grouped":
             chosen.sort(key=lambda e: _display_key(e[0], index_format))
         names = ordered[described : described + named]
@@ -362,15 +373,21 @@ def format_ranked(
 
 
 def _most(fits: Callable[[int], bool], high: int) -> int:
-    """The largest k in [0, high] with fits(k), assuming fits is monotone (0 if none)."""
-    low, best = 1, 0
-    while low <= high:
-        mid = (low + high) // 2
+    """The largest k in [0, high] with fits(k), assuming fits is monotone (0 if none).
+
+    Galloping (1, 2, 4, ...) then bisecting: the cost follows the answer, not `high`.
+    """
+    low, step = 0, 1
+    while low + step <= high and fits(low + step):
+        low, step = low + step, step * 2
+    top = min(high, low + step - 1)
+    while low < top:
+        mid = (low + top + 1) // 2
         if fits(mid):
-            best, low = mid, mid + 1
+            low = mid
         else:
-            high = mid - 1
-    return best
+            top = mid - 1
+    return low
 
 
 def _display_key(skill: SkillInfo, index_format: str) -> tuple[object, ...]:
