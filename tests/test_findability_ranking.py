@@ -43,7 +43,7 @@ def info(skill_id: str, description: str, sketch: str = "") -> SkillInfo:
 def test_a_sketch_lists_the_headings_then_the_most_frequent_words() -> None:
     body = "# Invoices\n\n## Reminders\n\nSend a reminder when a payment is late. A late payment gets a reminder."
     sketch = make_sketch(body)
-    assert sketch.startswith("Invoices · Reminders | ")
+    assert sketch.startswith("Invoices; Reminders | ")
     words = sketch.split(" | ", 1)[1].split()
     assert words[:4] == ["reminder", "payment", "late", "send"]  # twice each, in order of appearance, then once
     assert "reminders" not in words  # a heading's words are not repeated

@@ -160,6 +160,8 @@ _stem_lock = threading.Lock()  # a Snowball stemmer object is not thread-safe
 
 def _fold(text: str) -> str:
     """Lower case without accents: `Compraventa Hipotecaría` -> `compraventa hipotecaria`."""
+    if text.isascii():
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
 
@@ -168,7 +170,9 @@ def language_of(text: str) -> Language:
     """`spanish` when `text` reads as Spanish (its stop words and letters), else `english`."""
     lowered = text.casefold()
     words = _SPLIT_RE.split(lowered)
-    spanish = sum(w in _SPANISH_MARKS for w in words) + sum(ch in _SPANISH_LETTERS for ch in lowered)
+    spanish = sum(w in _SPANISH_MARKS for w in words) + (
+        0 if lowered.isascii() else sum(map(lowered.count, _SPANISH_LETTERS))
+    )
     english = sum(w in _ENGLISH_MARKS for w in words)
     return "spanish" if spanish > english else "english"
 

@@ -137,7 +137,7 @@ def make_sketch(body: str, *, limit: int = MAX_SKETCH_CHARS) -> str:
         limit: The most characters of the result (`MAX_SKETCH_CHARS` by default).
 
     Returns:
-        `heading · heading | word word ...`, or "" for an empty body.
+        `heading; heading | word word ...`, or "" for an empty body.
     """
     text = _FENCE_RE.sub(" ", body)
     headings: list[str] = []
@@ -159,7 +159,7 @@ def make_sketch(body: str, *, limit: int = MAX_SKETCH_CHARS) -> str:
         first.setdefault(word, position)
     in_headings = {w.casefold() for h in headings for w in _WORD_RE.findall(h)}
     words = sorted((w for w in counts if w not in in_headings), key=lambda w: (-counts[w], first[w]))
-    out = " · ".join(headings)
+    out = "; ".join(headings)
     room = limit - len(out) - (3 if out else 0)
     chosen: list[str] = []
     size = -1
