@@ -46,7 +46,11 @@ from langchain_core.messages import AIMessage, HumanMessage
 from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
-from s3skills.skills import ranking
+
+try:  # the ranking seam (issue 19); absent in older versions the bench may be run against
+    from s3skills.skills import ranking
+except ImportError:  # pragma: no cover - only when measuring an older s3skills
+    ranking = None  # type: ignore[assignment]
 from s3skills.storage import RequestCounter
 from s3skills.testing import MemoryObjectStore
 from s3skills.tools import skill_tools
@@ -307,16 +311,20 @@ async def measure(
         page = await list_tool.ainvoke({"query": case.request})
         in_search += 1 if _named(case.skill_id, str(page)) else 0
     threads: dict[str, float] = {}
-    weight = ranking.EARLIER_WEIGHT
+    weight = ranking.EARLIER_WEIGHT if ranking is not None else None
     for label, earlier in (("conversation_in_index", weight), ("conversation_in_index_latest_turn_only", 0.0)):
-        ranking.EARLIER_WEIGHT = earlier
+        if ranking is None and earlier is not None:
+            continue  # an older s3skills: it ranks on the latest turn only
+        if ranking is not None and earlier is not None:
+            ranking.EARLIER_WEIGHT = earlier
         try:
             hits = 0
             for case, turns in conversations:
                 prompt = await middleware.build_prompt(_thread(turns))
                 hits += 1 if _named(case.skill_id, prompt.split("### Loaded skills")[0]) else 0
         finally:
-            ranking.EARLIER_WEIGHT = weight
+            if ranking is not None and weight is not None:
+                ranking.EARLIER_WEIGHT = weight
         threads[label] = round(100 * hits / (len(conversations) or 1), 1)
     total = len(cases) or 1
     cpu_ms.sort()

@@ -18,7 +18,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
-from s3skills.skills.matching import bm25_index, versioned
+from s3skills.skills.matching import bm25_index
 from s3skills.skills.model import SkillInfo
 
 __all__ = ["EARLIER_TURNS", "EARLIER_WEIGHT", "LexicalRanker", "Ranker", "category_counts", "order_for"]
@@ -100,26 +100,28 @@ def _category(skill: SkillInfo) -> str:
     return skill.id.split("/", 1)[0] if "/" in skill.id else "(no category)"
 
 
-_counts: OrderedDict[object, tuple[Counter[str], dict[str, str]]] = OrderedDict()
+_counts: OrderedDict[tuple[int, ...], tuple[Sequence[SkillInfo], Counter[str], dict[str, str]]] = OrderedDict()
 _counts_lock = threading.Lock()
 
 
 def category_counts(skills: Sequence[SkillInfo], exclude: set[str] | frozenset[str] = frozenset()) -> Counter[str]:
     """How many of `skills` (less `exclude`) each category holds (`(no category)` for none).
 
-    Counted once per library version (like the ranking index), so a model call over
-    10,000 skills does not count them again; what the call excludes is subtracted.
+    Counted once per list of the catalog's (unchanged) `SkillInfo` objects, recognised by
+    their identities, so a model call over 10,000 skills does not count them again; what
+    the call excludes is subtracted.
     """
-    key = versioned(skills)
+    identity = tuple(map(id, skills))
     with _counts_lock:
-        found = _counts.get(key)
+        found = _counts.get(identity)
     if found is None:
-        found = (Counter(map(_category, skills)), {s.id: _category(s) for s in skills})
+        # The list is kept with the counts so its objects, and so their ids, stay alive.
+        found = (tuple(skills), Counter(map(_category, skills)), {s.id: _category(s) for s in skills})
         with _counts_lock:
-            _counts[key] = found
+            _counts[identity] = found
             while len(_counts) > 8:
                 _counts.popitem(last=False)
-    total, of = found
+    _, total, of = found
     out = total.copy()
     out.subtract(of[sid] for sid in exclude if sid in of)
     return +out
