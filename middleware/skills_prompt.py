@@ -11,11 +11,13 @@ recorded by `cargar_habilidad`): an edit pushed mid-thread does not change the
 instructions under the agent. Checking it costs no request (the pinned ETag is
 compared with the index's); a pinned older version is read once, then cached.
 
-The index is ranked for the conversation: the skills are ordered by BM25 against the
-latest user message (`s3skills.skills.matching`, the tokenised library cached per
-library version), and when the whole library does not fit in `budget_chars` the best
-ones are shown with their descriptions, the next ones by id, and the rest counted by
-category with how to find them (`list_skills(query=...)`; `render.format_ranked`).
+The index is ranked for the conversation: the latest user message, with the two before
+it at a lower weight (`s3skills.skills.ranking.order_for`), by the `ranker` (BM25F over
+name, description and the body sketch the manifest carries, by default: no request per
+call). The budget follows the model: 1 % of its context window, never below 6,000
+characters (`budget_for`), unless `budget_chars` is given. When the whole library does not
+fit, the best ones are shown with their descriptions, the next ones by id, and the rest
+counted by category with how to find them (`list_skills(query=...)`; `render.format_ranked`).
 """
 
 from __future__ import annotations
