@@ -22,8 +22,10 @@ counted by category with how to find them (`list_skills(query=...)`; `render.for
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Annotated, Any, Literal, NotRequired
 
 from deepagents.middleware._utils import append_to_system_message
@@ -166,7 +168,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         registry: Code skills: indexed with the S3 skills; their tools are hidden
             from the model until their skill is loaded.
         ranker: Who orders the index for the conversation (`s3skills.skills.Ranker`);
-            the local lexical `LexicalRanker` by default.
+            the local lexical `LexicalRanker` by default. Called in a worker thread.
     """
 
     state_schema = SkillsState
@@ -213,7 +215,10 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         if self.mode == "preload":
             parts.append(await self._preloaded(skills))
         else:
-            pending = ranked_for(recent_requests(state), skills, set(loaded), ranker=self.ranker)
+            # In a worker thread: a new library version is indexed there (~1 s at 10,000 skills),
+            # never on the event loop that serves the other calls.
+            turns = recent_requests(state)
+            pending = await asyncio.to_thread(partial(ranked_for, turns, skills, set(loaded), ranker=self.ranker))
             if pending:
                 budget = self.budget_chars if budget_chars is None else budget_chars
                 counts = category_counts(skills, set(loaded))
