@@ -203,3 +203,23 @@ def test_a_model_call_costs_no_more_requests_than_before_at_a_thousand_skills() 
         run_sync(middleware.build_prompt({"messages": [HumanMessage(request)]}))
     assert counter.total <= 3  # at most the manifest's conditional GET per call, as before sketches
     assert set(counter.counts) <= {"GetObject"}
+
+
+def test_the_library_writers_and_push_record_the_sketch_of_what_they_write(tmp_path: Any) -> None:
+    from s3skills.transfer import push_tree
+
+    store = MemoryObjectStore()
+    store.put_object(f"{PREFIX}docs/old/SKILL.md", skill_md("old", "Old one.", "# Old\n\nNothing new."))
+    backend = S3Backend("memory", user_id=USER, store=store, layout=SEEDS)
+    backend.skills.index()  # the manifest now exists; writers update it in place
+    created = "# Reminders\n\nChase late payments politely."
+    backend.skills.create("docs/invoices", {"SKILL.md": skill_md("invoices", "Invoices.", created).encode()})
+    folder = tmp_path / "docs" / "maps"
+    folder.mkdir(parents=True)
+    pushed = "# Geocoding\n\nTurn street addresses into coordinates."
+    (folder / "SKILL.md").write_text(skill_md("maps", "Maps.", pushed), encoding="utf-8")
+    push_tree(store, tmp_path, PREFIX)
+    manifest = json.loads(run_sync(store.aget(SEEDS.manifest_key(PREFIX))).data)["skills"]
+    assert manifest["docs/invoices"]["sketch"] == make_sketch(created)
+    assert manifest["docs/maps"]["sketch"] == make_sketch(pushed)
+    assert manifest["docs/old"]["sketch"] == make_sketch("# Old\n\nNothing new.")
