@@ -1,28 +1,29 @@
-"""Findability: is the right skill in the agent's view when a request comes in?
+"""Findability: is the right skill in the agent's view when a user asks for something?
 
-For every skill of a library, one request is written from the skill's BODY (not its
-description: the words a user might use for a task the skill covers), and two things
-are measured through the real code paths:
+The requests are written by hand, the way users phrase them (`findability_data/requests.tsv`,
+never copied from a skill or a repository), each naming the skill that should answer it and
+a split: `dev` (used to choose the ranker's weights and priors) and `test` (held out, the one
+the targets are checked on). The skills they aim at are a hand-written core library
+(`findability_data/skills.json`: description and SKILL.md body); the library is grown to
+`--sizes` skills (1,000 and 10,000 by default) with generated distractors made from the
+vocabulary of those descriptions: `<app>-automation` skills with formulaic descriptions
+(the shape of ComposioHQ's ~800) and topic skills mixing the core words.
 
-- **index**: the skill's id is in the prompt index that `SkillsPromptMiddleware` builds
-  for that request (default budget, 6,000 characters), with its description or among the
-  ids the index also names;
-- **search**: the skill is on the first page of `list_skills(query=<request>)`.
+Through the real code paths (SKILL.md objects in an in-memory store, indexed by the
+library, which writes the manifest), for each size it measures:
 
-The library is generated (`--skills 864` by default, shaped like ComposioHQ's: most
-skills are `<app>-automation` with formulaic descriptions, the rest topic skills in a few
-categories), or read from a local folder (`--library DIR`, e.g. a clone of
-ComposioHQ/awesome-claude-skills fetched by you; it is pushed into an in-memory store,
-nothing is committed). `--anonymous` also measures requests with the skill's own name
-words removed (a user who does not name the app).
+- **index**: the skill's id is in the index `SkillsPromptMiddleware` puts in the prompt for
+  that request (default budget), with its description or among the ids it also names;
+- **search**: the skill is on page 1 of `list_skills(query=<request>)`;
+- **CPU**: process CPU time of one warm `build_prompt` (median and p95), and the S3
+  requests it makes.
 
-Targets (the exit status is 1 when one fails), for the requests written from the body:
->= 90 % of the skills in the index, >= 98 % on the first search page. The anonymous
-requests are reported, not held to them.
+Targets (exit status 1 when one fails) on the chosen split at the largest size: index
+>= 90 %, search >= 98 %, warm prompt build <= 50 ms CPU (median), no S3 request per call.
 
-    python bench/findability.py                       # generated, 864 skills
-    python bench/findability.py --library ~/src/awesome-claude-skills
-    python bench/findability.py --skills 200 --budget 4000 --json out.json
+    python bench/findability.py                          # test split, 1,000 and 10,000 skills
+    python bench/findability.py --split dev --sizes 1000
+    python bench/findability.py --sizes 200 --budget 300 --json out.json
 """
 
 from __future__ import annotations
@@ -32,62 +33,179 @@ import asyncio
 import json
 import random
 import re
+import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 
 from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
-from s3skills.skills import get_skill_doc
+
+try:  # the ranking seam (issue 19); absent in older versions the bench may be run against
+    from s3skills.skills import ranking
+except ImportError:  # pragma: no cover - only when measuring an older s3skills
+    ranking = None  # type: ignore[assignment]
+from s3skills.storage import RequestCounter
 from s3skills.testing import MemoryObjectStore
 from s3skills.tools import skill_tools
-from s3skills.transfer import push_tree
 
 USER = "bench"
 LAYOUT = KeyLayout.seeds()
 PREFIX = f"{USER}/skills/"
+DATA = Path(__file__).resolve().parent / "findability_data"
 
 
-def _words(text: str) -> list[str]:
-    return text.split()
+@dataclass(frozen=True)
+class Case:
+    """One hand-written request and the skill that should answer it."""
+
+    skill_id: str
+    split: str
+    request: str
+
+
+def load_cases(path: Path = DATA / "requests.tsv") -> list[Case]:
+    """The requests of `requests.tsv` (skill, split, request; `#` lines are comments)."""
+    cases = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            skill_id, split, request = line.split("\t")
+            cases.append(Case(skill_id, split, request))
+    return cases
+
+
+def load_conversations(path: Path = DATA / "conversations.tsv") -> list[tuple[Case, list[str]]]:
+    """The hand-written conversations: the case (its latest turn as the request) and every user turn."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            skill_id, split, turns = line.split("\t")
+            texts = [t.strip() for t in turns.split(" || ")]
+            out.append((Case(skill_id, split, texts[-1]), texts))
+    return out
+
+
+def _thread(turns: list[str]) -> dict[str, Any]:
+    messages: list[Any] = []
+    for turn in turns:
+        messages += [HumanMessage(turn), AIMessage("Done.")]
+    return {"messages": messages[:-1]}
+
+
+def load_core(path: Path = DATA / "skills.json") -> list[dict[str, Any]]:
+    """The hand-written skills the requests aim at."""
+    return list(json.loads(path.read_text(encoding="utf-8")))
+
+
+def skill_md(name: str, description: str, body: str) -> str:
+    return f"---\nname: {name}\ndescription: {json.dumps(description)}\n---\n\n{body}\n"
 
 
 _SYLLABLES = [c + v for c in "bcdfgklmnprstvz" for v in "aeiou"]
-_ENTITIES_TEXT = (
-    "ticket task issue project board card contact deal lead invoice payment order customer channel message "
-    "meeting event calendar file folder document sheet row record campaign email template user team webhook "
-    "report dashboard note comment label tag pipeline build release repository branch subscription coupon"
-)
-_ENTITIES = _words(_ENTITIES_TEXT)
-_VERBS = _words("create update list search archive delete assign export import schedule send merge tag")
-_TOPICS = {
-    "documents": ["pdf", "docx", "spreadsheet", "slides", "markdown", "invoice", "contract", "form", "ocr", "epub"],
-    "development": ["pytest", "docker", "terraform", "graphql", "migration", "linting", "profiling", "webhooks"],
-    "data": ["csv", "parquet", "sql", "charts", "pandas", "forecasting", "dedupe", "geocoding"],
-    "writing": ["changelog", "blog", "newsletter", "translation", "summary", "press-release", "grant", "resume"],
+_ENTITIES = [
+    "ticket",
+    "task",
+    "issue",
+    "project",
+    "board",
+    "card",
+    "contact",
+    "deal",
+    "lead",
+    "invoice",
+    "payment",
+    "order",
+    "customer",
+    "channel",
+    "message",
+    "meeting",
+    "event",
+    "calendar",
+    "file",
+    "folder",
+    "document",
+    "sheet",
+    "row",
+    "record",
+    "campaign",
+    "email",
+    "template",
+    "user",
+    "team",
+    "webhook",
+    "report",
+    "dashboard",
+    "note",
+    "comment",
+    "label",
+    "tag",
+    "pipeline",
+    "build",
+    "release",
+    "repository",
+    "branch",
+    "subscription",
+    "coupon",
+    "product",
+    "inventory",
+    "page",
+    "database",
+    "form",
+    "survey",
+    "shipment",
+]
+_VERBS = [
+    "create",
+    "update",
+    "list",
+    "search",
+    "archive",
+    "delete",
+    "assign",
+    "export",
+    "import",
+    "schedule",
+    "send",
+    "merge",
+    "tag",
+    "move",
+]
+_STOP = {
+    "a",
+    "an",
+    "and",
+    "the",
+    "of",
+    "for",
+    "to",
+    "with",
+    "in",
+    "on",
+    "or",
+    "from",
+    "as",
+    "by",
+    "your",
+    "any",
+    "at",
+    "be",
+    "it",
+    "is",
+    "its",
+    "into",
+    "their",
+    "them",
+    "this",
 }
-_TOPIC_WORDS = _words(
-    "pages tables columns fields values layout fonts images headers footers citations metadata schema rows "
-    "indexes queries tests fixtures containers modules variables charts axes labels forecasts duplicates "
-    "addresses drafts tone audience sections bullet points deadlines budgets sources"
-)
 
 
-@dataclass
-class Case:
-    """One skill and the request written from its body."""
-
-    skill_id: str
-    request: str
-    anonymous: str
-
-
-def _app_name(rng: random.Random, used: set[str]) -> str:
+def _invented(rng: random.Random, used: set[str]) -> str:
     while True:
         name = "".join(rng.choice(_SYLLABLES) for _ in range(rng.choice((2, 3))))
         if name not in used:
@@ -95,152 +213,161 @@ def _app_name(rng: random.Random, used: set[str]) -> str:
             return name
 
 
-def _automation_skill(rng: random.Random, app: str) -> tuple[str, str, list[str]]:
-    """(description, body, task sentences) of an `<app>-automation` skill."""
+def _automation(rng: random.Random, app: str) -> tuple[str, str]:
+    """(description, body) of an `<app>-automation` distractor, Composio-shaped."""
     title = app.capitalize()
     entities = rng.sample(_ENTITIES, 4)
     description = (
-        f"Automate {title} tasks via Rube MCP (Composio): {', '.join(entities[:3])} and more. "
+        f"Automate {title} tasks via Rube MCP (Composio): {entities[0]}s, {entities[1]}s and {entities[2]}s. "
         "Always search tools first for current schemas."
     )
-    tasks, sections = [], []
+    sections = []
     for number, entity in enumerate(entities, 1):
         verb, other = rng.choice(_VERBS), rng.choice(_ENTITIES)
-        task = f"{verb} a {entity} in {title} and link it to the {other}"
-        tasks.append(task)
-        slug = f"{app.upper()}_{verb.upper()}_{entity.upper()}"
         sections.append(
-            f"### {number}. {verb.capitalize()} {entity}s\n\n**When to use**: the user wants to {task}.\n\n"
-            f"1. Call `RUBE_SEARCH_TOOLS` for `{slug}`.\n2. Call `{slug}` with the {entity} id.\n"
+            f"### {number}. {verb.capitalize()} {entity}s\n\n**When to use**: {verb} a {entity} in {title} "
+            f"and link it to the {other}.\n\n1. Call `RUBE_SEARCH_TOOLS` for `{app.upper()}_{verb.upper()}`.\n"
         )
-    body = f"# {title} Automation via Rube MCP\n\n## Core workflows\n\n" + "\n".join(sections)
-    return description, body, tasks
+    return description, f"# {title} Automation via Rube MCP\n\n## Core workflows\n\n" + "\n".join(sections)
 
 
-def _topic_skill(rng: random.Random, topic: str) -> tuple[str, str, list[str]]:
-    words = rng.sample(_TOPIC_WORDS, 6)
-    name = topic.replace("-", " ")
-    description = f"Work with {name} files and tasks: {words[0]}, {words[1]} and {words[2]}."
-    tasks = [
-        f"check the {words[3]} of my {name} and fix the {words[4]}",
-        f"turn this {name} into a clean version with proper {words[5]}",
-    ]
-    body = f"# {name.capitalize()}\n\n## When to use\n\n" + "\n".join(f"- The user wants to {t}." for t in tasks)
-    return description, body, tasks
+def _topic(rng: random.Random, words: list[str], name: str) -> tuple[str, str]:
+    """(description, body) of a topic distractor: words of the core library, no phrase of it."""
+    pick = rng.sample(words, 9)
+    description = f"{pick[0].capitalize()} and {pick[1]} {pick[2]} with {name.capitalize()}: {pick[3]}, {pick[4]}."
+    body = (
+        f"# {name.capitalize()}\n\n## When to use\n\n- {pick[5]} {pick[6]} for the {pick[7]}.\n\n"
+        f"## Steps\n\nCheck the {pick[8]} first, then {rng.choice(_VERBS)} the {rng.choice(_ENTITIES)}."
+    )
+    return description, body
 
 
-def generate(root: Path, count: int, seed: int) -> None:
-    """Write a library of `count` skills below `root` (category folders, one SKILL.md each)."""
+def build_library(store: MemoryObjectStore, core: list[dict[str, Any]], size: int, seed: int) -> int:
+    """Put the core skills and `size - len(core)` distractors (SKILL.md objects) in `store`."""
     rng = random.Random(seed)
-    used: set[str] = set()
-    topics = [(c, t) for c, names in _TOPICS.items() for t in names]
-    for index in range(count):
-        if index < len(topics) and count > 4 * len(topics):
-            category, name = topics[index]
-            description, body, _ = _topic_skill(rng, name)
+    for skill in core:
+        leaf = skill["id"].rsplit("/", 1)[-1]
+        store.put_object(
+            f"{PREFIX}{skill['id']}/SKILL.md", skill_md(leaf, skill["description"], "\n".join(skill["body"]))
+        )
+    words = sorted(
+        {
+            w
+            for s in core
+            for w in re.findall(r"[a-z][a-z-]{3,}", (s["description"] + " " + " ".join(s["body"])).lower())
+            if w not in _STOP
+        }
+    )
+    categories = sorted({s["id"].split("/")[0] for s in core})
+    used = {w for s in core for w in re.split(r"[/-]", s["id"])}
+    for index in range(max(0, size - len(core))):
+        name = _invented(rng, used)
+        if index % 20 < 11:
+            leaf, category = f"{name}-automation", "composio-skills"
+            description, body = _automation(rng, name)
         else:
-            category, name = "composio-skills", f"{_app_name(rng, used)}-automation"
-            description, body, _ = _automation_skill(rng, name.removesuffix("-automation"))
-        folder = root / category / name
-        folder.mkdir(parents=True, exist_ok=True)
-        text = f"---\nname: {name}\ndescription: {json.dumps(description)}\n---\n\n{body}"
-        (folder / "SKILL.md").write_text(text, encoding="utf-8")
-
-
-_SENTENCE_RE = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-def request_from_body(body: str, skill_id: str, rng: random.Random) -> tuple[str, str]:
-    """A request made of one sentence of the body (6+ words, not a heading), and the same
-    sentence without the words of the skill's name."""
-    sentences = []
-    for raw in _SENTENCE_RE.split(body):
-        line = re.sub(r"[*_`#>|-]+", " ", raw).strip()
-        line = re.sub(r"^\d+\.\s*", "", line)
-        if len(line.split()) >= 6 and not raw.lstrip().startswith("#"):
-            sentences.append(" ".join(line.split()))
-    if not sentences:
-        sentences = [" ".join(body.split()[:30]) or skill_id]
-    request = rng.choice(sentences)
-    name_words = {w for w in re.split(r"[\W_]+", skill_id.lower()) if len(w) > 2} - {"automation", "skills"}
-    anonymous = " ".join(w for w in request.split() if re.sub(r"\W", "", w.lower()) not in name_words)
-    return request, anonymous
-
-
-async def _cases(store: MemoryObjectStore, seed: int) -> list[Case]:
-    rng = random.Random(seed + 1)
-    objects, _ = await store.alist(PREFIX)
-    cases = []
-    for obj in objects:
-        if not obj.key.endswith("/SKILL.md"):
-            continue
-        skill_id = obj.key[len(PREFIX) : -len("/SKILL.md")]
-        body = get_skill_doc((await store.aget(obj.key)).data)
-        request, anonymous = request_from_body(body, skill_id, rng)
-        cases.append(Case(skill_id, request, anonymous))
-    return cases
+            leaf, category = f"{name}-{rng.choice(words)}", rng.choice(categories)
+            description, body = _topic(rng, words, name)
+        store.put_object(f"{PREFIX}{category}/{leaf}/SKILL.md", skill_md(leaf, description, body))
+    return max(size, len(core))
 
 
 def _named(skill_id: str, text: str) -> bool:
     return re.search(rf"(?<![\w/.-]){re.escape(skill_id)}(?![\w/-])", text) is not None
 
 
-async def measure(store: MemoryObjectStore, cases: list[Case], budget: int, anonymous: bool) -> dict[str, Any]:
+async def measure(
+    size: int,
+    cases: list[Case],
+    budget: int,
+    seed: int,
+    conversations: Sequence[tuple[Case, list[str]]] = (),
+) -> dict[str, Any]:
+    """Index recall, list_skills page-1 recall and prompt-build cost at one library size."""
+    store = MemoryObjectStore("bench")
+    skills = build_library(store, load_core(), size, seed)
     backend = S3Backend("bench", user_id=USER, store=store, layout=LAYOUT)
     middleware = SkillsPromptMiddleware(backend, budget_chars=budget)
     list_tool = next(t for t in skill_tools(backend) if t.name == "list_skills")
-    in_index = described = in_search = 0
-    longest = 0
     started = time.perf_counter()
+    await middleware.build_prompt({"messages": [HumanMessage("hello")]})  # the first index: LIST + heads
+    cold_seconds = time.perf_counter() - started
+    counter = RequestCounter()
+    store.add_request_hook(counter)
+    in_index = described = in_search = longest = 0
+    cpu_ms: list[float] = []
     for case in cases:
-        request = case.anonymous if anonymous else case.request
-        prompt = await middleware.build_prompt({"messages": [HumanMessage(request)]})
+        state = {"messages": [HumanMessage(case.request)]}
+        cpu = time.process_time()
+        prompt = await middleware.build_prompt(state)
+        cpu_ms.append(1000 * (time.process_time() - cpu))
         index = prompt.split("### Loaded skills")[0]
         longest = max(longest, len(index))
         if _named(case.skill_id, index):
             in_index += 1
-            block = index.split("Also relevant (ids only):")[0]
-            described += 1 if _named(case.skill_id, block) else 0
-        page = await list_tool.ainvoke({"query": request})
+            described += 1 if _named(case.skill_id, index.split("Also relevant (ids only):")[0]) else 0
+    prompt_requests = counter.total
+    for case in cases:
+        page = await list_tool.ainvoke({"query": case.request})
         in_search += 1 if _named(case.skill_id, str(page)) else 0
+    threads: dict[str, float] = {}
+    weight = ranking.EARLIER_WEIGHT if ranking is not None else None
+    for label, earlier in (("conversation_in_index", weight), ("conversation_in_index_latest_turn_only", 0.0)):
+        if ranking is None and earlier is not None:
+            continue  # an older s3skills: it ranks on the latest turn only
+        if ranking is not None and earlier is not None:
+            ranking.EARLIER_WEIGHT = earlier
+        try:
+            hits = 0
+            for case, turns in conversations:
+                prompt = await middleware.build_prompt(_thread(turns))
+                hits += 1 if _named(case.skill_id, prompt.split("### Loaded skills")[0]) else 0
+        finally:
+            if ranking is not None and weight is not None:
+                ranking.EARLIER_WEIGHT = weight
+        threads[label] = round(100 * hits / (len(conversations) or 1), 1)
     total = len(cases) or 1
+    cpu_ms.sort()
     return {
+        "skills": skills,
         "requests": len(cases),
         "in_index": round(100 * in_index / total, 1),
         "in_index_with_description": round(100 * described / total, 1),
         "in_first_search_page": round(100 * in_search / total, 1),
-        "longest_prompt_section_chars": longest,
-        "seconds": round(time.perf_counter() - started, 1),
+        "prompt_build_cpu_ms_median": round(statistics.median(cpu_ms), 2) if cpu_ms else 0.0,
+        "prompt_build_cpu_ms_p95": round(cpu_ms[int(0.95 * (len(cpu_ms) - 1))], 2) if cpu_ms else 0.0,
+        "s3_requests_per_prompt": round(prompt_requests / total, 3),
+        "conversations": len(conversations),
+        **threads,
+        "first_index_seconds": round(cold_seconds, 1),
+        "longest_index_chars": longest,
     }
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
-    store = MemoryObjectStore("bench")
-    if args.library:
-        source = Path(args.library)
-    else:
-        import tempfile
-
-        source = Path(tempfile.mkdtemp(prefix="findability-"))
-        generate(source, args.skills, args.seed)
-    await asyncio.to_thread(push_tree, store, source, PREFIX, force=True)
-    cases = await _cases(store, args.seed)
-    report: dict[str, Any] = {
-        "library": str(args.library or f"generated ({args.skills} skills, seed {args.seed})"),
-        "budget_chars": args.budget,
-        "skills": len(cases),
-        "named_requests": await measure(store, cases, args.budget, anonymous=False),
-    }
-    if args.anonymous:
-        report["anonymous_requests"] = await measure(store, cases, args.budget, anonymous=True)
-    report["examples"] = [{"skill": c.skill_id, "request": c.request} for c in cases[:3]]
-    named = report["named_requests"]
+    cases = [c for c in load_cases() if args.split == "all" or c.split == args.split]
+    conversations = [(c, t) for c, t in load_conversations() if args.split == "all" or c.split == args.split]
+    sizes = [int(s) for s in str(args.sizes).split(",")]
+    report: dict[str, Any] = {"split": args.split, "budget_chars": args.budget, "results": []}
+    for size in sizes:
+        report["results"].append(await measure(size, cases, args.budget, args.seed, conversations))
+    largest = report["results"][-1]
     report["targets"] = [
-        {"target": "in the index >= 90 %", "value": named["in_index"], "ok": named["in_index"] >= 90},
+        {"target": "in the index >= 90 %", "value": largest["in_index"], "ok": largest["in_index"] >= 90},
         {
             "target": "on the first search page >= 98 %",
-            "value": named["in_first_search_page"],
-            "ok": named["in_first_search_page"] >= 98,
+            "value": largest["in_first_search_page"],
+            "ok": largest["in_first_search_page"] >= 98,
+        },
+        {
+            "target": "warm prompt build <= 50 ms CPU (median)",
+            "value": largest["prompt_build_cpu_ms_median"],
+            "ok": largest["prompt_build_cpu_ms_median"] <= 50,
+        },
+        {
+            "target": "no extra S3 request per prompt build (<= 1: the manifest's conditional GET, as before)",
+            "value": largest["s3_requests_per_prompt"],
+            "ok": largest["s3_requests_per_prompt"] <= 1,
         },
     ]
     return report
@@ -248,11 +375,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--skills", type=int, default=864, help="Skills in the generated library.")
-    parser.add_argument("--library", help="A local folder of skills instead of the generated library.")
+    parser.add_argument("--sizes", default="1000,10000", help="Library sizes, comma-separated.")
+    parser.add_argument("--split", choices=("dev", "test", "all"), default="test")
     parser.add_argument("--budget", type=int, default=6000, help="The prompt index budget (the default: 6000).")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--anonymous", action="store_true", help="Also requests without the skill's name words.")
     parser.add_argument("--json", metavar="FILE", help="Also write the report as JSON.")
     args = parser.parse_args(argv)
     report = asyncio.run(main_async(args))

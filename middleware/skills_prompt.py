@@ -11,17 +11,21 @@ recorded by `cargar_habilidad`): an edit pushed mid-thread does not change the
 instructions under the agent. Checking it costs no request (the pinned ETag is
 compared with the index's); a pinned older version is read once, then cached.
 
-The index is ranked for the conversation: the skills are ordered by BM25 against the
-latest user message (`s3skills.skills.matching`, the tokenised library cached per
-library version), and when the whole library does not fit in `budget_chars` the best
-ones are shown with their descriptions, the next ones by id, and the rest counted by
-category with how to find them (`list_skills(query=...)`; `render.format_ranked`).
+The index is ranked for the conversation: the latest user message, with the two before
+it at a lower weight (`s3skills.skills.ranking.order_for`), by the `ranker` (BM25F over
+name, description and the body sketch the manifest carries, by default: no request per
+call). The budget follows the model: 1 % of its context window, never below 6,000
+characters (`budget_for`), unless `budget_chars` is given. When the whole library does not
+fit, the best ones are shown with their descriptions, the next ones by id, and the rest
+counted by category with how to find them (`list_skills(query=...)`; `render.format_ranked`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from typing import Annotated, Any, Literal, NotRequired
 
 from deepagents.middleware._utils import append_to_system_message
@@ -41,17 +45,19 @@ from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
 from s3skills.skills import SkillChanged, SkillInfo, SkillRegistry, render, tool_name
-from s3skills.skills.matching import bm25_index
+from s3skills.skills.ranking import EARLIER_TURNS, Ranker, category_counts, order_for
 from s3skills.tenancy import SkillPin, merge_loaded_skills, merge_skill_versions, thread_skills
 
 __all__ = [
     "IndexFormat",
     "SkillsPromptMiddleware",
     "SkillsState",
+    "budget_for",
     "latest_request",
     "merge_loaded_skills",
     "merge_skill_versions",
     "ranked_for",
+    "recent_requests",
 ]
 
 logger = logging.getLogger(__name__)
@@ -86,28 +92,63 @@ then appear at the end of this prompt and its files become readable under \
 /skills/<name>/. Read a skill's other files only when its instructions point to them."""
 
 _FORMATS = ("xml", "yaml", "grouped")
+DEFAULT_BUDGET_CHARS = 6000
+"""The index budget when the model's context window is unknown, and the least one."""
+CONTEXT_SHARE = 0.01
+"""The share of the model's context window the index may take by default (1 %)."""
+_CHARS_PER_TOKEN = 4
+
+
+def _text(message: Any) -> str:
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    parts = [b if isinstance(b, str) else b.get("text", "") for b in content if isinstance(b, str | dict)]
+    return " ".join(p for p in parts if isinstance(p, str))
+
+
+def recent_requests(state: Any, turns: int = 1 + EARLIER_TURNS) -> list[str]:
+    """The texts of the last `turns` user messages in `state["messages"]`, newest first."""
+    messages = state.get("messages") if isinstance(state, dict) else None
+    out: list[str] = []
+    for message in reversed(messages or []):
+        if len(out) >= turns:
+            break
+        if getattr(message, "type", None) == "human":
+            out.append(_text(message))
+    return out
 
 
 def latest_request(state: Any) -> str:
     """The text of the latest user message in `state["messages"]` ("" when there is none)."""
-    messages = state.get("messages") if isinstance(state, dict) else None
-    for message in reversed(messages or []):
-        if getattr(message, "type", None) != "human":
-            continue
-        content = getattr(message, "content", "")
-        if isinstance(content, str):
-            return content
-        parts = [b if isinstance(b, str) else b.get("text", "") for b in content if isinstance(b, str | dict)]
-        return " ".join(p for p in parts if isinstance(p, str))
-    return ""
+    found = recent_requests(state, 1)
+    return found[0] if found else ""
 
 
-def ranked_for(request: str, skills: Sequence[SkillInfo], exclude: set[str]) -> list[SkillInfo]:
-    """`skills` without `exclude`, the matches of `request` first (best first), the rest by id."""
-    ranked = [s for s, _ in bm25_index(skills).rank(request)] if request.strip() else []
-    seen = {s.id for s in ranked}
-    ordered = ranked + sorted((s for s in skills if s.id not in seen), key=lambda s: s.id)
-    return [s for s in ordered if s.id not in exclude]
+def ranked_for(
+    request: str | Sequence[str],
+    skills: Sequence[SkillInfo],
+    exclude: set[str],
+    *,
+    ranker: Ranker | None = None,
+) -> list[SkillInfo]:
+    """`skills` without `exclude`, the matches of the request first (best first), the rest by id.
+
+    `request` is the latest user message, or the user's turns newest first (the earlier
+    ones count less: `s3skills.skills.ranking.order_for`).
+    """
+    turns = [request] if isinstance(request, str) else list(request)
+    return order_for(turns, skills, exclude, ranker=ranker)
+
+
+def budget_for(model: Any, floor: int = DEFAULT_BUDGET_CHARS, share: float = CONTEXT_SHARE) -> int:
+    """The index budget for `model`: `share` of its context window (about 4 characters a
+    token), never below `floor`. A model whose profile does not say its window gets `floor`."""
+    profile = getattr(model, "profile", None)
+    window = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    if not isinstance(window, int) or isinstance(window, bool) or window <= 0:
+        return floor
+    return max(floor, int(window * _CHARS_PER_TOKEN * share))
 
 
 class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
@@ -117,8 +158,9 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         backend: The `S3Backend` the agent uses (its catalog and tenancy).
         category: Only index skills of this category.
         budget_chars: Most characters the index may take in the prompt (when the
-            library does not fit, the skills that best match the latest user message
-            are shown and the rest are summarised by category).
+            library does not fit, the skills that best match the conversation are
+            shown and the rest are summarised by category). None (the default):
+            1 % of the model's context window, never below 6,000 (`budget_for`).
         index_format: `xml` (`<available_skills>`), `yaml` (frontmatter blocks)
             or `grouped` (a human list by category).
         mode: `on_demand` (index + load) or `preload` (every skill's instructions
@@ -126,6 +168,8 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         instructions_budget_chars: Most characters of a loaded SKILL.md body shown.
         registry: Code skills: indexed with the S3 skills; their tools are hidden
             from the model until their skill is loaded.
+        ranker: Who orders the index for the conversation (`s3skills.skills.Ranker`);
+            the local lexical `LexicalRanker` by default. Called in a worker thread.
     """
 
     state_schema = SkillsState
@@ -135,11 +179,12 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         backend: S3Backend,
         *,
         category: str | None = None,
-        budget_chars: int = 6000,
+        budget_chars: int | None = None,
         index_format: IndexFormat = "xml",
         mode: Literal["on_demand", "preload"] = "on_demand",
         instructions_budget_chars: int = 40_000,
         registry: SkillRegistry | None = None,
+        ranker: Ranker | None = None,
     ) -> None:
         super().__init__()
         if index_format not in _FORMATS:
@@ -147,14 +192,18 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         self.backend = backend
         self.library = backend.skills.with_registry(registry)
         self.category = category
-        self.budget_chars = budget_chars
+        self.budget_chars = DEFAULT_BUDGET_CHARS if budget_chars is None else budget_chars
+        self.follow_model = budget_chars is None
+        self.ranker = ranker
         self.index_format = index_format
         self.mode = mode
         self.instructions_budget_chars = instructions_budget_chars
         self.registry = registry
 
-    async def build_prompt(self, state: Any) -> str:
+    async def build_prompt(self, state: Any, *, budget_chars: int | None = None) -> str:
         """The text appended to the system prompt for this state ("" for an allowed user-less run).
+
+        `budget_chars` is this call's index budget (by default `self.budget_chars`).
 
         Raises:
             UserNotResolved: The run has no user and the backend does not `allow_anonymous`
@@ -176,9 +225,16 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         if self.mode == "preload":
             parts.append(await self._preloaded(skills))
         else:
-            pending = ranked_for(latest_request(state), skills, set(loaded))
+            # In a worker thread: a new library version is indexed there (~1 s at 10,000 skills),
+            # never on the event loop that serves the other calls.
+            turns = recent_requests(state)
+            pending = await asyncio.to_thread(partial(ranked_for, turns, skills, set(loaded), ranker=self.ranker))
             if pending:
-                parts.append(render.format_ranked(pending, self.budget_chars, index_format=self.index_format))
+                budget = self.budget_chars if budget_chars is None else budget_chars
+                counts = category_counts(skills, set(loaded))
+                parts.append(
+                    render.format_ranked(pending, budget, index_format=self.index_format, category_counts=counts)
+                )
             else:
                 parts.append("(Every skill in the index is loaded.)")
         if loaded:
@@ -237,6 +293,10 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         loaded = set(thread_skills(state).loaded)
         return {name for name, sid in self.registry.all_tool_names().items() if sid not in loaded}
 
+    def _budget(self, request: ModelRequest[Any]) -> int:
+        """This call's index budget: follows the model unless one was set."""
+        return budget_for(request.model, self.budget_chars) if self.follow_model else self.budget_chars
+
     def _override(self, request: ModelRequest[Any], text: str) -> ModelRequest[Any]:
         hidden = self._hidden_tools(request.state)
         tools = [t for t in request.tools if tool_name(t) not in hidden] if hidden else request.tools
@@ -280,7 +340,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any]:
         """Append the skills section to the system prompt, then call the model."""
-        text = run_sync(self.build_prompt(request.state))
+        text = run_sync(self.build_prompt(request.state, budget_chars=self._budget(request)))
         return handler(self._override(request, text))
 
     async def awrap_model_call(
@@ -289,7 +349,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         """Async version of `wrap_model_call`."""
-        text = await self.build_prompt(request.state)
+        text = await self.build_prompt(request.state, budget_chars=self._budget(request))
         return await handler(self._override(request, text))
 
 

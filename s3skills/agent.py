@@ -11,7 +11,7 @@ from langchain_core.language_models import BaseChatModel
 
 from s3skills.fs import S3Backend
 from s3skills.middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware
-from s3skills.skills import SkillRegistry, tool_name
+from s3skills.skills import Ranker, SkillRegistry, tool_name
 from s3skills.skills.executable import ExecutableSkill
 from s3skills.tools.skill_tools import skill_tools
 from s3skills.tools.use_skill import USE_SKILL, SkillExecutionMiddleware
@@ -43,7 +43,8 @@ def create_skills_agent(
     tools: Sequence[Any] = (),
     middleware: Sequence[Any] = (),
     index_format: IndexFormat = "xml",
-    budget_chars: int = 6000,
+    budget_chars: int | None = None,
+    ranker: Ranker | None = None,
     registry: SkillRegistry | None = None,
     scripts: bool = False,
     mode: Literal["on_demand", "preload"] = "on_demand",
@@ -62,7 +63,10 @@ def create_skills_agent(
         tools: Your own tools (the skill tools are added).
         middleware: More middleware, run after the skills middleware.
         index_format: How the skill index is shown (`xml`, `yaml`, `grouped`).
-        budget_chars: Most characters of the index in the prompt.
+        budget_chars: Most characters of the index in the prompt; None (the default):
+            1 % of the model's context window, never below 6,000.
+        ranker: Orders the index for the conversation (`s3skills.skills.Ranker`);
+            the local lexical ranker by default.
         registry: Code skills (their tools appear once their skill is loaded).
         scripts: Enable `run_skill_script`, which runs tenant-supplied code
             (not a sandbox: read docs/THREAT_MODEL.md first).
@@ -90,6 +94,7 @@ def create_skills_agent(
         backend,
         category=category,
         budget_chars=budget_chars,
+        ranker=ranker,
         index_format=index_format,
         mode=mode,
         registry=registry,

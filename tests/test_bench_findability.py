@@ -1,8 +1,11 @@
 """The findability bench (bench/findability.py) end to end, through the real prompt index and `list_skills`.
 
-The full-size run holds the issue's targets for requests written from a skill's body
-(>= 90 % in the index, >= 98 % on the first search page, 864 generated skills, default
-budget): the bench's exit status says whether they hold. It takes about 15 s.
+It runs the hand-written requests of the held-out test split against the library grown
+to 1,000 and 10,000 skills and checks what the issue asks (issue 19's acceptance):
+index recall >= 90 % at 10,000, not lower at 1,000 than before this ranker (the figures
+measured with the old ranker on this same bench are pinned below), no extra S3 request
+per model call. The `list_skills` page-1 target (98 %) and the CPU per prompt (<= 50 ms,
+a timing: it depends on the machine) are reported by the bench, not asserted here.
 """
 
 from __future__ import annotations
@@ -20,30 +23,39 @@ import findability
 # Minutes-long: run by .ci/run after the README's test command (`pytest -m slow`).
 pytestmark = pytest.mark.slow
 
+# bench/findability.py --split test --sizes 1000 with the ranker before issue 19 (names and
+# descriptions only, BM25 on the latest message; commit c78429b).
+BEFORE_AT_1000 = {"in_index": 82.7, "in_first_search_page": 82.7}
 
-def test_the_targets_hold_at_864_skills_and_the_report_has_both_measures(tmp_path: Path) -> None:
+
+def test_the_index_holds_the_right_skill_at_ten_thousand_skills_and_no_worse_at_a_thousand(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    status = findability.main(["--anonymous", "--json", str(out)])
+    findability.main(["--split", "test", "--sizes", "1000,10000", "--json", str(out)])
     report = json.loads(out.read_text())
-    assert status == 0, report["targets"]
-    assert report["skills"] == 864
-    assert [t["ok"] for t in report["targets"]] == [True, True]
-    named = report["named_requests"]
-    assert named["in_index"] >= 90
-    assert named["in_first_search_page"] >= 98
-    assert report["anonymous_requests"]["requests"] == 864  # measured and reported, not held to the targets
-    assert all(e["request"] for e in report["examples"])
+    small, large = report["results"]
+    assert (small["skills"], large["skills"]) == (1000, 10000)
+    assert small["requests"] == large["requests"] >= 75
+    assert large["in_index"] >= 90
+    assert small["in_index"] >= BEFORE_AT_1000["in_index"]
+    assert small["in_first_search_page"] >= BEFORE_AT_1000["in_first_search_page"]
+    assert large["s3_requests_per_prompt"] <= 1  # the manifest's conditional GET, as before
+    assert large["conversation_in_index"] >= large["conversation_in_index_latest_turn_only"]
+    assert {t["target"] for t in report["targets"]} >= {"in the index >= 90 %", "on the first search page >= 98 %"}
 
 
 def test_a_missed_target_fails_the_bench(tmp_path: Path) -> None:
-    # An index of 300 characters cannot hold 90 % of 200 skills: the exit status says so.
-    assert findability.main(["--skills", "200", "--budget", "300", "--json", str(tmp_path / "r.json")]) == 1
+    # An index of 300 characters cannot hold 90 % of the right skills: the exit status says so.
+    assert findability.main(["--sizes", "200", "--budget", "300", "--json", str(tmp_path / "r.json")]) == 1
 
 
-def test_requests_come_from_the_body_not_the_description() -> None:
-    import random
-
-    body = "# Title\n\n**When to use**: the user wants to archive a ticket in Zorba and link it to the board."
-    request, anonymous = findability.request_from_body(body, "composio-skills/zorba-automation", random.Random(1))
-    assert "archive a ticket in Zorba" in request
-    assert "Zorba" not in anonymous
+def test_the_dev_and_test_requests_are_many_distinct_and_aim_at_real_skills() -> None:
+    cases = findability.load_cases()
+    core = {skill["id"] for skill in findability.load_core()}
+    assert len(cases) >= 150
+    assert {c.split for c in cases} == {"dev", "test"}
+    assert min(sum(c.split == s for c in cases) for s in ("dev", "test")) >= 75
+    assert len({c.request for c in cases}) == len(cases)
+    assert {c.skill_id for c in cases} <= core
+    for case in cases:  # a request is never a sentence of its skill's description
+        skill = next(s for s in findability.load_core() if s["id"] == case.skill_id)
+        assert case.request.lower() not in skill["description"].lower()

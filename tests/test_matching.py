@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from s3skills.skills import SkillInfo, SkillMetadata
-from s3skills.skills.matching import closest_ids, rank, tokenize
+from s3skills.skills.matching import closest_ids, language_of, rank, tokenize
 
 
 def skill(skill_id: str, description: str, **fields: Any) -> SkillInfo:
@@ -35,18 +35,31 @@ def ids(results: list[tuple[SkillInfo, float]]) -> list[str]:
     ("text", "tokens"),
     [
         ("Compraventa", ["compraventa"]),
-        ("ESCRITURAS de compraventa", ["escritura", "compraventa"]),
-        ("Cancelación HIPOTECARIA", ["cancelacion", "hipotecaria"]),
+        ("ESCRITURAS de compraventa", ["escritur", "compravent"]),
+        ("Cancelación HIPOTECARIA de la casa", ["cancel", "hipotecari", "cas"]),
         ("escrituras/compra-venta_rapida", ["escritura", "compra", "venta", "rapida"]),
-        ("inmuebles inmueble", ["inmuebl", "inmuebl"]),
-        ("policies policy", ["policy", "policy"]),
-        ("processes process", ["process", "process"]),
-        ("the PDF files of a user", ["pdf", "fil", "user"]),
+        ("los inmuebles y el inmueble", ["inmuebl", "inmuebl"]),
+        ("policies policy", ["polici", "polici"]),
+        ("merging merged merges", ["merg", "merg", "merg"]),
+        ("the PDF files of a user", ["pdf", "file", "user"]),
         ("", []),
     ],
 )
-def test_tokenize_folds_case_accents_plurals_and_separators(text: str, tokens: list[str]) -> None:
+def test_tokenize_folds_case_accents_and_stems_by_the_language_of_the_text(text: str, tokens: list[str]) -> None:
     assert tokenize(text) == tokens
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("necesito una escritura de compraventa", "spanish"),
+        ("cómo cancelo la hipoteca", "spanish"),
+        ("merge the pdf files for me", "english"),
+        ("pdf", "english"),
+    ],
+)
+def test_language_of_reads_spanish_and_english(text: str, language: str) -> None:
+    assert language_of(text) == language
 
 
 @pytest.mark.parametrize(

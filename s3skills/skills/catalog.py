@@ -36,6 +36,7 @@ from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest, awrite_manifest
 from s3skills.skills.model import InvalidSkill, SkillInfo
 from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
+from s3skills.skills.sketch import make_sketch
 from s3skills.skills.versions import versions_by_skill
 from s3skills.storage import NotModified, ObjectBody, ObjectInfo, ObjectStore
 
@@ -353,8 +354,9 @@ class SkillCatalog:
             if head.size <= len(head.data):
                 return head.data, head.etag
             prefix = frontmatter_prefix(head.data)
-            if prefix is not None:
-                return prefix, head.etag
+            if prefix is not None:  # with the body the head holds (whole lines), for the sketch
+                cut = head.data.rfind(b"\n") + 1
+                return (head.data[:cut] if cut >= len(prefix) else prefix), head.etag
             # The frontmatter is longer than the head: read up to its limit, no more.
             limit = self.limits.max_frontmatter_bytes + self.head_bytes
             more = await self.store.aget_range(obj.key, 0, limit)
@@ -418,7 +420,14 @@ def _parse_all(source: str, items: list[tuple[str, ObjectInfo, tuple[bytes, str]
         except InvalidSkill as exc:
             out.append(SkillEntry(skill_id, obj.key, etag, obj.size, None, str(exc)))
             continue
-        info = SkillInfo(id=skill_id, metadata=parsed.metadata, source=source, etag=etag, warnings=parsed.warnings)
+        info = SkillInfo(
+            id=skill_id,
+            metadata=parsed.metadata,
+            source=source,
+            etag=etag,
+            warnings=parsed.warnings,
+            sketch=make_sketch(parsed.body),
+        )
         out.append(SkillEntry(skill_id, obj.key, etag, obj.size, info, None))
     return out
 

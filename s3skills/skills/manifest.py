@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.skills.model import SkillInfo, SkillMetadata
+from s3skills.skills.sketch import MAX_SKETCH_CHARS
 from s3skills.storage import NotModified, ObjectStore
 
 __all__ = [
@@ -112,6 +113,8 @@ def encode_manifest(manifest: Manifest) -> bytes:
             item["metadata"] = entry.info.metadata.model_dump(mode="json", by_alias=True, exclude_defaults=True)
             if entry.info.warnings:
                 item["warnings"] = list(entry.info.warnings)
+            if entry.info.sketch:
+                item["sketch"] = entry.info.sketch
         else:
             item["problem"] = entry.problem or "unknown problem"
         skills[skill_id] = item
@@ -179,11 +182,14 @@ def _entry(prefix: str, source: str, skill_id: object, item: object) -> SkillEnt
     warnings = item.get("warnings", [])
     if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
         return None
+    sketch = item.get("sketch", "")
+    if not isinstance(sketch, str) or len(sketch) > MAX_SKETCH_CHARS:
+        return None
     try:
         metadata = SkillMetadata.model_validate(item.get("metadata"))
     except ValidationError:
         return None
-    info = SkillInfo(id=skill_id, metadata=metadata, source=source, etag=etag, warnings=tuple(warnings))
+    info = SkillInfo(id=skill_id, metadata=metadata, source=source, etag=etag, warnings=tuple(warnings), sketch=sketch)
     return SkillEntry(skill_id, key, etag, size, info, None)
 
 

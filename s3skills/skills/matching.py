@@ -1,11 +1,23 @@
-"""Which skills fit a request: BM25 ranking, and suggestions for an unknown skill id.
+"""Which skills fit a request: BM25F ranking, and suggestions for an unknown skill id.
 
 Text is folded before matching: case-insensitive, accent-insensitive (NFKD with the
 combining marks dropped), split on anything that is not a letter or digit (so
 hyphens, underscores and slashes separate words), common Spanish and English words
-dropped, and plurals reduced by a light suffix rule (`escrituras` ~ `escritura`,
-`inmuebles` ~ `inmueble`, `policies` ~ `policy`). Id, name, category and tags weigh
-three times as much as the description.
+dropped, and each word reduced by a Snowball stemmer (`snowballstemmer`), English or
+Spanish as the text reads (`language_of`): `escrituras` ~ `escritura`, `merging` ~
+`merge`. A request is matched with both stemmers, so a Spanish skill is found by an
+English request that uses its words and the other way round.
+
+A skill has three fields, weighed by BM25F (`FIELD_WEIGHTS`, chosen on the findability
+bench's dev set, `bench/findability.py`): its name (id, name, category, tags), its
+description, and its body sketch (`SkillInfo.sketch`, stored in the manifest by the
+writers: ranking costs no request). The index is built once per library version and
+shared by every call and tenant that sees that version (`bm25_index`); a query only
+touches the skills that contain one of its words (an inverted index).
+
+Why not `bm25s`: it scores one field per document (no BM25F), and it would bring numpy
+and scipy into every install; the inverted index here ranks 10,000 skills in a few
+milliseconds (bench/findability.py reports the CPU per model call).
 """
 
 from __future__ import annotations
@@ -14,129 +26,340 @@ import math
 import re
 import threading
 import unicodedata
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from collections.abc import Sequence
 from difflib import SequenceMatcher
+from functools import lru_cache
+from operator import attrgetter
+from typing import Any, Literal
+
+import snowballstemmer  # type: ignore[import-untyped]
 
 from s3skills.skills.model import SkillInfo
 
-__all__ = ["Bm25Index", "bm25_index", "closest_ids", "rank", "tokenize"]
+__all__ = [
+    "FIELD_B",
+    "FIELD_WEIGHTS",
+    "Bm25Index",
+    "bm25_index",
+    "closest_ids",
+    "language_of",
+    "rank",
+    "tokenize",
+    "version_key",
+]
+
+Language = Literal["english", "spanish"]
 
 _CACHE_SIZE = 32
 
-K1 = 1.5
-B = 0.75
-_STRONG_WEIGHT = 3
+K1 = 1.2
+FIELD_WEIGHTS = {"name": 2.0, "description": 1.0, "sketch": 3.0}
+"""BM25F weight of each field (chosen on the bench's dev set)."""
+FIELD_B = {"name": 0.3, "description": 0.75, "sketch": 0.0}
+"""BM25F length normalisation of each field (chosen with the weights)."""
 _MIN_SIMILARITY = 0.6  # difflib ratio below which an id is not suggested on spelling alone.
 _SPLIT_RE = re.compile(r"[\W_]+")
-_ENGLISH_STOPWORDS = (
-    "a an and any are as at be by can do for from how i if in into is it its me my of on or our"
-    " please should that the their them this to use used using want we what when which with you your"
+_ENGLISH_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "for",
+        "from",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "please",
+        "should",
+        "that",
+        "the",
+        "their",
+        "them",
+        "this",
+        "to",
+        "use",
+        "used",
+        "using",
+        "want",
+        "we",
+        "what",
+        "when",
+        "which",
+        "with",
+        "you",
+        "your",
+    ]
 )
-_SPANISH_STOPWORDS = (
-    "al como con de del el en es esta este hay la las lo los mas me mi mis necesito para por que"
-    " quiero se sin su sus un una uno unos unas y o"
+_SPANISH_STOPWORDS = frozenset(
+    [
+        "al",
+        "como",
+        "con",
+        "de",
+        "del",
+        "el",
+        "en",
+        "es",
+        "esta",
+        "este",
+        "hay",
+        "la",
+        "las",
+        "lo",
+        "los",
+        "mas",
+        "me",
+        "mi",
+        "mis",
+        "necesito",
+        "para",
+        "por",
+        "que",
+        "quiero",
+        "se",
+        "sin",
+        "su",
+        "sus",
+        "un",
+        "una",
+        "uno",
+        "unos",
+        "unas",
+        "y",
+        "o",
+    ]
 )
-_STOPWORDS = frozenset(f"{_ENGLISH_STOPWORDS} {_SPANISH_STOPWORDS}".split())
+_STOPWORDS = _ENGLISH_STOPWORDS | _SPANISH_STOPWORDS
+# Words that say a text is Spanish (stop words only Spanish has, and its letters).
+_SPANISH_MARKS = _SPANISH_STOPWORDS - _ENGLISH_STOPWORDS - {"me", "a", "i"}
+_SPANISH_LETTERS = frozenset("ñáéíóúü¿¡")
+_ENGLISH_MARKS = _ENGLISH_STOPWORDS - _SPANISH_STOPWORDS
+_STEMMERS = {lang: snowballstemmer.stemmer(lang) for lang in ("english", "spanish")}
+_stem_lock = threading.Lock()  # a Snowball stemmer object is not thread-safe
 
 
 def _fold(text: str) -> str:
     """Lower case without accents: `Compraventa Hipotecaría` -> `compraventa hipotecaria`."""
+    if text.isascii():
+        return text.lower()
     decomposed = unicodedata.normalize("NFKD", text)
     return "".join(ch for ch in decomposed if not unicodedata.combining(ch)).casefold()
 
 
-def _stem(token: str) -> str:
-    """A light plural rule for Spanish and English; both forms of a word reach one stem."""
-    if len(token) <= 3 or token.isdigit():
+def language_of(text: str) -> Language:
+    """`spanish` when `text` reads as Spanish (its stop words and letters), else `english`."""
+    lowered = text.casefold()
+    words = _SPLIT_RE.split(lowered)
+    spanish = sum(w in _SPANISH_MARKS for w in words) + (
+        0 if lowered.isascii() else sum(map(lowered.count, _SPANISH_LETTERS))
+    )
+    english = sum(w in _ENGLISH_MARKS for w in words)
+    return "spanish" if spanish > english else "english"
+
+
+@lru_cache(maxsize=200_000)
+def _stem(token: str, language: Language) -> str:
+    if len(token) <= 2 or token.isdigit():
         return token
-    if token.endswith("ies") and len(token) > 4:
-        return token[:-3] + "y"
-    if token.endswith("s") and not token.endswith("ss"):
-        token = token[:-1]
-    if token.endswith("e") and len(token) > 3:
-        token = token[:-1]  # inmuebles -> inmueble -> inmuebl, and inmueble -> inmuebl too.
-    return token
+    with _stem_lock:
+        return str(_STEMMERS[language].stemWord(token))
 
 
-def tokenize(text: str) -> list[str]:
-    """The folded, stemmed tokens of `text`, stop words removed, in order."""
-    return [_stem(token) for token in _SPLIT_RE.split(_fold(text)) if token and token not in _STOPWORDS]
+def _words(text: str) -> list[str]:
+    return [t for t in _SPLIT_RE.split(_fold(text)) if t and t not in _STOPWORDS]
 
 
-def _document(skill: SkillInfo) -> list[str]:
+def tokenize(text: str, language: Language | None = None) -> list[str]:
+    """The folded, stemmed tokens of `text`, stop words removed, in order.
+
+    Args:
+        text: Any text.
+        language: The stemmer to use; by default the one `language_of(text)` picks.
+    """
+    lang = language or language_of(text)
+    return [_stem(t, lang) for t in _words(text)]
+
+
+def _query_terms(query: str) -> list[frozenset[str]]:
+    """Each distinct word of a query as the set of its stems (English and Spanish)."""
+    words = list(dict.fromkeys(_words(query)))
+    return [frozenset({_stem(w, "english"), _stem(w, "spanish")}) for w in words]
+
+
+def _fields(skill: SkillInfo) -> dict[str, list[str]]:
     meta = skill.metadata
-    strong = tokenize(" ".join([skill.id, meta.name, skill.category or "", *meta.tags]))
-    return list(dict.fromkeys(strong)) * _STRONG_WEIGHT + tokenize(meta.description)
+    language = language_of(f"{meta.description} {skill.sketch}")
+    name = " ".join([skill.id, meta.name, skill.category or "", *meta.tags])
+    return {
+        "name": list(dict.fromkeys(tokenize(name, language))),
+        "description": tokenize(meta.description, language),
+        "sketch": tokenize(skill.sketch, language),
+    }
 
 
 class Bm25Index:
-    """A library tokenised once for BM25 (k1=1.5, b=0.75): build it per library version.
+    """A library tokenised once for BM25F: build it per library version (`bm25_index`).
 
     Args:
         skills: The library, in the order results break ties after the score (by id).
+        weights: Weight of each field (`name`, `description`, `sketch`); `FIELD_WEIGHTS` by default.
+        b: Length normalisation of each field; `FIELD_B` by default.
+        k1: Term-frequency saturation.
     """
 
-    def __init__(self, skills: Sequence[SkillInfo]) -> None:
+    def __init__(
+        self,
+        skills: Sequence[SkillInfo],
+        weights: dict[str, float] | None = None,
+        *,
+        b: dict[str, float] | None = None,
+        k1: float = K1,
+    ) -> None:
         self.skills = list(skills)
-        self._docs = [Counter(_document(skill)) for skill in self.skills]
-        self._lengths = [sum(doc.values()) for doc in self._docs]
-        self._average = (sum(self._lengths) / len(self._docs) if self._docs else 0.0) or 1.0
-        self._df: Counter[str] = Counter()
-        for doc in self._docs:
-            self._df.update(doc.keys())
+        self.weights = dict(FIELD_WEIGHTS if weights is None else weights)
+        self.b = dict(FIELD_B if b is None else b)
+        self.k1 = k1
+        self._by_id: list[SkillInfo] | None = None
+        docs = [_fields(skill) for skill in self.skills]
+        averages = {
+            f: (sum(len(d[f]) for d in docs) / len(docs) if docs else 0.0) or 1.0
+            for f in ("name", "description", "sketch")
+        }
+        # term -> {skill position: the field-weighted, length-normalised term frequency}
+        postings: dict[str, dict[int, float]] = {}
+        for position, doc in enumerate(docs):
+            for field, tokens in doc.items():
+                weight = self.weights.get(field, 0.0)
+                if not tokens or weight <= 0:
+                    continue
+                norm = weight / (1 - self.b[field] + self.b[field] * len(tokens) / averages[field])
+                counts: dict[str, int] = {}
+                for token in tokens:
+                    counts[token] = counts.get(token, 0) + 1
+                for token, tf in counts.items():
+                    posting = postings.setdefault(token, {})
+                    posting[position] = posting.get(position, 0.0) + tf * norm
+        # The saturated term frequency of each posting (it does not depend on the query).
+        self._saturated = {
+            term: {p: tf * (self.k1 + 1) / (tf + self.k1) for p, tf in posting.items()}
+            for term, posting in postings.items()
+        }
+
+    def by_id(self) -> list[SkillInfo]:
+        """The skills sorted by id (computed once per index)."""
+        if self._by_id is None:
+            self._by_id = sorted(self.skills, key=lambda s: s.id)
+        return self._by_id
+
+    def _idf(self, hits: int) -> float:
+        total = len(self.skills)
+        return math.log(1 + (total - hits + 0.5) / (hits + 0.5))
+
+    def score_map(self, query: str) -> dict[int, float]:
+        """Position in `skills` -> BM25F score, for the skills that match `query` at all."""
+        scores: dict[int, float] = {}
+        get = scores.get
+        for stems in _query_terms(query):
+            postings = [(self._idf(len(p)), p) for stem in stems if (p := self._saturated.get(stem))]
+            if len(postings) == 1:  # one stem (the usual case): add its scores
+                idf, posting = postings[0]
+                for position, value in posting.items():
+                    scores[position] = get(position, 0.0) + idf * value
+                continue
+            best: dict[int, float] = {}  # an English and a Spanish stem: the better one counts
+            for idf, posting in postings:
+                for position, value in posting.items():
+                    if idf * value > best.get(position, 0.0):
+                        best[position] = idf * value
+            for position, value in best.items():
+                scores[position] = get(position, 0.0) + value
+        return scores
 
     def scores(self, query: str) -> list[float]:
-        """The BM25 score of every skill for `query`, in library order (0 when no term matches)."""
-        terms = set(tokenize(query))
-        if not terms or not self.skills:
-            return [0.0] * len(self.skills)
-        total = len(self._docs)
-        idf = {t: math.log(1 + (total - self._df[t] + 0.5) / (self._df[t] + 0.5)) for t in terms if self._df[t]}
-        out = []
-        for doc, length in zip(self._docs, self._lengths, strict=True):
-            score = 0.0
-            for term, weight in idf.items():
-                tf = doc.get(term, 0)
-                if tf:
-                    score += weight * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / self._average))
-            out.append(score)
+        """The score of every skill for `query`, in library order (0 when no term matches)."""
+        out = [0.0] * len(self.skills)
+        for position, value in self.score_map(query).items():
+            out[position] = value
         return out
 
     def rank(self, query: str, *, limit: int | None = None) -> list[tuple[SkillInfo, float]]:
         """`(skill, score)` pairs with a score above zero, best first, ties by id."""
-        scored = [(s, score) for s, score in zip(self.skills, self.scores(query), strict=True) if score > 0]
+        scored = [(self.skills[p], s) for p, s in self.score_map(query).items() if s > 0]
         scored.sort(key=lambda pair: (-pair[1], pair[0].id))
         return scored if limit is None else scored[: max(limit, 0)]
 
 
-_cache: OrderedDict[tuple[tuple[str, str, str], ...], Bm25Index] = OrderedDict()
-_cache_lock = threading.Lock()
+_Key = tuple[tuple[tuple[str, str, str], ...], tuple[str, ...]]
+_version_fields = attrgetter("id", "source", "etag")
+_lock = threading.Lock()
+# Content key -> index; and the ids of the SkillInfo objects of a list -> (that list, its
+# index). The list is kept so its objects stay alive: their ids cannot be reused meanwhile.
+_by_content: OrderedDict[_Key, Bm25Index] = OrderedDict()
+_by_identity: OrderedDict[tuple[int, ...], tuple[Sequence[SkillInfo], Bm25Index]] = OrderedDict()
+
+
+def version_key(skills: Sequence[SkillInfo]) -> _Key:
+    """What identifies a library version: each skill's id, source and ETag, and the
+    descriptions of the skills with no ETag (code skills). A skill's sketch comes from
+    the same `SKILL.md` as its ETag, so it needs no place in the key."""
+    return tuple(map(_version_fields, skills)), tuple(s.metadata.description for s in skills if not s.etag)
+
+
+def _remember(cache: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > _CACHE_SIZE:
+        cache.popitem(last=False)
 
 
 def bm25_index(skills: Sequence[SkillInfo]) -> Bm25Index:
-    """The `Bm25Index` of `skills`, cached per library version (ids, sources and ETags).
+    """The `Bm25Index` of `skills`, cached per library version (`version_key`).
 
-    A model call over an unchanged library does not tokenise it again; a skill whose
-    `SKILL.md` changed (new ETag) makes a new version. Code skills (no ETag) are keyed by
-    their description. The last 32 versions are kept.
+    A model call over an unchanged library does not tokenise it again, whichever tenant
+    makes it; a skill whose `SKILL.md` changed (new ETag) makes a new version. The catalog
+    hands out the same `SkillInfo` objects while a library is unchanged, so a list of
+    those very objects is recognised by their identities (a fraction of a millisecond at
+    10,000 skills); another list is compared by content. The last 32 versions are kept.
     """
-    key = tuple((s.id, s.source, s.etag or s.metadata.description) for s in skills)
-    with _cache_lock:
-        found = _cache.get(key)
-        if found is not None:
-            _cache.move_to_end(key)
-            return found
-    built = Bm25Index(skills)
-    with _cache_lock:
-        _cache[key] = built
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
-    return built
+    identity = tuple(map(id, skills))
+    with _lock:
+        hit = _by_identity.get(identity)
+        if hit is not None:
+            _by_identity.move_to_end(identity)
+            return hit[1]
+    key = version_key(skills)
+    with _lock:
+        found = _by_content.get(key)
+    if found is None:
+        found = Bm25Index(skills)
+    with _lock:
+        _remember(_by_content, key, found)
+        _remember(_by_identity, identity, (tuple(skills), found))
+    return found
 
 
 def rank(query: str, skills: Sequence[SkillInfo], *, limit: int = 5) -> list[tuple[SkillInfo, float]]:
-    """The skills that match `query`, best first, by BM25 (k1=1.5, b=0.75).
+    """The skills that match `query`, best first, by BM25F (see the module docstring).
 
     The tokenised library is cached per version (`bm25_index`).
 

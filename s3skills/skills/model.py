@@ -180,6 +180,9 @@ class SkillInfo:
         version: The short id of the skill's current version (all its files; see
             `s3skills.skills.versions`), from the index's listing; None for a code
             skill. Not part of equality.
+        sketch: A bounded summary of the SKILL.md body (`s3skills.skills.sketch`),
+            stored in the manifest so ranking reads the body at no request; "" when
+            unknown (a code skill, or a manifest written before sketches).
     """
 
     id: str
@@ -188,6 +191,7 @@ class SkillInfo:
     etag: str = ""
     warnings: tuple[str, ...] = ()
     version: str | None = field(default=None, compare=False)
+    sketch: str = ""
 
     @property
     def leaf(self) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from xml.sax.saxutils import escape
 
 from s3skills.skills.model import SkillInfo
@@ -269,20 +269,27 @@ _ASSEMBLERS: dict[str, _Assemble] = {
 }
 
 
-def _summary(rest: Sequence[str], names: Sequence[SkillInfo]) -> str | None:
+def _category(skill: SkillInfo) -> str:
+    """`skill.category` without re-parsing the id (ids in an index are already checked)."""
+    if skill.metadata.category:
+        return skill.metadata.category
+    return skill.id.split("/", 1)[0] if "/" in skill.id else "(no category)"
+
+
+def _summary(rest: Counter[str], names: Sequence[SkillInfo]) -> str | None:
     """The lines after the described skills: more matches by id, the rest (their
-    categories) counted by category."""
+    category counts) counted by category."""
     lines = []
     if names:
         lines.append("Also relevant (ids only): " + ", ".join(_clean(s.id) for s in names) + ".")
-    if rest:
-        counts = Counter(rest)
-        named = counts.most_common(_MAX_CATEGORIES_NAMED)
-        listed = ", ".join(f"{_clean(c)} ({n})" for c, n in named)
-        more = len(counts) - len(named)
+    left = sum(rest.values())
+    if left:
+        named = sorted(((c, n) for c, n in rest.items() if n > 0), key=lambda cn: (-cn[1], cn[0]))
+        listed = ", ".join(f"{_clean(c)} ({n})" for c, n in named[:_MAX_CATEGORIES_NAMED])
+        more = len(named) - _MAX_CATEGORIES_NAMED
         listed += f", and {more} more categories" if more > 0 else ""
-        noun = "skill is" if len(rest) == 1 else "skills are"
-        lines.append(f"{len(rest)} more {noun} not shown, by category: {listed}. To use one, {FIND_HINT}.")
+        noun = "skill is" if left == 1 else "skills are"
+        lines.append(f"{left} more {noun} not shown, by category: {listed}. To use one, {FIND_HINT}.")
     return "\n".join(lines) if lines else None
 
 
@@ -292,6 +299,7 @@ def format_ranked(
     *,
     index_format: str = "xml",
     description_chars: int = _RANKED_DESCRIPTION_CHARS,
+    category_counts: Mapping[str, int] | None = None,
 ) -> str:
     """An index of a library in relevance order: the whole library when it fits, else
     the best skills with their descriptions, more ids, and the rest summarised.
@@ -299,17 +307,21 @@ def format_ranked(
     When every skill fits with its whole description, this is exactly the plain
     format (`format_xml`, `format_yaml` or `format_grouped`, sorted by id). Otherwise
     the leading skills of `skills` (ranked for the request by the caller) are shown, in
-    that order (`grouped`: by category), with their
-    descriptions cut at a word to `description_chars`, as many as fit in about three
-    quarters of the budget; then the ids of the next ones; then one line counting
-    the others by category and saying how to find them (`FIND_HINT`). No description is
-    ever cut inside a word, and the result never exceeds `budget_chars`.
+    that order (`grouped`: by category), with their descriptions cut at a word to
+    `description_chars` (the per-entry cap), as many as fit in about three quarters of
+    the budget; then, under pressure, the next ones lose their descriptions and are
+    named by id in the rest of the budget; only then are the others left out, counted
+    by category with how to find them (`FIND_HINT`). No description is ever cut inside
+    a word, and the result never exceeds `budget_chars`. The work is proportional to
+    what is shown, not to the library: a 10,000-skill index costs a few milliseconds.
 
     Args:
         skills: The skills to index, best first.
         budget_chars: The most characters the result may have.
         index_format: `xml`, `yaml` or `grouped`.
         description_chars: The longest description shown when not all fit.
+        category_counts: How many of `skills` each category holds, when the caller
+            has them at hand (`s3skills.skills.ranking.category_counts`); else counted.
     """
     if index_format not in _ASSEMBLERS:
         raise ValueError(f"index_format must be one of {sorted(_ASSEMBLERS)}")
@@ -317,43 +329,65 @@ def format_ranked(
         return ""
     assemble = _ASSEMBLERS[index_format]
     ordered = list(skills)
-    cleaned = {s.id: _clean(s.metadata.description) for s in ordered}
-    if sum(len(d) for d in cleaned.values()) <= budget_chars:  # else the whole index cannot fit
-        everything: list[_Entry] = [(s, cleaned[s.id]) for s in _display(ordered, index_format)]
-        whole = assemble(everything, None)
-        if len(whole) <= budget_chars:
-            return whole
-    entries: list[_Entry] = [(s, _shorten(cleaned[s.id], description_chars)) for s in ordered]
-    categories = [s.category or "(no category)" for s in ordered]
+    # Each shown entry takes more than 10 characters: no need to look past budget/10.
+    most = min(len(ordered), max(budget_chars // 10, 0))
+    if len(ordered) <= most:  # else the whole index cannot fit
+        cleaned = [_clean(s.metadata.description) for s in ordered]
+        if sum(len(d) for d in cleaned) <= budget_chars:
+            by_id = dict(zip((s.id for s in ordered), cleaned, strict=True))
+            everything: list[_Entry] = [(s, by_id[s.id]) for s in _display(ordered, index_format)]
+            whole = assemble(everything, None)
+            if len(whole) <= budget_chars:
+                return whole
+    entries: list[_Entry] = []  # filled as far as the searches below look
+
+    def entry(position: int) -> _Entry:
+        while len(entries) <= position:
+            skill = ordered[len(entries)]
+            entries.append((skill, _shorten(_clean(skill.metadata.description), description_chars)))
+        return entries[position]
+
+    categories: list[str] = []
+    total = Counter(category_counts) if category_counts is not None else Counter(map(_category, ordered))
+
+    def rest(shown: int) -> Counter[str]:
+        categories.extend(_category(s) for s in ordered[len(categories) : shown])
+        left = total.copy()
+        left.subtract(categories[:shown])
+        return +left
 
     def text(described: int, named: int) -> str:
-        chosen = list(entries[:described])  # best first; `grouped` regroups them by category
+        chosen = [entry(k) for k in range(described)]  # best first; `grouped` regroups them by category
         if index_format == "grouped":
             chosen.sort(key=lambda e: _display_key(e[0], index_format))
         names = ordered[described : described + named]
-        return assemble(chosen, _summary(categories[described + named :], names))
+        return assemble(chosen, _summary(rest(described + named), names))
 
-    # Each shown entry takes more than 10 characters: no need to try more than budget/10.
-    most = min(len(ordered), budget_chars // 10)
     described = _most(lambda k: len(text(k, 0)) <= budget_chars * 3 // 4, most)
     # the ids of the next ones take the rest of the budget
     named = _most(lambda k: len(text(described, k)) <= budget_chars, min(len(ordered) - described, most))
     result = text(described, named)
     if len(result) <= budget_chars:
         return result
-    return _shorten(_summary(categories, []) or "", budget_chars)
+    return _shorten(_summary(total, []) or "", budget_chars)
 
 
 def _most(fits: Callable[[int], bool], high: int) -> int:
-    """The largest k in [0, high] with fits(k), assuming fits is monotone (0 if none)."""
-    low, best = 1, 0
-    while low <= high:
-        mid = (low + high) // 2
+    """The largest k in [0, high] with fits(k), assuming fits is monotone (0 if none).
+
+    Galloping (1, 2, 4, ...) then bisecting: the cost follows the answer, not `high`.
+    """
+    low, step = 0, 1
+    while low + step <= high and fits(low + step):
+        low, step = low + step, step * 2
+    top = min(high, low + step - 1)
+    while low < top:
+        mid = (low + top + 1) // 2
         if fits(mid):
-            best, low = mid, mid + 1
+            low = mid
         else:
-            high = mid - 1
-    return best
+            top = mid - 1
+    return low
 
 
 def _display_key(skill: SkillInfo, index_format: str) -> tuple[object, ...]:

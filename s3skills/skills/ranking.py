@@ -1,0 +1,127 @@
+"""The ranking seam: which skills the prompt index shows first for a conversation.
+
+`Ranker` is the small protocol an application implements to bring its own retrieval
+(embeddings, a search service); `LexicalRanker`, the default, is BM25F over name,
+description and body sketch (`s3skills.skills.matching`), local and with no request.
+
+`order_for` turns a conversation into the index order: the latest user turn is the
+query; the earlier user turns (at most `EARLIER_TURNS`, newest first) add their score
+times `EARLIER_WEIGHT`, so a short follow-up ("now do the same for March") still finds
+the skill the thread is about. Both constants were chosen on the findability bench's
+dev split (`bench/findability.py`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from s3skills.skills.matching import bm25_index
+from s3skills.skills.model import SkillInfo
+
+__all__ = ["EARLIER_TURNS", "EARLIER_WEIGHT", "LexicalRanker", "Ranker", "category_counts", "order_for"]
+
+EARLIER_TURNS = 2
+"""Earlier user turns (before the latest) that take part in the query."""
+
+EARLIER_WEIGHT = 0.5
+"""How much an earlier turn's score counts against the latest turn's."""
+
+
+@runtime_checkable
+class Ranker(Protocol):
+    """Ranks a library for a request.
+
+    `rank` returns the skills that match `query`, best first, with a score above zero
+    (scores of one call are compared with each other only); skills it leaves out follow
+    by id. It is called on every model call, so it should be fast and must not raise for
+    an ordinary query. Any object with this method fits (`SkillsPromptMiddleware(ranker=)`).
+    """
+
+    def rank(self, query: str, skills: Sequence[SkillInfo]) -> Sequence[tuple[SkillInfo, float]]:
+        """`(skill, score)` pairs for `query`, best first."""
+        ...
+
+
+class LexicalRanker:
+    """The default `Ranker`: BM25F with Snowball stemming, the index cached per library version."""
+
+    def rank(self, query: str, skills: Sequence[SkillInfo]) -> Sequence[tuple[SkillInfo, float]]:
+        """`(skill, score)` pairs for `query`, best first, ties by id (`matching.Bm25Index.rank`)."""
+        return bm25_index(skills).rank(query)
+
+
+_DEFAULT = LexicalRanker()
+
+
+def order_for(
+    turns: Sequence[str],
+    skills: Sequence[SkillInfo],
+    exclude: set[str] | frozenset[str] = frozenset(),
+    *,
+    ranker: Ranker | None = None,
+) -> list[SkillInfo]:
+    """`skills` without `exclude`, in index order for a conversation.
+
+    Args:
+        turns: The user's turns, newest first (the first is the latest request).
+        skills: The library.
+        exclude: Ids to leave out (the skills the thread has loaded).
+        ranker: Who ranks; `LexicalRanker` by default.
+
+    Returns:
+        The matches best first, then the others by id.
+    """
+    ranker = ranker or _DEFAULT
+    texts = [t for t in turns[: 1 + EARLIER_TURNS] if t.strip()]
+    scores: dict[str, float] = {}
+    by_id: dict[str, SkillInfo] = {}
+    if texts and turns[0].strip():
+        for skill, score in ranker.rank(texts[0], skills):
+            scores[skill.id] = score
+            by_id[skill.id] = skill
+        earlier = " ".join(texts[1:])
+        if earlier and EARLIER_WEIGHT > 0:
+            for skill, score in ranker.rank(earlier, skills):
+                scores[skill.id] = scores.get(skill.id, 0.0) + EARLIER_WEIGHT * score
+                by_id.setdefault(skill.id, skill)
+    ranked = sorted(scores, key=lambda sid: (-scores[sid], sid))
+    head = [by_id[sid] for sid in ranked if sid not in exclude]
+    rest_order = bm25_index(skills).by_id() if isinstance(ranker, LexicalRanker) else sorted(skills, key=lambda s: s.id)
+    rest = [s for s in rest_order if s.id not in scores and s.id not in exclude]
+    return head + rest
+
+
+def _category(skill: SkillInfo) -> str:
+    if skill.metadata.category:
+        return skill.metadata.category
+    return skill.id.split("/", 1)[0] if "/" in skill.id else "(no category)"
+
+
+_counts: OrderedDict[tuple[int, ...], tuple[Sequence[SkillInfo], Counter[str], dict[str, str]]] = OrderedDict()
+_counts_lock = threading.Lock()
+
+
+def category_counts(skills: Sequence[SkillInfo], exclude: set[str] | frozenset[str] = frozenset()) -> Counter[str]:
+    """How many of `skills` (less `exclude`) each category holds (`(no category)` for none).
+
+    Counted once per list of the catalog's (unchanged) `SkillInfo` objects, recognised by
+    their identities, so a model call over 10,000 skills does not count them again; what
+    the call excludes is subtracted.
+    """
+    identity = tuple(map(id, skills))
+    with _counts_lock:
+        found = _counts.get(identity)
+    if found is None:
+        # The list is kept with the counts so its objects, and so their ids, stay alive.
+        found = (tuple(skills), Counter(map(_category, skills)), {s.id: _category(s) for s in skills})
+        with _counts_lock:
+            _counts[identity] = found
+            while len(_counts) > 8:
+                _counts.popitem(last=False)
+    _, total, of = found
+    out = total.copy()
+    out.subtract(of[sid] for sid in exclude if sid in of)
+    return +out

@@ -1,0 +1,173 @@
+"""The body sketch: a bounded summary of a `SKILL.md` body that ranking can read.
+
+A skill's body is where it says what it is for in the words users use, but reading
+every body on every model call would cost a request per skill. So writers (the
+library's writes, `push`, a manifest rebuild) store a sketch of each body in the
+library's manifest (`SkillInfo.sketch`), and ranking reads that: no request per call.
+
+`make_sketch` is pure and deterministic: the body's headings first (in order, without
+`#`), then its distinct words, most frequent first (ties in order of appearance),
+stop words, numbers and fenced code left out, never more than `MAX_SKETCH_CHARS`
+characters. The words are stored as written (folded to lower case), not stemmed, so a
+later stemmer reads old sketches as well as new ones.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+__all__ = ["MAX_SKETCH_CHARS", "make_sketch"]
+
+MAX_SKETCH_CHARS = 1024
+"""The longest sketch a manifest entry may carry."""
+
+_HEADINGS_SHARE = 2 / 5  # at most this share of the sketch goes to headings
+_FENCE_RE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.DOTALL | re.MULTILINE)
+_HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+_WORD_RE = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]{2}")
+_SKIP = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "but",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "has",
+        "have",
+        "how",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "may",
+        "more",
+        "most",
+        "must",
+        "no",
+        "not",
+        "of",
+        "on",
+        "one",
+        "or",
+        "our",
+        "should",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "use",
+        "used",
+        "uses",
+        "using",
+        "via",
+        "was",
+        "we",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "will",
+        "with",
+        "without",
+        "you",
+        "your",
+        "al",
+        "con",
+        "de",
+        "del",
+        "el",
+        "en",
+        "es",
+        "esta",
+        "este",
+        "la",
+        "las",
+        "lo",
+        "los",
+        "para",
+        "por",
+        "que",
+        "se",
+        "si",
+        "sin",
+        "su",
+        "sus",
+        "un",
+        "una",
+        "y",
+        "o",
+    ]
+)
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def _plain(text: str) -> str:
+    return " ".join(_CONTROL_RE.sub(" ", re.sub(r"[*_`>|\[\]()]+", " ", text)).split())
+
+
+def make_sketch(body: str, *, limit: int = MAX_SKETCH_CHARS) -> str:
+    """A sketch of a `SKILL.md` body (the text after the frontmatter), at most `limit` chars.
+
+    Args:
+        body: The body, Markdown.
+        limit: The most characters of the result (`MAX_SKETCH_CHARS` by default).
+
+    Returns:
+        `heading; heading | word word ...`, or "" for an empty body.
+    """
+    text = _FENCE_RE.sub(" ", body)
+    headings: list[str] = []
+    used = 0
+    for match in _HEADING_RE.finditer(text):
+        heading = _plain(match.group(1))
+        if heading and heading.casefold() not in (h.casefold() for h in headings):
+            if used + len(heading) + 3 > limit * _HEADINGS_SHARE:
+                break
+            headings.append(heading)
+            used += len(heading) + 3
+    counts: Counter[str] = Counter()
+    first: dict[str, int] = {}
+    for position, match in enumerate(_WORD_RE.finditer(_HEADING_RE.sub(" ", text))):
+        word = match.group(0).casefold().strip("'-")
+        if len(word) < 3 or word in _SKIP:
+            continue
+        counts[word] += 1
+        first.setdefault(word, position)
+    in_headings = {w.casefold() for h in headings for w in _WORD_RE.findall(h)}
+    words = sorted((w for w in counts if w not in in_headings), key=lambda w: (-counts[w], first[w]))
+    out = "; ".join(headings)
+    room = limit - len(out) - (3 if out else 0)
+    chosen: list[str] = []
+    size = -1
+    for word in words:
+        if size + 1 + len(word) > room:
+            break
+        chosen.append(word)
+        size += 1 + len(word)
+    if not chosen:
+        return out
+    return f"{out} | {' '.join(chosen)}" if out else " ".join(chosen)

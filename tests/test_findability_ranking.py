@@ -1,0 +1,225 @@
+"""Findability at scale (issue 19): body sketches in the manifest, BM25F over them, the
+conversation as the query, a budget that follows the model, and the ranker seam."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+
+from s3skills import S3Backend
+from s3skills.aio import run_sync
+from s3skills.layout import KeyLayout
+from s3skills.middleware import SkillsPromptMiddleware
+from s3skills.middleware.skills_prompt import budget_for, ranked_for, recent_requests
+from s3skills.skills import LexicalRanker, Ranker, SkillInfo, SkillMetadata, render
+from s3skills.skills.manifest import decode_manifest
+from s3skills.skills.matching import rank
+from s3skills.skills.sketch import MAX_SKETCH_CHARS, make_sketch
+from s3skills.storage import RequestCounter
+from s3skills.testing import MemoryObjectStore
+from s3skills.testing.scripted import ScriptedChatModel
+
+SEEDS = KeyLayout.seeds()
+USER = "ana"
+PREFIX = f"{USER}/skills/"
+
+
+def skill_md(name: str, description: str, body: str) -> str:
+    return f"---\nname: {name}\ndescription: {json.dumps(description)}\n---\n\n{body}\n"
+
+
+def info(skill_id: str, description: str, sketch: str = "") -> SkillInfo:
+    leaf = skill_id.rsplit("/", 1)[-1]
+    return SkillInfo(skill_id, SkillMetadata(name=leaf, description=description), etag=f"e-{skill_id}", sketch=sketch)
+
+
+# -- the sketch ---------------------------------------------------------------------------------
+
+
+def test_a_sketch_lists_the_headings_then_the_most_frequent_words() -> None:
+    body = "# Invoices\n\n## Reminders\n\nSend a reminder when a payment is late. A late payment gets a reminder."
+    sketch = make_sketch(body)
+    assert sketch.startswith("Invoices; Reminders | ")
+    words = sketch.split(" | ", 1)[1].split()
+    assert words[:4] == ["reminder", "payment", "late", "send"]  # twice each, in order of appearance, then once
+    assert "reminders" not in words  # a heading's words are not repeated
+    assert "when" not in words
+    assert "a" not in words
+
+
+def test_a_sketch_leaves_out_fenced_code_and_never_passes_its_limit() -> None:
+    body = "# Tool\n\n```python\nsecret_function_name()\n```\n\n" + " ".join(f"term{i}" for i in range(3000))
+    sketch = make_sketch(body)
+    assert "secret_function_name" not in sketch
+    assert len(sketch) <= MAX_SKETCH_CHARS
+    assert len(make_sketch(body, limit=100)) <= 100
+    assert make_sketch("") == ""
+
+
+def test_a_rebuilt_manifest_carries_the_sketch_of_each_body() -> None:
+    store = MemoryObjectStore()
+    short = "# Merging\n\nStick several PDFs together into one document."
+    long_body = "# Big skill\n\n" + "Rotate sideways pages before printing.\n" * 400  # past the 8 KiB head
+    store.put_object(f"{PREFIX}docs/pdf/SKILL.md", skill_md("pdf", "PDF tools.", short))
+    store.put_object(f"{PREFIX}docs/big/SKILL.md", skill_md("big", "A big one.", long_body))
+    backend = S3Backend("memory", user_id=USER, store=store, layout=SEEDS)
+    skills = {s.id: s for s in backend.skills.index()}
+    assert skills["docs/pdf"].sketch == make_sketch(short)
+    assert skills["docs/big"].sketch.startswith("Big skill | rotate sideways pages")
+    manifest = json.loads(run_sync(store.aget(SEEDS.manifest_key(PREFIX))).data)
+    assert manifest["skills"]["docs/pdf"]["sketch"] == make_sketch(short)
+    # A second backend (a fresh process) reads the sketches from the manifest alone.
+    again = S3Backend("memory", user_id=USER, store=store, layout=SEEDS)
+    counter = RequestCounter()
+    store.add_request_hook(counter)
+    assert {s.id: s.sketch for s in again.skills.index()} == {sid: s.sketch for sid, s in skills.items()}
+    assert counter.counts.get("GetObject", 0) + counter.counts.get("ListObjectsV2", 0) <= 2
+
+
+@pytest.mark.parametrize("sketch", ["x" * (MAX_SKETCH_CHARS + 1), 42, ["a"]])
+def test_a_manifest_entry_with_a_bad_sketch_is_dropped(sketch: object) -> None:
+    key = f"{PREFIX}pdf/SKILL.md"
+    entry = {"key": key, "etag": "e1", "size": 10, "metadata": {"name": "pdf", "description": "PDF."}}
+    doc = {
+        "schema": "s3skills.manifest/1",
+        "prefix": PREFIX,
+        "built_at": 1.0,
+        "verified_at": None,
+        "skills": {"pdf": {**entry, "sketch": sketch}, "ok": {**entry, "key": f"{PREFIX}ok/SKILL.md"}},
+    }
+    manifest = decode_manifest(json.dumps(doc).encode(), PREFIX, "user", max_entries=10)
+    assert manifest is not None
+    assert set(manifest.entries) == {"ok"}
+    assert manifest.dropped == 1
+
+
+# -- ranking --------------------------------------------------------------------------------------
+
+
+def test_a_word_only_the_body_uses_finds_the_skill() -> None:
+    library = [
+        info("docs/pdf", "Read and create PDF files.", sketch=make_sketch("## Merge\n\nStick several files together.")),
+        info("docs/docx", "Read and create Word files.", sketch=make_sketch("## Comments\n\nReview a draft.")),
+    ]
+    assert [s.id for s, _ in rank("stick these together", library)] == ["docs/pdf"]
+    without = [SkillInfo(s.id, s.metadata, etag=f"{s.etag}-old") for s in library]  # a manifest without sketches
+    assert rank("stick these together", without) == []
+
+
+def test_an_english_request_finds_a_spanish_skill_by_its_words() -> None:
+    library = [
+        info("escrituras/hipoteca", "Redacta escrituras de cancelación de hipotecas."),
+        info("docs/pdf", "Read and create PDF files."),
+    ]
+    assert rank("hipoteca cancelación", library)[0][0].id == "escrituras/hipoteca"
+    assert rank("cancelar las hipotecas", library)[0][0].id == "escrituras/hipoteca"
+
+
+def test_earlier_turns_keep_a_follow_up_on_the_skill_of_the_thread() -> None:
+    library = [
+        info("documents/pdf", "Fill PDF forms, merge and split PDF files."),
+        info("data/charts", "Plot charts of data: bars, lines, scatter plots."),
+        info("writing/summarize", "Summarise long documents into key points."),
+    ]
+    turns = ["now the second one please", "fill in the pdf form from the bank"]
+    assert ranked_for(turns, library, set())[0].id == "documents/pdf"
+    assert ranked_for(turns[0], library, set())[0].id == "data/charts"  # no match: by id
+    state = {"messages": [HumanMessage(turns[1]), AIMessage("done"), HumanMessage(turns[0])]}
+    assert recent_requests(state) == turns
+
+
+class ByDescriptionLength:
+    """A ranker of the application's own: the longest description first (a stand-in for
+    embeddings or a search service)."""
+
+    def rank(self, query: str, skills: Sequence[SkillInfo]) -> Sequence[tuple[SkillInfo, float]]:
+        return sorted(((s, float(len(s.metadata.description))) for s in skills), key=lambda p: -p[1])
+
+
+def test_an_application_ranker_orders_the_prompt_index() -> None:
+    assert isinstance(ByDescriptionLength(), Ranker)
+    assert isinstance(LexicalRanker(), Ranker)
+    store = MemoryObjectStore()
+    for i in range(120):
+        description = f"Skill number {i:03d} " + "word " * ((i * 37) % 120)  # lengths all differ
+        store.put_object(f"{PREFIX}apps/s{i:03d}/SKILL.md", skill_md(f"s{i:03d}", description, "Body."))
+    backend = S3Backend("memory", user_id=USER, store=store, layout=SEEDS)
+    middleware = SkillsPromptMiddleware(backend, budget_chars=2000, ranker=ByDescriptionLength())
+    prompt = run_sync(middleware.build_prompt({"messages": [HumanMessage("skill number 3")]}))
+    first = prompt.index("<name>", prompt.index("<available_skills>"))
+    longest = max(range(120), key=lambda i: (i * 37) % 120)
+    assert prompt[first:].startswith(f"<name>s{longest:03d}</name>")
+
+
+# -- the budget ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("profile", "budget"),
+    [
+        (None, 6000),
+        ({}, 6000),
+        ({"max_input_tokens": 32_000}, 6000),  # 1 % is 1,280 characters: never below today's 6,000
+        ({"max_input_tokens": 200_000}, 8000),
+        ({"max_input_tokens": 1_000_000}, 40_000),
+    ],
+)
+def test_the_index_budget_is_a_share_of_the_models_context_window(profile: Any, budget: int) -> None:
+    model = ScriptedChatModel(steps=[], profile=profile)
+    assert budget_for(model) == budget
+
+
+def test_under_pressure_lower_ranked_skills_lose_their_descriptions_before_any_is_left_out() -> None:
+    library = [info(f"cat{i % 5}/skill{i:04d}", f"Does task {i} " + "carefully " * 12) for i in range(3000)]
+    small, large = (render.format_ranked(library, budget) for budget in (6000, 40_000))
+    assert len(small) <= 6000
+    assert len(large) <= 40_000
+    for text in (small, large):
+        described = text.split("Also relevant (ids only):")[0].count("<description>")
+        named = text.split("Also relevant (ids only):")[1].split(".\n")[0].count(",") + 1
+        left = int(text.rsplit("\n", 1)[1].split(" more skills")[0])
+        assert described > 0
+        assert named > described
+        assert described + named + left == 3000  # every skill is shown or counted
+    assert large.count("<description>") > 4 * small.count("<description>")
+    assert "skill0000" in small
+    assert "<name>skill0000</name>" in small
+
+
+def test_a_model_call_costs_no_more_requests_than_before_at_a_thousand_skills() -> None:
+    store = MemoryObjectStore()
+    for i in range(1000):
+        store.put_object(f"{PREFIX}apps/a{i:04d}/SKILL.md", skill_md(f"a{i:04d}", f"App {i} tasks.", "# Use\n\nDo it."))
+    backend = S3Backend("memory", user_id=USER, store=store, layout=SEEDS)
+    middleware = SkillsPromptMiddleware(backend)
+    run_sync(middleware.build_prompt({"messages": [HumanMessage("hello")]}))
+    counter = RequestCounter()
+    store.add_request_hook(counter)
+    for request in ("app 17 tasks", "do it for app 400", "something else"):
+        run_sync(middleware.build_prompt({"messages": [HumanMessage(request)]}))
+    assert counter.total <= 3  # at most the manifest's conditional GET per call, as before sketches
+    assert set(counter.counts) <= {"GetObject"}
+
+
+def test_the_library_writers_and_push_record_the_sketch_of_what_they_write(tmp_path: Any) -> None:
+    from s3skills.transfer import push_tree
+
+    store = MemoryObjectStore()
+    store.put_object(f"{PREFIX}docs/old/SKILL.md", skill_md("old", "Old one.", "# Old\n\nNothing new."))
+    backend = S3Backend("memory", user_id=USER, store=store, layout=SEEDS)
+    backend.skills.index()  # the manifest now exists; writers update it in place
+    created = "# Reminders\n\nChase late payments politely."
+    backend.skills.create("docs/invoices", {"SKILL.md": skill_md("invoices", "Invoices.", created).encode()})
+    folder = tmp_path / "docs" / "maps"
+    folder.mkdir(parents=True)
+    pushed = "# Geocoding\n\nTurn street addresses into coordinates."
+    (folder / "SKILL.md").write_text(skill_md("maps", "Maps.", pushed), encoding="utf-8")
+    push_tree(store, tmp_path, PREFIX)
+    manifest = json.loads(run_sync(store.aget(SEEDS.manifest_key(PREFIX))).data)["skills"]
+    assert manifest["docs/invoices"]["sketch"] == make_sketch(created)
+    assert manifest["docs/maps"]["sketch"] == make_sketch(pushed)
+    assert manifest["docs/old"]["sketch"] == make_sketch("# Old\n\nNothing new.")
