@@ -223,3 +223,48 @@ def test_the_library_writers_and_push_record_the_sketch_of_what_they_write(tmp_p
     assert manifest["docs/invoices"]["sketch"] == make_sketch(created)
     assert manifest["docs/maps"]["sketch"] == make_sketch(pushed)
     assert manifest["docs/old"]["sketch"] == make_sketch("# Old\n\nNothing new.")
+
+
+# -- per-call CPU: the merged index is reused while no library changed --------------------------
+
+
+def test_an_unchanged_library_is_merged_once_and_a_changed_skill_shows_on_the_next_refresh() -> None:
+    from s3skills.config import Config
+    from s3skills.skills.library import SkillLibrary
+    from s3skills.tenancy import Tenant
+
+    store = MemoryObjectStore()
+    store.put_object("org/skills/shared/tool/SKILL.md", skill_md("tool", "The shared tool.", "Use it."))
+    for name in ("alpha", "beta"):
+        store.put_object(f"{PREFIX}docs/{name}/SKILL.md", skill_md(name, f"The {name} skill.", "Steps."))
+    store.put_object(f"{PREFIX}docs/off/SKILL.md", "---\nname: off\ndescription: Hidden.\nenabled: false\n---\nx\n")
+    library = SkillLibrary(store, Config(layout=SEEDS, shared_library="org"), tenant=lambda: Tenant(user_id=USER))
+    first = run_sync(library.aindex(refresh=True))
+    second = run_sync(library.aindex(refresh=True))
+    assert [s.id for s in first] == ["docs/alpha", "docs/beta", "shared/tool"]
+    # The same verified library: the same SkillInfo objects, in a list of the caller's own.
+    assert all(a is b for a, b in zip(first, second, strict=True))
+    assert first is not second
+    first.clear()
+    assert [s.id for s in run_sync(library.aindex())] == ["docs/alpha", "docs/beta", "shared/tool"]
+    assert [s.id for s in run_sync(library.aindex(include_disabled=True))] == [
+        "docs/alpha",
+        "docs/beta",
+        "docs/off",
+        "shared/tool",
+    ]
+    assert [s.id for s in run_sync(library.aindex("shared"))] == ["shared/tool"]
+    # A SKILL.md rewritten in the store shows as soon as the catalog has verified it again.
+    store.put_object(f"{PREFIX}docs/beta/SKILL.md", skill_md("beta", "The new beta.", "Steps."))
+    store.put_object(f"{PREFIX}docs/gamma/SKILL.md", skill_md("gamma", "A new one.", "Steps."))
+    after = {s.id: s.metadata.description for s in run_sync(library.aindex(refresh=True))}
+    assert after == {
+        "docs/alpha": "The alpha skill.",
+        "docs/beta": "The new beta.",
+        "docs/gamma": "A new one.",
+        "shared/tool": "The shared tool.",
+    }
+    # The writers update the catalog's entries in place: the next call (no refresh) sees it.
+    assert run_sync(library.aset_enabled("docs/alpha", False))
+    run_sync(library.acreate("docs/delta", {"SKILL.md": skill_md("delta", "Made here.", "Steps.").encode()}))
+    assert [s.id for s in run_sync(library.aindex())] == ["docs/beta", "docs/delta", "docs/gamma", "shared/tool"]

@@ -61,6 +61,19 @@ class _Known:
     prefix: str | None
 
 
+@dataclass(frozen=True)
+class _Merged:
+    """One tenant's merged index at one version of its libraries (shared: never changed)."""
+
+    known: dict[str, _Known]
+    everything: tuple[SkillInfo, ...]
+    enabled: tuple[SkillInfo, ...]
+
+
+_VIEWS = 32
+"""Merged views kept per `SkillLibrary` (one per tenant library version in use)."""
+
+
 class SkillLibrary(LibraryWriter):
     """The skills of every tenant, seen one tenant at a time.
 
@@ -101,6 +114,8 @@ class SkillLibrary(LibraryWriter):
         # Older SKILL.md bodies read by VersionId, keyed by what the read verified (key, VersionId and
         # the ETag S3 returned), never by a pin's claim alone: see `s3skills.skills.pinned`.
         self._pinned_md: OrderedDict[VerifiedKey, str] = OrderedDict()
+        # The merged index of each recent library version (`_merged`): key -> (key's objects, view).
+        self._views: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], _Merged]] = OrderedDict()
 
     def tenant(self) -> Tenant:
         """The tenant of the current call."""
@@ -128,19 +143,44 @@ class SkillLibrary(LibraryWriter):
     # -- the merged index ------------------------------------------------------------------
 
     async def _known(self, tenant: Tenant, *, cached: bool = False, refresh: bool = False) -> dict[str, _Known]:
+        """The tenant's merged skills by id (shared between calls: read it, never change it)."""
+        return (await self._merged(tenant, cached=cached, refresh=refresh)).known
+
+    async def _merged(self, tenant: Tenant, *, cached: bool = False, refresh: bool = False) -> _Merged:
+        indexes = [
+            (source, prefix, await self.catalog.aindex(source, prefix, cached=cached, force=refresh))
+            for source, prefix in self.libraries(tenant)
+        ]
+        code = self.registry.list_skills(run_config(tenant)) if self.registry is not None else []
+        # The key is what the catalog holds (the very entry objects it verified, recognised by
+        # identity: a changed SKILL.md, a refresh or a rebuilt manifest makes new ones) and the
+        # code skills' metadata objects; nothing a client sends takes part. The key's objects are
+        # kept alive with the view, so their identities cannot be reused while it is cached.
+        holders: tuple[object, ...] = tuple(
+            (source, prefix, tuple(index.entries.values())) for source, prefix, index in indexes
+        ) + tuple((s.id, s.metadata) for s in code)
+        key = tuple(
+            (source, prefix, tuple(map(id, index.entries.values()))) for source, prefix, index in indexes
+        ) + tuple((s.id, id(s.metadata)) for s in code)
+        hit = self._views.get(key)
+        if hit is not None:
+            self._views.move_to_end(key)
+            return hit[1]
         merged: dict[str, _Known] = {}
-        for source, prefix in self.libraries(tenant):
-            index = await self.catalog.aindex(source, prefix, cached=cached, force=refresh)
+        for source, prefix, index in indexes:
             for skill_id, entry in index.entries.items():
                 if entry.info is not None:
                     merged[skill_id] = _Known(entry.info, entry, prefix)
                 elif source == "user":
                     merged.pop(skill_id, None)  # a broken user copy hides the shared one
-        if self.registry is not None:
-            code = self.registry.list_skills(run_config(tenant))
-            for info in merge_index([], code):
-                merged[info.id] = _Known(info, None, None)
-        return merged
+        for info in merge_index([], code):
+            merged[info.id] = _Known(info, None, None)
+        ordered = [k.info for _, k in sorted(merged.items())]
+        view = _Merged(merged, tuple(ordered), tuple(s for s in ordered if s.metadata.enabled))
+        self._views[key] = (holders, view)
+        while len(self._views) > _VIEWS:
+            self._views.popitem(last=False)
+        return view
 
     @io_bound
     async def aindex(
@@ -154,6 +194,10 @@ class SkillLibrary(LibraryWriter):
     ) -> list[SkillInfo]:
         """The tenant's skills (code over user over shared), sorted by id.
 
+        The merged, sorted view is computed once per version of the tenant's libraries (what
+        the catalog verified) and reused by every call until one changes; each call gets its
+        own list, holding the same `SkillInfo` objects (so the ranking's caches recognise them).
+
         Args:
             category: Only skills of this category (None or "all": every one).
             include_disabled: Also disabled skills (for management tools, never agents).
@@ -161,13 +205,11 @@ class SkillLibrary(LibraryWriter):
             cached: Use indexes already read whatever their age (no request if all were).
             refresh: List even within the TTL.
         """
-        known = await self._known(self._user(tenant), cached=cached, refresh=refresh)
-        skills = [k.info for _, k in sorted(known.items())]
-        if not include_disabled:
-            skills = [s for s in skills if s.metadata.enabled]
+        view = await self._merged(self._user(tenant), cached=cached, refresh=refresh)
+        skills = view.everything if include_disabled else view.enabled
         if category and category != "all":
-            skills = [s for s in skills if s.category == category]
-        return skills
+            return [s for s in skills if s.category == category]
+        return list(skills)
 
     async def _find(self, name: str, tenant: Tenant, *, cached: bool = False) -> _Known:
         """An enabled skill by id or unique leaf; unknown, disabled and ambiguous raise."""
