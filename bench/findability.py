@@ -51,6 +51,7 @@ try:  # the ranking seam (issue 19); absent in older versions the bench may be r
     from s3skills.skills import ranking
 except ImportError:  # pragma: no cover - only when measuring an older s3skills
     ranking = None  # type: ignore[assignment]
+from s3skills.skills import usage
 from s3skills.storage import RequestCounter
 from s3skills.testing import MemoryObjectStore
 from s3skills.tools import skill_tools
@@ -89,6 +90,48 @@ def load_conversations(path: Path = DATA / "conversations.tsv") -> list[tuple[Ca
             texts = [t.strip() for t in turns.split(" || ")]
             out.append((Case(skill_id, split, texts[-1]), texts))
     return out
+
+
+@dataclass(frozen=True)
+class History:
+    """A request with what came before it: the user's past uses and the thread's loaded skills."""
+
+    case: Case
+    uses: dict[str, int]
+    loaded: list[str]
+
+
+def load_histories(path: Path = DATA / "histories.tsv") -> list[History]:
+    """The hand-written histories (skill, split, `id:times` uses, loaded ids, request; `-` for none)."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            skill_id, split, uses, loaded, request = line.split("\t")
+            used = {} if uses == "-" else {u.split(":")[0]: int(u.split(":")[1]) for u in uses.split(",")}
+            out.append(History(Case(skill_id, split, request), used, [] if loaded == "-" else loaded.split(",")))
+    return out
+
+
+def replay_usage(history: History) -> None:
+    """Make the process's usage log hold exactly this user's past uses (as `cargar_habilidad` logs them)."""
+    usage.reset_usage()
+    for skill_id, times in history.uses.items():
+        for _ in range(times):
+            usage.log_usage("skill_load", skill=skill_id, user=USER, thread="earlier", duration_ms=1.0, outcome="ok")
+
+
+async def histories_in_index(middleware: SkillsPromptMiddleware, histories: Sequence[History]) -> float:
+    """% of the histories whose skill is in the prompt index, with the ranking's current priors."""
+    hits = 0
+    try:
+        for history in histories:
+            replay_usage(history)
+            state = {"messages": [HumanMessage(history.case.request)], "loaded_skills": list(history.loaded)}
+            prompt = await middleware.build_prompt(state)
+            hits += 1 if _named(history.case.skill_id, prompt.split("### Loaded skills")[0]) else 0
+    finally:
+        usage.reset_usage()
+    return round(100 * hits / (len(histories) or 1), 1)
 
 
 def _thread(turns: list[str]) -> dict[str, Any]:
@@ -282,6 +325,7 @@ async def measure(
     budget: int,
     seed: int,
     conversations: Sequence[tuple[Case, list[str]]] = (),
+    histories: Sequence[History] = (),
 ) -> dict[str, Any]:
     """Index recall, list_skills page-1 recall and prompt-build cost at one library size."""
     store = MemoryObjectStore("bench")
@@ -326,6 +370,15 @@ async def measure(
             if ranking is not None and weight is not None:
                 ranking.EARLIER_WEIGHT = weight
         threads[label] = round(100 * hits / (len(conversations) or 1), 1)
+    priors: dict[str, float] = {}
+    if ranking is not None and hasattr(ranking, "prior_for") and histories:
+        chosen = (ranking.PRIOR_WEIGHT, ranking.LOADED_CATEGORY_PRIOR)
+        priors["histories_in_index"] = await histories_in_index(middleware, histories)
+        try:
+            ranking.PRIOR_WEIGHT = ranking.LOADED_CATEGORY_PRIOR = 0.0
+            priors["histories_in_index_without_prior"] = await histories_in_index(middleware, histories)
+        finally:
+            ranking.PRIOR_WEIGHT, ranking.LOADED_CATEGORY_PRIOR = chosen
     total = len(cases) or 1
     cpu_ms.sort()
     return {
@@ -339,6 +392,8 @@ async def measure(
         "s3_requests_per_prompt": round(prompt_requests / total, 3),
         "conversations": len(conversations),
         **threads,
+        "histories": len(histories),
+        **priors,
         "first_index_seconds": round(cold_seconds, 1),
         "longest_index_chars": longest,
     }
@@ -347,10 +402,11 @@ async def measure(
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     cases = [c for c in load_cases() if args.split == "all" or c.split == args.split]
     conversations = [(c, t) for c, t in load_conversations() if args.split == "all" or c.split == args.split]
+    histories = [h for h in load_histories() if args.split == "all" or h.case.split == args.split]
     sizes = [int(s) for s in str(args.sizes).split(",")]
     report: dict[str, Any] = {"split": args.split, "budget_chars": args.budget, "results": []}
     for size in sizes:
-        report["results"].append(await measure(size, cases, args.budget, args.seed, conversations))
+        report["results"].append(await measure(size, cases, args.budget, args.seed, conversations, histories))
     largest = report["results"][-1]
     report["targets"] = [
         {"target": "in the index >= 90 %", "value": largest["in_index"], "ok": largest["in_index"] >= 90},

@@ -6,6 +6,11 @@ lands: top 1, top 10, top 25 (about what the prompt index describes) and top 50 
 of list_skills). The weights in `s3skills.skills.matching.FIELD_WEIGHTS` were chosen with it.
 
     python bench/findability_tune.py --size 10000
+    python bench/findability_tune.py --size 10000 --priors   # the priors' weights instead
+
+With `--priors` it tries `ranking.PRIOR_WEIGHT` x `ranking.LOADED_CATEGORY_PRIOR` on the
+dev histories (`findability_data/histories.tsv`: the user's past uses and the thread's
+loaded skills), ranking as the prompt index does, and reports the same ranks.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import sys
 import findability
 
 from s3skills.fs import S3Backend
+from s3skills.skills import ranking
 from s3skills.skills.matching import Bm25Index
 from s3skills.testing import MemoryObjectStore
 
@@ -43,8 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--b-sketch", default="0.75", help="Length normalisation of the sketch field to try.")
     parser.add_argument("--k1", default="1.2", help="k1 values to try.")
     parser.add_argument("--misses", action="store_true", help="Print the dev requests the best one misses.")
+    parser.add_argument("--priors", action="store_true", help="Tune the priors on the dev histories instead.")
+    parser.add_argument("--prior-weight", default="0,0.25,0.5,1,2,4", help="PRIOR_WEIGHT values to try.")
+    parser.add_argument("--loaded-category", default="0,0.25,0.5,1", help="LOADED_CATEGORY_PRIOR values to try.")
     args = parser.parse_args(argv)
     skills = asyncio.run(_library(args.size, args.seed))
+    if args.priors:
+        return _tune_priors(skills, args)
     cases = [c for c in findability.load_cases() if c.split == "dev"]
     rows = []
     grid = itertools.product(
@@ -71,6 +82,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.misses:
         print("\nrequests of the best weighting whose skill is not in the top 10 (rank, skill, request):")
         print("\n".join(misses[rows[0][0]]))
+    return 0
+
+
+def _tune_priors(skills: list[object], args: argparse.Namespace) -> int:
+    histories = [h for h in findability.load_histories() if h.case.split == "dev"]
+    rows = []
+    for weight, category in itertools.product(_floats(args.prior_weight), _floats(args.loaded_category)):
+        ranking.PRIOR_WEIGHT, ranking.LOADED_CATEGORY_PRIOR = weight, category
+        ranks = []
+        for history in histories:
+            prior = ranking.prior_for(history.uses, history.loaded)
+            order = ranking.order_for([history.case.request], skills, set(history.loaded), prior=prior)  # type: ignore[arg-type]
+            ids = [s.id for s in order[:50]]
+            ranks.append(ids.index(history.case.skill_id) + 1 if history.case.skill_id in ids else 999)
+        hits = [sum(r <= k for r in ranks) * 100 / len(ranks) for k in (1, 10, 25, 50)]
+        rows.append(((weight, category), hits))
+    print(f"{len(histories)} dev histories")
+    print("prior_weight loaded_category | top1 top10 top25 top50 (% of dev histories)")
+    for params, hits in rows:
+        print(" ".join(f"{p:12}" for p in params) + " | " + " ".join(f"{h:5.1f}" for h in hits))
     return 0
 
 

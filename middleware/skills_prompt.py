@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -45,7 +45,8 @@ from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
 from s3skills.skills import SkillChanged, SkillInfo, SkillRegistry, render, tool_name
-from s3skills.skills.ranking import EARLIER_TURNS, Ranker, category_counts, order_for
+from s3skills.skills.ranking import EARLIER_TURNS, Ranker, category_counts, order_for, prior_for
+from s3skills.skills.usage import skill_uses
 from s3skills.tenancy import SkillPin, merge_loaded_skills, merge_skill_versions, thread_skills
 
 __all__ = [
@@ -131,14 +132,16 @@ def ranked_for(
     exclude: set[str],
     *,
     ranker: Ranker | None = None,
+    prior: Mapping[str, float] | None = None,
 ) -> list[SkillInfo]:
     """`skills` without `exclude`, the matches of the request first (best first), the rest by id.
 
     `request` is the latest user message, or the user's turns newest first (the earlier
-    ones count less: `s3skills.skills.ranking.order_for`).
+    ones count less: `s3skills.skills.ranking.order_for`); `prior` raises the skills the
+    user uses (`s3skills.skills.ranking.prior_for`).
     """
     turns = [request] if isinstance(request, str) else list(request)
-    return order_for(turns, skills, exclude, ranker=ranker)
+    return order_for(turns, skills, exclude, ranker=ranker, prior=prior)
 
 
 def budget_for(model: Any, floor: int = DEFAULT_BUDGET_CHARS, share: float = CONTEXT_SHARE) -> int:
@@ -209,7 +212,8 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
             UserNotResolved: The run has no user and the backend does not `allow_anonymous`
                 (so the run fails before the model is called).
         """
-        if self.backend.require_user().user_id is None:  # allowed anonymous: no library
+        user_id = self.backend.require_user().user_id
+        if user_id is None:  # allowed anonymous: no library
             return ""
         # State is client input: read it through the one validator (ids, pins, current).
         thread = thread_skills(state)
@@ -228,7 +232,12 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
             # In a worker thread: a new library version is indexed there (~1 s at 10,000 skills),
             # never on the event loop that serves the other calls.
             turns = recent_requests(state)
-            pending = await asyncio.to_thread(partial(ranked_for, turns, skills, set(loaded), ranker=self.ranker))
+            # The prior is the server's own record of this user's uses (the usage log) and
+            # the thread's validated loaded skills; it only reorders skills that match.
+            prior = prior_for(skill_uses(user_id), loaded)
+            pending = await asyncio.to_thread(
+                partial(ranked_for, turns, skills, set(loaded), ranker=self.ranker, prior=prior)
+            )
             if pending:
                 budget = self.budget_chars if budget_chars is None else budget_chars
                 counts = category_counts(skills, set(loaded))

@@ -268,3 +268,74 @@ def test_an_unchanged_library_is_merged_once_and_a_changed_skill_shows_on_the_ne
     assert run_sync(library.aset_enabled("docs/alpha", False))
     run_sync(library.acreate("docs/delta", {"SKILL.md": skill_md("delta", "Made here.", "Steps.").encode()}))
     assert [s.id for s in run_sync(library.aindex())] == ["docs/beta", "docs/delta", "docs/gamma", "shared/tool"]
+
+
+# -- priors: the skills a user uses, the categories the thread has loaded ------------------------
+
+
+def _two_sheet_skills(store: MemoryObjectStore) -> None:
+    store.put_object(f"{PREFIX}documents/xlsx/SKILL.md", skill_md("xlsx", "Fix totals in spreadsheets.", "Excel."))
+    store.put_object(f"{PREFIX}finance/ledger/SKILL.md", skill_md("ledger", "Fix totals in ledgers.", "Books."))
+    store.put_object(f"{PREFIX}personal/recipes/SKILL.md", skill_md("recipes", "Cook dinner.", "Food."))
+    # More than the index budget holds, so the index is in ranked order (not by id).
+    for i in range(120):
+        long = f"Automate App{i:03d} through its connector: boards, contacts and deals, one call at a time."
+        store.put_object(f"{PREFIX}apps/app{i:03d}/SKILL.md", skill_md(f"app{i:03d}", long, "Connector."))
+
+
+def _index_order(prompt: str) -> list[str]:
+    index = prompt.split("### Loaded skills")[0]
+    return sorted(
+        (sid for sid in ("documents/xlsx", "finance/ledger", "personal/recipes") if sid in index), key=index.index
+    )
+
+
+def test_the_skill_a_user_uses_ranks_above_an_equal_match_and_only_for_that_user() -> None:
+    from s3skills.skills.usage import log_usage, reset_usage
+
+    store = MemoryObjectStore()
+    _two_sheet_skills(store)
+    middleware = SkillsPromptMiddleware(S3Backend("memory", user_id=USER, store=store, layout=SEEDS))
+    state = {"messages": [HumanMessage("the totals are wrong again")]}
+    reset_usage()
+    try:
+        before = run_sync(middleware.build_prompt(state))
+        assert _index_order(before) == ["documents/xlsx", "finance/ledger", "personal/recipes"]
+        for _ in range(3):
+            log_usage("skill_load", skill="finance/ledger", user="bob", thread="t", duration_ms=1, outcome="ok")
+        assert run_sync(middleware.build_prompt(state)) == before  # another user's habits change nothing
+        log_usage("skill_load", skill="finance/ledger", user=USER, thread="t", duration_ms=1, outcome="error")
+        assert run_sync(middleware.build_prompt(state)) == before  # a failed load is no use
+        log_usage("skill_load", skill="finance/ledger", user=USER, thread="t", duration_ms=1, outcome="ok")
+        assert _index_order(run_sync(middleware.build_prompt(state)))[:2] == ["finance/ledger", "documents/xlsx"]
+        # A prior reorders matches; it never brings a skill that does not match ahead of one that does.
+        for _ in range(50):
+            log_usage("skill_load", skill="personal/recipes", user=USER, thread="t", duration_ms=1, outcome="ok")
+        assert _index_order(run_sync(middleware.build_prompt(state)))[:2] == ["finance/ledger", "documents/xlsx"]
+    finally:
+        reset_usage()
+
+
+def test_a_skill_in_the_category_the_thread_loaded_ranks_above_an_equal_match() -> None:
+    from s3skills.skills.ranking import prior_for
+
+    library = [
+        info("documents/xlsx", "Fix totals in spreadsheets."),
+        info("finance/ledger", "Fix totals in ledgers."),
+        info("finance/invoices", "Send invoices."),
+    ]
+    assert [s.id for s in ranked_for("fix the totals", library, set())][:2] == ["documents/xlsx", "finance/ledger"]
+    prior = prior_for({}, ["finance/invoices"])
+    ranked = ranked_for("fix the totals", library, {"finance/invoices"}, prior=prior)
+    assert [s.id for s in ranked] == ["finance/ledger", "documents/xlsx"]
+
+
+def test_the_usage_prior_forgets_uses_that_left_the_log_window() -> None:
+    from s3skills.skills.usage import _Recorder
+
+    recorder = _Recorder(capacity=2)
+    for skill in ("a/one", "a/one", "b/two"):
+        recorder.add({"skill": skill, "user_id": "ana", "outcome": "ok"})
+    assert dict(recorder.uses["ana"]) == {"a/one": 1, "b/two": 1}
+    recorder.add({"skill": "b/two", "user_id": "ana", "outcome": "refused"})
+    assert dict(recorder.uses["ana"]) == {"b/two": 1}

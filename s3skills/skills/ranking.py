@@ -13,21 +13,40 @@ dev split (`bench/findability.py`).
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from s3skills.skills.matching import bm25_index
 from s3skills.skills.model import SkillInfo
 
-__all__ = ["EARLIER_TURNS", "EARLIER_WEIGHT", "LexicalRanker", "Ranker", "category_counts", "order_for"]
+__all__ = [
+    "EARLIER_TURNS",
+    "EARLIER_WEIGHT",
+    "LOADED_CATEGORY_PRIOR",
+    "PRIOR_WEIGHT",
+    "LexicalRanker",
+    "Ranker",
+    "category_counts",
+    "order_for",
+    "prior_for",
+]
 
 EARLIER_TURNS = 2
 """Earlier user turns (before the latest) that take part in the query."""
 
 EARLIER_WEIGHT = 0.5
 """How much an earlier turn's score counts against the latest turn's."""
+
+PRIOR_WEIGHT = 0.5
+"""How much a skill's prior (0..1, `prior_for`) raises its score: a matching skill with
+prior p scores `score * (1 + PRIOR_WEIGHT * p)`. A prior never brings in a skill that does
+not match the request."""
+
+LOADED_CATEGORY_PRIOR = 0.5
+"""The prior of a skill in the category of a skill the thread has loaded."""
 
 
 @runtime_checkable
@@ -56,12 +75,45 @@ class LexicalRanker:
 _DEFAULT = LexicalRanker()
 
 
+def prior_for(uses: Mapping[str, int], loaded: Sequence[str] = ()) -> dict[str, float]:
+    """Each skill's prior, 0..1: how much the user uses it, and whether it shares a category
+    with a skill the thread has loaded (`LOADED_CATEGORY_PRIOR`; a category is the part of
+    the id before its last `/`, as `documents` for `documents/pdf`).
+
+    Args:
+        uses: Skill id -> the user's successful uses (`s3skills.skills.usage.skill_uses`).
+        loaded: The ids the thread has loaded.
+
+    Returns:
+        Skill id -> prior for the used skills (`log(1 + uses) / log(1 + most uses)`), and
+        category -> prior under the key `category/` for the loaded skills' categories.
+    """
+    out: dict[str, float] = {}
+    most = max(uses.values(), default=0)
+    if most > 0:
+        scale = math.log1p(most)
+        out = {sid: math.log1p(n) / scale for sid, n in uses.items() if n > 0}
+    if LOADED_CATEGORY_PRIOR > 0:
+        for sid in loaded:
+            if "/" in sid:
+                out[sid.rsplit("/", 1)[0] + "/"] = LOADED_CATEGORY_PRIOR
+    return out
+
+
+def _prior_of(skill_id: str, prior: Mapping[str, float]) -> float:
+    own = prior.get(skill_id, 0.0)
+    if "/" in skill_id:
+        return max(own, prior.get(skill_id.rsplit("/", 1)[0] + "/", 0.0))
+    return own
+
+
 def order_for(
     turns: Sequence[str],
     skills: Sequence[SkillInfo],
     exclude: set[str] | frozenset[str] = frozenset(),
     *,
     ranker: Ranker | None = None,
+    prior: Mapping[str, float] | None = None,
 ) -> list[SkillInfo]:
     """`skills` without `exclude`, in index order for a conversation.
 
@@ -70,6 +122,7 @@ def order_for(
         skills: The library.
         exclude: Ids to leave out (the skills the thread has loaded).
         ranker: Who ranks; `LexicalRanker` by default.
+        prior: `prior_for`'s map: a matching skill scores `score * (1 + PRIOR_WEIGHT * prior)`.
 
     Returns:
         The matches best first, then the others by id.
@@ -87,6 +140,10 @@ def order_for(
             for skill, score in ranker.rank(earlier, skills):
                 scores[skill.id] = scores.get(skill.id, 0.0) + EARLIER_WEIGHT * score
                 by_id.setdefault(skill.id, skill)
+    if prior and PRIOR_WEIGHT > 0:
+        for sid, score in scores.items():
+            if p := _prior_of(sid, prior):
+                scores[sid] = score * (1 + PRIOR_WEIGHT * p)
     ranked = sorted(scores, key=lambda sid: (-scores[sid], sid))
     head = [by_id[sid] for sid in ranked if sid not in exclude]
     rest_order = bm25_index(skills).by_id() if isinstance(ranker, LexicalRanker) else sorted(skills, key=lambda s: s.id)

@@ -18,11 +18,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["USAGE_LOGGER", "SkillUsage", "log_usage", "reset_usage", "usage_stats"]
+__all__ = ["USAGE_LOGGER", "SkillUsage", "log_usage", "reset_usage", "skill_uses", "usage_stats"]
 
 USAGE_LOGGER = "s3skills.usage"
 
@@ -51,6 +51,27 @@ class _Recorder:
     def __init__(self, capacity: int = 10_000) -> None:
         self.records: deque[dict[str, Any]] = deque(maxlen=capacity)
         self.lock_ = threading.Lock()
+        # user id -> skill -> successful uses among `records` (kept in step with the window,
+        # so the ranking's prior costs a lookup per model call, not a scan).
+        self.uses: dict[str, Counter[str]] = {}
+
+    def add(self, fields: dict[str, Any]) -> None:
+        """Keep `fields` (the caller holds `lock_`), forgetting the oldest record when full."""
+        if self.records.maxlen is not None and len(self.records) == self.records.maxlen:
+            self._count(self.records[0], -1)
+        self.records.append(fields)
+        self._count(fields, 1)
+
+    def _count(self, fields: dict[str, Any], step: int) -> None:
+        user, skill = fields.get("user_id"), fields.get("skill")
+        if not user or not skill or fields.get("outcome") != "ok":
+            return
+        counts = self.uses.setdefault(str(user), Counter())
+        counts[str(skill)] += step
+        if counts[str(skill)] <= 0:
+            del counts[str(skill)]
+            if not counts:
+                del self.uses[str(user)]
 
 
 _recorder = _Recorder()
@@ -86,7 +107,7 @@ def log_usage(
         **extra,
     }
     with _recorder.lock_:
-        _recorder.records.append(fields)
+        _recorder.add(fields)
     logger.info("%s %s %s (%s, %.0f ms)", event, skill, outcome, user, duration_ms, extra=fields)
     _emit_span(fields)
 
@@ -144,7 +165,19 @@ def usage_stats(by: Literal["skill", "version"] = "skill") -> dict[str, SkillUsa
     return out
 
 
+def skill_uses(user_id: str | None) -> dict[str, int]:
+    """How often `user_id` used each skill successfully (loads, script runs, executions)
+    among the records this process keeps; {} for no user. The prompt index ranks a
+    user's skills higher with it (`s3skills.skills.ranking.prior_for`)."""
+    if not user_id:
+        return {}
+    with _recorder.lock_:
+        counts = _recorder.uses.get(user_id)
+        return dict(counts) if counts else {}
+
+
 def reset_usage() -> None:
     """Forget the kept records (tests, or after shipping them elsewhere)."""
     with _recorder.lock_:
         _recorder.records.clear()
+        _recorder.uses.clear()
