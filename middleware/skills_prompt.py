@@ -14,7 +14,9 @@ compared with the index's); a pinned older version is read once, then cached.
 The index is ranked for the conversation: the latest user message, with the two before
 it at a lower weight (`s3skills.skills.ranking.order_for`), by the `ranker` (BM25F over
 name, description and the body sketch the manifest carries, by default: no request per
-call). The budget follows the model: 1 % of its context window, never below 6,000
+call). Among the skills that match, those the user has used (this process's usage log,
+keyed by the resolved user id) and those in the category of a skill the thread loaded
+rank higher (`ranking.prior_for`). The budget follows the model: 1 % of its context window, never below 6,000
 characters (`budget_for`), unless `budget_chars` is given. When the whole library does not
 fit, the best ones are shown with their descriptions, the next ones by id, and the rest
 counted by category with how to find them (`list_skills(query=...)`; `render.format_ranked`).

@@ -7,8 +7,14 @@ description and body sketch (`s3skills.skills.matching`), local and with no requ
 `order_for` turns a conversation into the index order: the latest user turn is the
 query; the earlier user turns (at most `EARLIER_TURNS`, newest first) add their score
 times `EARLIER_WEIGHT`, so a short follow-up ("now do the same for March") still finds
-the skill the thread is about. Both constants were chosen on the findability bench's
-dev split (`bench/findability.py`).
+the skill the thread is about.
+
+Priors (`prior_for`) raise a matching skill's score: the skills the user uses (their
+successful uses in the usage log, `s3skills.skills.usage.skill_uses`, kept by this
+process for the user id the server resolved, never a list the client sends) and the
+skills in the category of one the thread has loaded. A prior only reorders skills that
+match the request; it never brings in one that does not. The constants were chosen on
+the findability bench's dev split (`bench/findability.py`, `findability_tune.py --priors`).
 """
 
 from __future__ import annotations
