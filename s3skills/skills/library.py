@@ -156,9 +156,6 @@ class SkillLibrary(LibraryWriter):
         # identity: a changed SKILL.md, a refresh or a rebuilt manifest makes new ones) and the
         # code skills' metadata objects; nothing a client sends takes part. The key's objects are
         # kept alive with the view, so their identities cannot be reused while it is cached.
-        holders: tuple[object, ...] = tuple(
-            (source, prefix, tuple(index.entries.values())) for source, prefix, index in indexes
-        ) + tuple((s.id, s.metadata) for s in code)
         key = tuple(
             (source, prefix, tuple(map(id, index.entries.values()))) for source, prefix, index in indexes
         ) + tuple((s.id, id(s.metadata)) for s in code)
@@ -177,6 +174,9 @@ class SkillLibrary(LibraryWriter):
             merged[info.id] = _Known(info, None, None)
         ordered = [k.info for _, k in sorted(merged.items())]
         view = _Merged(merged, tuple(ordered), tuple(s for s in ordered if s.metadata.enabled))
+        holders: tuple[object, ...] = tuple(
+            (source, prefix, tuple(index.entries.values())) for source, prefix, index in indexes
+        ) + tuple((s.id, s.metadata) for s in code)
         self._views[key] = (holders, view)
         while len(self._views) > _VIEWS:
             self._views.popitem(last=False)
