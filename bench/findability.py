@@ -120,18 +120,24 @@ def replay_usage(history: History) -> None:
             usage.log_usage("skill_load", skill=skill_id, user=USER, thread="earlier", duration_ms=1.0, outcome="ok")
 
 
-async def histories_in_index(middleware: SkillsPromptMiddleware, histories: Sequence[History]) -> float:
-    """% of the histories whose skill is in the prompt index, with the ranking's current priors."""
-    hits = 0
+async def histories_found(
+    middleware: SkillsPromptMiddleware, list_tool: Any, histories: Sequence[History]
+) -> tuple[float, float]:
+    """% of the histories whose skill is in the prompt index, and on page 1 of
+    `list_skills(query=<request>)`, with the ranking's current priors."""
+    in_index = in_search = 0
     try:
         for history in histories:
             replay_usage(history)
             state = {"messages": [HumanMessage(history.case.request)], "loaded_skills": list(history.loaded)}
             prompt = await middleware.build_prompt(state)
-            hits += 1 if _named(history.case.skill_id, prompt.split("### Loaded skills")[0]) else 0
+            in_index += 1 if _named(history.case.skill_id, prompt.split("### Loaded skills")[0]) else 0
+            page = await list_tool.ainvoke({"query": history.case.request})
+            in_search += 1 if _named(history.case.skill_id, str(page)) else 0
     finally:
         usage.reset_usage()
-    return round(100 * hits / (len(histories) or 1), 1)
+    total = len(histories) or 1
+    return round(100 * in_index / total, 1), round(100 * in_search / total, 1)
 
 
 def _thread(turns: list[str]) -> dict[str, Any]:
@@ -373,10 +379,12 @@ async def measure(
     priors: dict[str, float] = {}
     if ranking is not None and hasattr(ranking, "prior_for") and histories:
         chosen = (ranking.PRIOR_WEIGHT, ranking.LOADED_CATEGORY_PRIOR)
-        priors["histories_in_index"] = await histories_in_index(middleware, histories)
+        found = await histories_found(middleware, list_tool, histories)
+        priors["histories_in_index"], priors["histories_on_first_search_page"] = found
         try:
             ranking.PRIOR_WEIGHT = ranking.LOADED_CATEGORY_PRIOR = 0.0
-            priors["histories_in_index_without_prior"] = await histories_in_index(middleware, histories)
+            found = await histories_found(middleware, list_tool, histories)
+            priors["histories_in_index_without_prior"], priors["histories_on_first_search_page_without_prior"] = found
         finally:
             ranking.PRIOR_WEIGHT, ranking.LOADED_CATEGORY_PRIOR = chosen
     total = len(cases) or 1

@@ -46,6 +46,7 @@ def test_the_index_holds_the_right_skill_at_ten_thousand_skills_and_no_worse_at_
     for result in (small, large):
         assert result["histories"] >= 15
         assert result["histories_in_index"] >= result["histories_in_index_without_prior"]
+        assert result["histories_on_first_search_page"] >= result["histories_on_first_search_page_without_prior"]
     assert {t["target"] for t in report["targets"]} >= {"in the index >= 90 %", "on the first search page >= 98 %"}
 
 

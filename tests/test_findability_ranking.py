@@ -339,3 +339,28 @@ def test_the_usage_prior_forgets_uses_that_left_the_log_window() -> None:
     assert dict(recorder.uses["ana"]) == {"a/one": 1, "b/two": 1}
     recorder.add({"skill": "b/two", "user_id": "ana", "outcome": "refused"})
     assert dict(recorder.uses["ana"]) == {"b/two": 1}
+
+
+def test_list_skills_puts_the_match_a_user_uses_first_and_pages_stay_complete() -> None:
+    from s3skills.skills.usage import log_usage, reset_usage
+    from s3skills.tools import skill_tools
+
+    store = MemoryObjectStore()
+    _two_sheet_skills(store)
+    backend = S3Backend("memory", user_id=USER, store=store, layout=SEEDS)
+    list_tool = next(t for t in skill_tools(backend, page_size=1) if t.name == "list_skills")
+
+    def first_two() -> list[str]:
+        first = str(run_sync(list_tool.ainvoke({"query": "the totals are wrong"})))
+        second = str(run_sync(list_tool.ainvoke({"query": "the totals are wrong", "cursor": "1"})))
+        return [_index_order(page)[0] for page in (first, second)]
+
+    reset_usage()
+    try:
+        assert first_two() == ["documents/xlsx", "finance/ledger"]  # a tie: by id
+        log_usage("skill_load", skill="finance/ledger", user="bob", thread="t", duration_ms=1, outcome="ok")
+        assert first_two() == ["documents/xlsx", "finance/ledger"]  # another user's habits change nothing
+        log_usage("skill_load", skill="finance/ledger", user=USER, thread="t", duration_ms=1, outcome="ok")
+        assert first_two() == ["finance/ledger", "documents/xlsx"]
+    finally:
+        reset_usage()

@@ -24,6 +24,8 @@ from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
 from s3skills.skills import SkillInfo, SkillLibrary, SkillRegistry, SkillVersion, log_usage, render, tool_name
+from s3skills.skills.ranking import prior_for
+from s3skills.skills.usage import skill_uses
 from s3skills.tenancy import SKILL_VERSIONS_KEY, thread_skills
 
 __all__ = ["load_skill_update", "skill_tools"]
@@ -261,8 +263,14 @@ def skill_tools(
 
     async def alist(query: str | None = None, category: str | None = None, cursor: str | None = None) -> str:
         try:
+            tenant = library.tenant()
             page = await library.asearch(
-                query or "", limit=page_size, cursor=cursor, category=category or default_category
+                query or "",
+                limit=page_size,
+                cursor=cursor,
+                category=category or default_category,
+                tenant=tenant,
+                prior=prior_for(skill_uses(tenant.user_id)),  # the skills this user uses, among the matches
             )
         except S3SkillsError as exc:
             return f"Error: {exc}"

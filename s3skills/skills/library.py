@@ -19,7 +19,7 @@ Every coroutine has a generated sync twin (`index`, `get`, ...).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from s3skills._loop import io_bound, sync_method
@@ -28,10 +28,11 @@ from s3skills.errors import AccessDenied, InvalidPath, NotFound, SkillError, Sto
 from s3skills.ids import SkillId
 from s3skills.paths import VPath, join_key
 from s3skills.skills.catalog import SkillCatalog, SkillEntry
-from s3skills.skills.matching import closest_ids, rank
+from s3skills.skills.matching import closest_ids
 from s3skills.skills.model import InvalidSkill, SkillInfo, SkillProblem
 from s3skills.skills.parse import get_skill_doc, parse_skill_md
 from s3skills.skills.pinned import VerifiedKey, read_verified, verified_key
+from s3skills.skills.ranking import order_for
 from s3skills.skills.registry import SkillRegistry, merge_index
 from s3skills.skills.results import (
     LoadResult,
@@ -265,6 +266,7 @@ class SkillLibrary(LibraryWriter):
         cursor: str | None = None,
         category: str | None = None,
         tenant: Tenant | None = None,
+        prior: Mapping[str, float] | None = None,
     ) -> SkillPage:
         """Enabled skills ranked for `query` (BM25), or by id without a query, in pages.
 
@@ -273,12 +275,12 @@ class SkillLibrary(LibraryWriter):
             limit: Skills per page.
             cursor: The `next_cursor` of the previous page.
             category: Only this category.
+            prior: Raises the matches the user uses (`s3skills.skills.ranking.prior_for`, from
+                the server's usage log: never from what a client sent).
         """
         skills = await self.aindex(category, tenant=tenant)
         if query.strip():
-            ranked = [s for s, _ in rank(query, skills, limit=len(skills))]
-            seen = {s.id for s in ranked}
-            skills = ranked + [s for s in skills if s.id not in seen]
+            skills = order_for([query], skills, prior=prior)  # the matches best first, then by id
         try:
             start = int(cursor) if cursor else 0
         except ValueError:
