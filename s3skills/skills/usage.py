@@ -5,7 +5,8 @@ Records go to the `s3skills.usage` logger with their fields in `extra`
 `thread` is taken by `logging.LogRecord` itself), so any logging
 setup can ship them. `usage_stats()` summarises the records this process has
 seen, per skill or per skill version (the seeds' analytics), from a bounded
-in-memory window.
+in-memory window; `skill_uses(user_id)` counts one user's successful uses in that window
+(kept as records come and go), which the skill ranking uses as a prior.
 
 When `opentelemetry-api` is installed (the `otel` extra), each record is also a
 span named `s3skills.<event>` (back-dated by its duration, with the fields as
