@@ -56,6 +56,8 @@ class LibraryIndex:
         manifest_verified_at: When a LIST last confirmed that manifest (its own record).
         verified_at: When this process last reconciled the library with a LIST.
         reconcile: A LIST reconciliation is due at the next refresh (a skill went missing).
+        markers: Folders (relative to `prefix`, ending with `/`) of every `SKILL.md` key the
+            last LIST saw, at any depth and whatever its id: what ends a skill.
     """
 
     source: str
@@ -68,6 +70,15 @@ class LibraryIndex:
     manifest_verified_at: float | None = None
     verified_at: float | None = None
     reconcile: bool = False
+    markers: frozenset[str] = frozenset()
+
+    def skill_folders(self) -> set[str]:
+        """Every folder of this library known to hold a `SKILL.md`, parsed or not, enabled or not.
+
+        From the entries (the manifest's or a LIST's, problems included) and the last LIST's
+        `SKILL.md` keys; relative to `prefix`, each ending with `/`.
+        """
+        return {sid + "/" for sid in self.entries} | self.markers
 
 
 class SkillCatalog:
@@ -267,10 +278,15 @@ class SkillCatalog:
     async def _apply_listing(self, index: LibraryIndex, source: str, prefix: str, objects: list[ObjectInfo]) -> bool:
         """Update the entries from a listing (changed SKILL.md read again); True if any changed."""
         found: dict[str, ObjectInfo] = {}
+        markers: set[str] = set()
+        tail = "/" + SKILL_FILE
         for obj in objects:
+            if obj.key.startswith(prefix) and obj.key.endswith(tail):
+                markers.add(obj.key[len(prefix) : -len(SKILL_FILE)])
             skill_id = SkillId.from_key(obj.key, prefix)
             if skill_id is not None:
                 found[str(skill_id)] = obj
+        index.markers = frozenset(markers)
         keep = sorted(found)[: self.limits.max_skills_per_library]
         index.truncated = len(found) - len(keep)
         changed = [
