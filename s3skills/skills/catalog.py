@@ -33,6 +33,7 @@ from s3skills._loop import gather_limited
 from s3skills.config import Limits, VerifyMode
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE, SkillId
+from s3skills.skills.derived import weigh
 from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest, awrite_manifest
 from s3skills.skills.model import InvalidSkill, SkillInfo
 from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
@@ -40,6 +41,8 @@ from s3skills.skills.versions import versions_by_skill
 from s3skills.storage import NotModified, ObjectBody, ObjectInfo, ObjectStore
 
 __all__ = ["LibraryIndex", "SkillCatalog", "SkillEntry"]
+
+_DEFAULT_WEIGHT = 1024  # an entry's own fields (id, key, ETag, SkillInfo), beyond its metadata
 
 
 @dataclass
@@ -58,6 +61,7 @@ class LibraryIndex:
         reconcile: A LIST reconciliation is due at the next refresh (a skill went missing).
         markers: Folders (relative to `prefix`, ending with `/`) of every `SKILL.md` key the
             last LIST saw, at any depth and whatever its id: what ends a skill.
+        weight: Estimated bytes its entries hold (the cache of indexes is bounded in bytes).
     """
 
     source: str
@@ -71,6 +75,7 @@ class LibraryIndex:
     verified_at: float | None = None
     reconcile: bool = False
     markers: frozenset[str] = frozenset()
+    weight: int = 0
 
     def skill_folders(self) -> set[str]:
         """Every folder of this library known to hold a `SKILL.md`, parsed or not, enabled or not.
@@ -91,6 +96,8 @@ class SkillCatalog:
             None lists on every refresh, so edits show at once.
         head_bytes: How much of a `SKILL.md` the ranged GET reads.
         max_libraries: How many library indexes stay cached (LRU).
+        max_index_bytes: Estimated bytes of decoded entries all cached indexes may hold
+            (least recently used out first; the one in use always stays).
         clock: Time source for the TTL and verification (seconds since the epoch: the
             manifest records it; tests pass their own).
         manifest_key: Library prefix -> its manifest's key (`KeyLayout.manifest_key`);
@@ -107,6 +114,7 @@ class SkillCatalog:
         ttl: float | None = None,
         head_bytes: int = 8192,
         max_libraries: int = 1024,
+        max_index_bytes: int = 256 * 1024 * 1024,
         clock: Callable[[], float] = time.time,
         manifest_key: Callable[[str], str] | None = None,
         verify: VerifyMode = "interval",
@@ -122,6 +130,7 @@ class SkillCatalog:
         self.ttl = ttl
         self.head_bytes = head_bytes
         self.max_libraries = max_libraries
+        self.max_index_bytes = max_index_bytes
         self._clock = clock
         self._indexes: OrderedDict[str, LibraryIndex] = OrderedDict()
         self._bodies: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
@@ -138,11 +147,26 @@ class SkillCatalog:
         index = self._indexes.get(prefix)
         if index is None:
             index = self._indexes[prefix] = LibraryIndex(source, prefix)
-            while len(self._indexes) > self.max_libraries:
-                self._indexes.popitem(last=False)
+            self._trim()
         else:
             self._indexes.move_to_end(prefix)
         return index
+
+    def _weighed(self, index: LibraryIndex) -> None:
+        """Record what `index` holds now and drop the least recently used indexes past the budgets."""
+        index.weight = sum(e.weight or _DEFAULT_WEIGHT for e in index.entries.values())
+        self._trim()
+
+    def _trim(self) -> None:
+        total = sum(i.weight for i in self._indexes.values())
+        while len(self._indexes) > 1 and (len(self._indexes) > self.max_libraries or total > self.max_index_bytes):
+            _, gone = self._indexes.popitem(last=False)
+            total -= gone.weight
+
+    @property
+    def index_bytes(self) -> int:
+        """Estimated bytes of decoded entries the cached indexes hold now."""
+        return sum(i.weight for i in self._indexes.values())
 
     def _fresh(self, index: LibraryIndex) -> bool:
         return self.ttl is not None and index.refreshed_at is not None and self._clock() - index.refreshed_at < self.ttl
@@ -170,6 +194,7 @@ class SkillCatalog:
                 await self._refresh_from_manifest(index, source, prefix, key, force=force)
             index.reconcile = False
             index.refreshed_at = self._clock()
+            self._weighed(index)
             return index
 
     async def areconcile(self, source: str, prefix: str) -> LibraryIndex:
@@ -321,6 +346,7 @@ class SkillCatalog:
                     index.entries.pop(sid, None)
                 else:
                     index.entries[sid] = entry
+            self._weighed(index)
         key = self._manifest_key(prefix)
         if key is not None:
 
@@ -435,7 +461,8 @@ def _parse_all(source: str, items: list[tuple[str, ObjectInfo, tuple[bytes, str]
             out.append(SkillEntry(skill_id, obj.key, etag, obj.size, None, str(exc)))
             continue
         info = SkillInfo(id=skill_id, metadata=parsed.metadata, source=source, etag=etag, warnings=parsed.warnings)
-        out.append(SkillEntry(skill_id, obj.key, etag, obj.size, info, None))
+        weight = weigh(parsed.metadata.model_dump(mode="json"), max_depth=1 << 16, limit=1 << 40)
+        out.append(SkillEntry(skill_id, obj.key, etag, obj.size, info, None, weight=(weight or 0) + _DEFAULT_WEIGHT))
     return out
 
 
