@@ -91,9 +91,17 @@ def stored_manifest(store: MemoryObjectStore) -> dict[str, Any]:
 # -- bounded and never fatal -------------------------------------------------------------------------
 
 
-def test_an_inflated_40_mib_manifest_costs_under_300_mb_to_read_and_is_rebuilt() -> None:
+def long_text_manifest(size: int) -> bytes:
+    """A manifest cheap to decode (one long string) whose entry is far over its cap."""
+    entry = {"key": PREFIX + "skill-0/SKILL.md", "etag": "x", "size": 1, "metadata": {"name": "skill-0"}}
+    entry["metadata"]["description"] = "a" * size  # type: ignore[index]
+    return header(json.dumps({"skill-0": entry}).encode())
+
+
+@pytest.mark.parametrize("make", [inflated_manifest, long_text_manifest])
+def test_an_inflated_40_mib_manifest_costs_under_300_mb_to_read_and_is_rebuilt(make: Callable[[int], bytes]) -> None:
     store = seeded()
-    store.put_object(MANIFEST, inflated_manifest(40 * MiB))
+    store.put_object(MANIFEST, make(40 * MiB))
     lib = library(store)
     skills, peak = peak_of(lambda: lib.index())
     assert [s.id for s in skills] == ["skill-0", "skill-1", "skill-2"]
