@@ -42,7 +42,7 @@ def _validate_local(path: Path) -> tuple[list[Finding], int]:
     findings = tree.findings()
     for skill_id, folder in tree.mapping.items():
         rel = f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE
-        findings += _placeholder_findings(rel, (path / rel).read_bytes(), skill_id)
+        findings += _placeholder_findings(rel, tree.skill_md[skill_id], skill_id)  # the bytes the scan read
     return sorted(findings, key=lambda f: f.path), len(tree.skills)
 
 
