@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import tracemalloc
 from collections.abc import Callable
 from typing import Any
@@ -19,9 +20,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 from mcp_harness import get_skill, list_all, put, read_bytes, stdio_session
+from runs import SYNC_RUN
 
 from s3skills import S3Backend, create_skills_agent
 from s3skills.config import Config
+from s3skills.errors import SkillError
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillCatalog, SkillLibrary
 from s3skills.skills.derived import decode_cost, load_json, weigh
@@ -297,3 +300,33 @@ async def test_the_mcp_server_over_a_damaged_manifest_and_book_still_lists_gets_
         skill = await get_skill(session, "skill://skill-1/SKILL.md")
         assert skill["frontmatter"]["description"] == "Real description 1"
         assert await read_bytes(session, "skill://skill-1/notes.md") == b"notes 1"
+
+
+def test_a_manifest_that_enables_a_disabled_skill_never_opens_its_files() -> None:
+    store = seeded()
+    store.put_object(
+        f"{PREFIX}off/SKILL.md", builders.skill_md("off", "Off.", body="OFF BODY", enabled="false").encode()
+    )
+    store.put_object(f"{PREFIX}off/ref.md", b"CANARY-DISABLED")
+    library(store).index()
+    doc = stored_manifest(store)
+    doc["skills"]["off"]["metadata"]["enabled"] = True  # the real ETag, a fresh verification time: a perfect lie
+    doc["verified_at"] = time.time()
+    store.put_object(MANIFEST, json.dumps(doc))
+    backend = S3Backend("memory", store=store)
+    got = SYNC_RUN.invoke(
+        {
+            "op": lambda: {
+                "read": backend.read("/skills/off/ref.md"),
+                "ls": backend.ls("/skills/off"),
+                "grep": backend.grep("CANARY"),
+            },
+            "loaded_skills": ["off"],  # a client wrote its state
+        },
+        context={"user_id": "ana"},
+        config={"configurable": {"thread_id": "t1"}},
+    )["result"]
+    assert got["read"].error == "File '/skills/off/ref.md' not found"
+    assert "CANARY" not in repr(got)
+    with pytest.raises(SkillError):
+        SkillLibrary(store, Config(layout=LAYOUT), tenant=lambda: ANA).open("off", "ref.md")

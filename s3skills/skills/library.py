@@ -103,6 +103,7 @@ class SkillLibrary(LibraryWriter):
         )
         self._tenant = tenant or (lambda: self.config.check_tenant(resolve_tenant(Identity())))
         self._pinned_md: OrderedDict[tuple[str, str], str] = OrderedDict()  # (folder, ETag) -> SKILL.md body
+        self._confirmed_md: OrderedDict[tuple[str, str], None] = OrderedDict()  # (key, ETag) found enabled
 
     def tenant(self) -> Tenant:
         """The tenant of the current call."""
@@ -275,8 +276,32 @@ class SkillLibrary(LibraryWriter):
         Raises:
             SkillError: Unknown or disabled. NotFound: a code skill (no files).
         """
-        hit, _ = await self._find_in(name, self._user(tenant), cached=cached)
-        return self._home(hit)
+        tenant = self._user(tenant)
+        hit, _ = await self._find_in(name, tenant, cached=cached)
+        return self._home(await self._confirmed(hit, tenant))
+
+    async def _confirmed(self, hit: _Known, tenant: Tenant) -> _Known:
+        """`hit`, once its real `SKILL.md` says it is enabled (the index may come from a lying manifest).
+
+        Checked once per `SKILL.md` version (key and ETag): the body is cached by ETag, so a
+        skill just loaded costs nothing more. A file of a skill the index wrongly calls enabled
+        is never opened, listed or staged.
+
+        Raises:
+            SkillError: The `SKILL.md` is gone or does not enable the skill.
+        """
+        if hit.entry is None or (hit.entry.key, hit.entry.etag) in self._confirmed_md:
+            return hit
+        hit, _ = await self._text(hit, tenant)
+        self._confirm(hit)
+        return hit
+
+    def _confirm(self, hit: _Known) -> None:
+        """Remember that this version of the skill's `SKILL.md` enables it (at most 65,536 kept)."""
+        if hit.entry is not None:
+            self._confirmed_md[(hit.entry.key, hit.entry.etag)] = None
+            while len(self._confirmed_md) > 65_536:
+                self._confirmed_md.popitem(last=False)
 
     @io_bound
     async def askill_md(self, name: str, *, tenant: Tenant | None = None) -> str:
@@ -378,7 +403,7 @@ class SkillLibrary(LibraryWriter):
             hit = known.get(name) if isinstance(name, str) else None
             if hit is None or not hit.info.metadata.enabled:  # a leaf, or an id the index must confirm
                 hit, known = await self._find_in(name, tenant, cached=True)
-            homes.append(self._home(hit))
+            homes.append(self._home(await self._confirmed(hit, tenant)))
         by_library: dict[str, list[SkillHome]] = {}
         for home in homes:
             by_library.setdefault(home.prefix[: -len(home.skill.id) - 1], []).append(home)
@@ -433,6 +458,7 @@ class SkillLibrary(LibraryWriter):
         hit, text = await self._text(hit, tenant)
         if hit.entry is None:
             return LoadResult(hit.info, text, [])
+        self._confirm(hit)
         home = self._home(hit)
         version = await self._current(home)
         leaf = SkillId.parse(hit.info.id).leaf
