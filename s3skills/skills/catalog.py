@@ -462,7 +462,8 @@ def _parse_all(source: str, items: list[tuple[str, ObjectInfo, tuple[bytes, str]
             continue
         info = SkillInfo(id=skill_id, metadata=parsed.metadata, source=source, etag=etag, warnings=parsed.warnings)
         weight = weigh(parsed.metadata.model_dump(mode="json"), max_depth=1 << 16, limit=1 << 40)
-        out.append(SkillEntry(skill_id, obj.key, etag, obj.size, info, None, weight=(weight or 0) + _DEFAULT_WEIGHT))
+        weight = (weight or 0) + _DEFAULT_WEIGHT
+        out.append(SkillEntry(skill_id, obj.key, etag, obj.size, info, None, weight=weight, checked=True))
     return out
 
 

@@ -283,14 +283,16 @@ class SkillLibrary(LibraryWriter):
     async def _confirmed(self, hit: _Known, tenant: Tenant) -> _Known:
         """`hit`, once its real `SKILL.md` says it is enabled (the index may come from a lying manifest).
 
-        Checked once per `SKILL.md` version (key and ETag): the body is cached by ETag, so a
-        skill just loaded costs nothing more. A file of a skill the index wrongly calls enabled
-        is never opened, listed or staged.
+        An entry this process parsed from the `SKILL.md` itself needs nothing; one from a
+        manifest is checked once per `SKILL.md` version (key and ETag), and the body is cached
+        by ETag, so a skill just loaded or prompted costs nothing more. A file of a skill the
+        index wrongly calls enabled is never opened or staged. (Listing several skills' files
+        at once, `afiles_many`, shows names and sizes only, and does not check.)
 
         Raises:
             SkillError: The `SKILL.md` is gone or does not enable the skill.
         """
-        if hit.entry is None or (hit.entry.key, hit.entry.etag) in self._confirmed_md:
+        if hit.entry is None or hit.entry.checked or (hit.entry.key, hit.entry.etag) in self._confirmed_md:
             return hit
         hit, _ = await self._text(hit, tenant)
         self._confirm(hit)
@@ -403,7 +405,7 @@ class SkillLibrary(LibraryWriter):
             hit = known.get(name) if isinstance(name, str) else None
             if hit is None or not hit.info.metadata.enabled:  # a leaf, or an id the index must confirm
                 hit, known = await self._find_in(name, tenant, cached=True)
-            homes.append(self._home(await self._confirmed(hit, tenant)))
+            homes.append(self._home(hit))
         by_library: dict[str, list[SkillHome]] = {}
         for home in homes:
             by_library.setdefault(home.prefix[: -len(home.skill.id) - 1], []).append(home)

@@ -94,7 +94,9 @@ class SkillEntry:
     """One `SKILL.md` of a library: its parsed skill, or why it was skipped.
 
     `sketch` is an optional bounded summary of the body (at most `SKETCH_MAX_CHARS`);
-    `weight` estimates the bytes the entry holds in memory (for byte-bounded caches).
+    `weight` estimates the bytes the entry holds in memory (for byte-bounded caches);
+    `checked` is True when this process parsed it from the `SKILL.md` itself (False: it
+    came from a manifest, a cache that may lie).
     """
 
     skill_id: str
@@ -105,6 +107,7 @@ class SkillEntry:
     problem: str | None
     sketch: str | None = None
     weight: int = field(default=0, compare=False)
+    checked: bool = field(default=False, compare=False)
 
 
 @dataclass
