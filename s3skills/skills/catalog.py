@@ -23,6 +23,7 @@ decides which prefixes a call may see and merges them.
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -59,6 +60,8 @@ class LibraryIndex:
         manifest_verified_at: When a LIST last confirmed that manifest (its own record).
         verified_at: When this process last reconciled the library with a LIST.
         reconcile: A LIST reconciliation is due at the next refresh (a skill went missing).
+        flight: The refresh in flight, whose answer concurrent callers share.
+        failure: Why the last refresh failed, until `failed_until` (clock time) passes.
         markers: Folders (relative to `prefix`, ending with `/`) of every `SKILL.md` key the
             last LIST saw, at any depth and whatever its id: what ends a skill.
         weight: Estimated bytes its entries hold (the cache of indexes is bounded in bytes).
@@ -70,6 +73,9 @@ class LibraryIndex:
     refreshed_at: float | None = None
     truncated: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    flight: asyncio.Future[LibraryIndex] | None = None
+    failure: S3SkillsError | None = None
+    failed_until: float = 0.0
     manifest_etag: str | None = None
     manifest_verified_at: float | None = None
     verified_at: float | None = None
@@ -98,6 +104,8 @@ class SkillCatalog:
         max_libraries: How many library indexes stay cached (LRU).
         max_index_bytes: Estimated bytes of decoded entries all cached indexes may hold
             (least recently used out first; the one in use always stays).
+        failure_backoff: Seconds a library whose refresh failed is not refreshed again
+            (unless forced): its last good index, or the failure, answers meanwhile.
         clock: Time source for the TTL and verification (seconds since the epoch: the
             manifest records it; tests pass their own).
         manifest_key: Library prefix -> its manifest's key (`KeyLayout.manifest_key`);
@@ -115,6 +123,7 @@ class SkillCatalog:
         head_bytes: int = 8192,
         max_libraries: int = 1024,
         max_index_bytes: int = 256 * 1024 * 1024,
+        failure_backoff: float = 2.0,
         clock: Callable[[], float] = time.time,
         manifest_key: Callable[[str], str] | None = None,
         verify: VerifyMode = "interval",
@@ -131,6 +140,7 @@ class SkillCatalog:
         self.head_bytes = head_bytes
         self.max_libraries = max_libraries
         self.max_index_bytes = max_index_bytes
+        self.failure_backoff = failure_backoff
         self._clock = clock
         self._indexes: OrderedDict[str, LibraryIndex] = OrderedDict()
         self._bodies: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
@@ -174,28 +184,75 @@ class SkillCatalog:
     async def aindex(self, source: str, prefix: str, *, force: bool = False, cached: bool = False) -> LibraryIndex:
         """The index of one library, refreshed unless it is fresh.
 
+        One refresh is in flight per library: a caller that finds one running shares its
+        answer (or its error) instead of queueing for another. A refresh that failed is not
+        tried again for `failure_backoff` seconds: meanwhile the last good index answers, or
+        the failure does (no request).
+
         Args:
             source: `user` or `shared` (recorded on each `SkillInfo`).
             prefix: The library's key prefix (ends with `skills/`).
-            force: List even within the TTL.
+            force: List even within the TTL (and within a failure's back-off); a refresh
+                already in flight is not enough, one that starts after this call is made.
             cached: Accept any index already read, whatever its age.
         """
         if cached and (known := self.cached(prefix)) is not None:
             return known
         index = self._index(source, prefix)
-        async with index.lock:
-            if self._fresh(index) and not force and not index.reconcile:
+        must = force or index.reconcile
+        if not must:
+            if self._fresh(index):
                 return index
-            key = self._manifest_key(prefix)
-            if key is None:
-                objects, _ = await self.store.alist(prefix)
-                await self._apply_listing(index, source, prefix, objects)
-            else:
-                await self._refresh_from_manifest(index, source, prefix, key, force=force)
-            index.reconcile = False
-            index.refreshed_at = self._clock()
-            self._weighed(index)
+            flight = index.flight
+            if flight is not None and not flight.done() and flight.get_loop() is asyncio.get_running_loop():
+                try:
+                    return await asyncio.shield(flight)
+                except asyncio.CancelledError:
+                    if not flight.cancelled():
+                        raise  # this call was cancelled
+                return await self.aindex(source, prefix)  # the refresh it waited for was: try again
+            if index.failure is not None and self._clock() < index.failed_until:
+                return self._after_failure(index)
+        flight = asyncio.get_running_loop().create_future()
+        async with index.lock:  # forced refreshes run one after another, never interleaved
+            if not must and self._fresh(index):  # one finished while this call waited
+                flight.set_result(index)
+                return index
+            index.flight = flight
+            try:
+                await self._refresh(index, source, prefix, force=force)
+            except S3SkillsError as exc:
+                index.failure, index.failed_until = exc, self._clock() + self.failure_backoff
+                flight.set_exception(exc)
+                flight.exception()  # retrieved: waiters re-raise it, nobody has to
+                raise
+            except BaseException:  # cancelled, or a bug: the waiters try for themselves
+                flight.cancel()
+                raise
+            finally:
+                if index.flight is flight:
+                    index.flight = None
+            index.failure = None
+            flight.set_result(index)
             return index
+
+    def _after_failure(self, index: LibraryIndex) -> LibraryIndex:
+        """While a failed refresh backs off: the last good index, else the failure again."""
+        if index.refreshed_at is not None:
+            return index
+        assert index.failure is not None
+        raise copy.copy(index.failure).with_traceback(None)
+
+    async def _refresh(self, index: LibraryIndex, source: str, prefix: str, *, force: bool) -> None:
+        key = self._manifest_key(prefix)
+        if key is None:
+            objects, _ = await self.store.alist(prefix)
+            await self._apply_listing(index, source, prefix, objects)
+        else:
+            await self._refresh_from_manifest(index, source, prefix, key, force=force)
+        index.reconcile = False
+        index.refreshed_at = self._clock()
+        self._weighed(index)
 
     async def areconcile(self, source: str, prefix: str) -> LibraryIndex:
         """Check a library against a LIST now (and rewrite its manifest if it differs)."""
