@@ -296,6 +296,8 @@ def test_the_fuzzed_calls_do_reach_the_store_and_see_allowed_data() -> None:
 
 import json  # noqa: E402
 
+import pytest  # noqa: E402
+
 from s3skills.errors import S3SkillsError  # noqa: E402
 from s3skills.layout import KeyLayout  # noqa: E402
 from s3skills.serve.library_source import LibrarySkillSource  # noqa: E402
@@ -446,6 +448,7 @@ def _run_derived(backend: S3Backend, operation: str, path: str, skill: str) -> A
     return [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
 
 
+@pytest.mark.slow  # ~100 s for 2,000 examples on 2 shared cores: run by `.ci/run` right after the README command
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
