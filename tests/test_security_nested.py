@@ -192,3 +192,13 @@ async def test_mcp_get_and_read_never_serve_a_nested_folder_that_does_not_parse_
             await read_bytes(session, "skill://pdf/broken/SKILL.md")
         # `skill://tools/inner/...` names ana's own skill, served from her library only
         assert b"ANA INNER" in await read_bytes(session, "skill://tools/inner/SKILL.md")
+
+
+def test_a_fresh_reader_of_the_manifest_still_ends_a_skill_at_a_skill_md_deeper_than_an_id(store: KeyLogStore) -> None:
+    writer = S3Backend("memory", store=store, shared_prefix="org")
+    _as_ana(lambda: writer.skills.index(), [])  # builds the manifest from a LIST
+    reader = S3Backend("memory", store=store, shared_prefix="org")  # another process: the manifest only
+    store.take()
+    got = _as_ana(lambda: reader.read("/skills/pdf/a/b/deep.md"), ["pdf"])
+    assert got.error == "File '/skills/pdf/a/b/deep.md' not found"
+    assert not [op for op, _ in store.take() if op.startswith("List")]  # no LIST needed to know it

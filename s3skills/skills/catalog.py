@@ -283,6 +283,7 @@ class SkillCatalog:
         else:
             if manifest is not None and manifest.valid:
                 index.entries = manifest.entries
+                index.markers = index.markers | manifest.ends  # a LIST of this process may know more
                 index.truncated = manifest.dropped if len(manifest.entries) >= limit else 0
             index.manifest_etag = manifest.etag if manifest is not None and manifest.valid else None
             index.manifest_verified_at = manifest.verified_at if manifest is not None else None
@@ -318,7 +319,7 @@ class SkillCatalog:
         )
         if not (changed or manifest is None or not manifest.valid or manifest.dropped or stale_record):
             return
-        ours = Manifest(prefix, dict(index.entries), built_at=now, verified_at=now)
+        ours = Manifest(prefix, dict(index.entries), built_at=now, verified_at=now, ends=index.markers)
         ours.etag = manifest.etag if manifest is not None else None
         for _ in range(3):
             try:
@@ -368,6 +369,8 @@ class SkillCatalog:
             skill_id = SkillId.from_key(obj.key, prefix)
             if skill_id is not None:
                 found[str(skill_id)] = obj
+        ends_before = {m for m in index.markers if m[:-1] not in index.entries}
+        ends_changed = {m for m in markers if m[:-1] not in found} != ends_before
         index.markers = frozenset(markers)
         keep = sorted(found)[: self.limits.max_skills_per_library]
         index.truncated = len(found) - len(keep)
@@ -377,7 +380,7 @@ class SkillCatalog:
         parsed = await self._read_entries(source, changed)
         entries = {sid: index.entries[sid] for sid in keep if sid in index.entries}
         entries.update((e.skill_id, e) for e in parsed)
-        differs = bool(changed) or len(entries) != len(index.entries)
+        differs = bool(changed) or len(entries) != len(index.entries) or ends_changed
         # Each skill's version id comes from the same listing (no request); an index read
         # from the manifest alone keeps the versions it had (the skill's load lists it anyway).
         index.entries = _with_versions(entries, versions_by_skill(prefix, objects, entries))

@@ -78,7 +78,7 @@ SKETCH_MAX_CHARS = 1024
 ENTRY_FIELDS = frozenset({"key", "etag", "size", "metadata", "warnings", "problem", "sketch"})
 """The fields an entry may have; an entry with any other is rebuilt."""
 
-_DOC_FIELDS = frozenset({"schema", "prefix", "built_at", "verified_at", "skills"})
+_DOC_FIELDS = frozenset({"schema", "prefix", "built_at", "verified_at", "skills", "ends"})
 _MAX_ETAG_CHARS = 1024
 _MAX_TEXT_CHARS = 4096  # a problem, or one warning
 _MAX_WARNINGS = 256
@@ -123,6 +123,9 @@ class Manifest:
         dropped: Entries of the object that were ignored (forged, damaged, outside the prefix).
         valid: False for an object that exists but must be rebuilt (foreign schema,
             damaged, oversized): its ETag is kept so a rebuild can replace it.
+        ends: Folders (relative to `prefix`, ending with `/`) holding a `SKILL.md` key that
+            is no entry (deeper than an id, or a folder no id can name): each still ends the
+            skill it is in.
     """
 
     prefix: str
@@ -132,6 +135,7 @@ class Manifest:
     etag: str | None = None
     dropped: int = 0
     valid: bool = True
+    ends: frozenset[str] = frozenset()
 
     def verified_within(self, now: float, interval: float) -> bool:
         """Whether a LIST confirmed it less than `interval` ago (a future time does not count)."""
@@ -155,13 +159,16 @@ def encode_manifest(manifest: Manifest) -> bytes:
         if entry.sketch is not None and len(entry.sketch) <= SKETCH_MAX_CHARS:
             item["sketch"] = entry.sketch
         skills[skill_id] = item
-    doc = {
+    doc: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
         "prefix": manifest.prefix,
         "built_at": manifest.built_at,
         "verified_at": manifest.verified_at,
         "skills": skills,
     }
+    ends = sorted(f for f in manifest.ends if f[:-1] not in manifest.entries)
+    if ends:
+        doc["ends"] = ends
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -190,6 +197,10 @@ def decode_manifest(data: bytes, prefix: str, source: str, *, max_entries: int) 
     manifest = Manifest(
         prefix, built_at=float(built_at), verified_at=None if verified_at is None else float(verified_at)
     )
+    ends = doc.get("ends", [])
+    if not isinstance(ends, list) or len(ends) > max_entries:
+        return None
+    manifest.ends = frozenset(f for f in ends if _text(f, 1024) and f.endswith("/") and not f.startswith("/"))
     for skill_id, item in skills.items():
         entry = _entry(prefix, source, skill_id, item) if len(manifest.entries) < max_entries else None
         if entry is None:
