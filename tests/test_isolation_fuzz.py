@@ -448,7 +448,7 @@ def _run_derived(backend: S3Backend, operation: str, path: str, skill: str) -> A
     return [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
 
 
-@pytest.mark.slow  # ~100 s for 2,000 examples on 2 shared cores: run by `.ci/run` right after the README command
+@pytest.mark.slow  # 2,000 examples: ~25 s on an idle 2-core machine; `.ci/run` runs it after the README command
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
