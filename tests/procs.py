@@ -16,7 +16,7 @@ def alive(pid: int) -> bool:
         return False
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone while /proc was read (ESRCH)
         return False
     return state not in ("Z", "X")
 

@@ -515,3 +515,203 @@ def test_a_generated_state_does_reach_pinned_versions_and_the_prompt() -> None:
         assert "### Loaded skills" not in prompt
         assert "### Current skill" not in prompt
         assert "pdf" in prompt
+
+
+# --- derived files (issue 22, items 3 and 5): hostile manifests and digest books -----------------
+#
+# Each example gives ana's and the shared library's `.s3skills/manifest.json` and ana's digest
+# book random or hostile bytes (damaged JSON, deep nesting, forged entries that enable disabled
+# skills, drop a nested skill, name bob's keys or carry fields and sizes an entry has not), then
+# a fresh backend (nothing cached: the bytes are read) runs one operation. No run raises, and no
+# byte of another tenant, of a disabled skill or of a folder nested in a loaded skill shows.
+
+import json  # noqa: E402
+
+import pytest  # noqa: E402
+
+from s3skills.errors import S3SkillsError  # noqa: E402
+from s3skills.layout import KeyLayout  # noqa: E402
+from s3skills.serve.library_source import LibrarySkillSource  # noqa: E402
+from s3skills.skills.digests import BOOK_SCHEMA, book_key  # noqa: E402
+from s3skills.skills.manifest import MANIFEST_SCHEMA  # noqa: E402
+
+DERIVED_CANARIES = (*CANARIES, "CANARY-NESTED")
+DERIVED_FILES: dict[str, bytes] = {
+    **FILES,
+    "users/ana/skills/pdf/hidden/SKILL.md": b"no frontmatter: CANARY-NESTED",
+    "users/ana/skills/pdf/hidden/secret.md": b"CANARY-NESTED",
+    "users/ana/skills/pdf/deep/er/SKILL.md": _md("er", "Deeper than an id.", "CANARY-NESTED"),
+    "users/ana/skills/pdf/deep/er/x.md": b"CANARY-NESTED",
+}
+ANA_BOOK = book_key(KeyLayout(), "users/ana/skills/")
+DERIVED_KEYS = (*MANIFESTS, ANA_BOOK, book_key(KeyLayout(), "shared/org/skills/"))
+
+_IDS = ["pdf", "off", "orgoff", "notes", "pdf/hidden", "escrituras/venta", "secret", "../bob/skills/pdf", "house"]
+_KEYS = st.sampled_from(
+    [
+        "users/ana/skills/{id}/SKILL.md",
+        "shared/org/skills/{id}/SKILL.md",
+        "users/bob/skills/{id}/SKILL.md",
+        "users/bob/skills/secret/SKILL.md",
+        "users/ana/skills/off/SKILL.md",
+    ]
+)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
+_METADATA = st.fixed_dictionaries(
+    {"name": st.sampled_from(["pdf", "off", "x"]), "description": st.sampled_from(["forged", "d" * 2000])},
+    optional={"enabled": st.booleans(), "tags": st.lists(st.text(max_size=3), max_size=4), "extra": _JSON},
+)
+_ENTRY = st.fixed_dictionaries(
+    {"key": _KEYS, "etag": st.sampled_from(["x", "e" * 2000, ""]), "size": st.integers(-1, 10**6)},
+    optional={
+        "metadata": _METADATA,
+        "problem": st.text(max_size=10),
+        "warnings": st.lists(st.text(max_size=5), max_size=3),
+        "sketch": st.sampled_from(["short", "s" * 1025]),
+        "owner": _JSON,
+    },
+)
+
+
+def _manifest_doc(prefix: str, entries: dict[str, dict[str, Any]], verified: bool) -> bytes:
+    skills = {
+        sid: {**item, "key": str(item["key"]).format(id=sid)} if isinstance(item.get("key"), str) else item
+        for sid, item in entries.items()
+    }
+    doc = {"schema": MANIFEST_SCHEMA, "prefix": prefix, "built_at": 1.0, "verified_at": 4e9 if verified else None}
+    return json.dumps({**doc, "skills": skills}).encode()
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"schema":"' + MANIFEST_SCHEMA.encode() + b'","skills":' + b"[" * depth + b"]" * depth + b"}"
+
+
+DERIVED_BYTES = st.one_of(
+    st.none(),  # no such object
+    st.binary(max_size=64),
+    st.sampled_from([b"{}", b"[]", b"null", b"[" * 50_000, b'{"schema":' * 5_000]),
+    st.integers(100, 5_000).map(_nested),
+    st.builds(
+        lambda prefix, entries, verified: _manifest_doc(prefix, entries, verified),
+        st.sampled_from(["users/ana/skills/", "shared/org/skills/", "users/bob/skills/"]),
+        st.dictionaries(st.sampled_from(_IDS), _ENTRY, max_size=4),
+        st.booleans(),
+    ),
+    st.builds(
+        lambda files: json.dumps({"schema": BOOK_SCHEMA, "files": files}).encode(),
+        st.dictionaries(st.sampled_from(["pdf/SKILL.md", "pdf/forms.md", "off/ref.md", "x"]), _JSON, max_size=3),
+    ),
+)
+DERIVED_OPS = (
+    "read", "ls", "grep", "glob", "cargar_habilidad", "read_skill", "list_skills",
+    "mcp_list", "mcp_files", "mcp_read", "mcp_recall",
+)  # fmt: skip
+HIDDEN_PATHS = st.sampled_from(
+    [
+        "/skills/pdf/hidden/secret.md",
+        "/skills/pdf/hidden/SKILL.md",
+        "/skills/pdf/deep/er/x.md",
+        "/skills/pdf",
+        "/skills/off/ref.md",
+        "/skills/orgoff/ref.md",
+        "/skills/secret/SKILL.md",
+        "/skills/pdf/forms.md",
+        "/",
+    ]
+)
+
+
+NESTED_FOLDERS = ("users/ana/skills/pdf/hidden/", "users/ana/skills/pdf/deep/er/")
+
+
+def _derived_allowed(operation: str, key: str, *, mcp: bool) -> bool:
+    """`allowed`, plus the derived files; an MCP client may read any enabled skill (none is "loaded")."""
+    if key in DERIVED_KEYS:
+        return operation in ("GetObject", "PutObject", "HeadObject", "DeleteObjects")
+    if key.startswith(NESTED_FOLDERS) and operation in ("GetObject", "HeadObject"):
+        return False
+    if mcp and operation in ("GetObject", "HeadObject") and key not in DISABLED_SKILL_MD:
+        return key.startswith(ENABLED_SKILL_FOLDERS)
+    return allowed(operation, key)
+
+
+def _run_derived(backend: S3Backend, operation: str, path: str, skill: str) -> Any:
+    if operation in ("read", "ls", "grep", "glob"):
+        calls: dict[str, Callable[[], Any]] = {
+            "read": lambda: backend.read(path),
+            "ls": lambda: backend.ls(path),
+            "grep": lambda: backend.grep("CANARY", path=path),
+            "glob": lambda: backend.glob("**", path=path),
+        }
+        op = calls[operation]
+        return SYNC_RUN.invoke({"op": op, "loaded_skills": LOADED}, context=CONTEXT, config=CONFIG)["result"]
+    if operation.startswith("mcp_"):
+        source = LibrarySkillSource(backend.skills)
+
+        async def mcp() -> Any:
+            try:
+                if operation == "mcp_list":
+                    return await source.list_skills("ana")
+                files = await source.files("ana", skill)
+                if operation == "mcp_files":
+                    return files
+                if operation == "mcp_recall":
+                    return await source.recall("ana", files)
+                return await source.read("ana", skill, path.removeprefix("/skills/pdf/") or "SKILL.md")
+            except S3SkillsError as exc:  # a clear error for bad input (-32602 on the wire)
+                return f"error: {exc}"
+
+        return asyncio.run(mcp())
+    tools = skill_tools(backend)
+    graph = StateGraph(ToolState)
+    graph.add_node("tools", ToolNode(tools))
+    graph.add_edge(START, "tools")
+    graph.add_edge("tools", END)
+    message = AIMessage(
+        content="",
+        tool_calls=[{"name": operation, "args": _tool_args(operation, skill, ""), "id": "c1", "type": "tool_call"}],
+    )
+    out = graph.compile().invoke({"messages": [message], "loaded_skills": LOADED}, context=CONTEXT, config=CONFIG)
+    return [m.content for m in out["messages"] if isinstance(m, ToolMessage)]
+
+
+@pytest.mark.slow  # 2,000 examples: ~25 s on an idle 2-core machine; `.ci/run` runs it after the README command
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    ana_manifest=DERIVED_BYTES,
+    shared_manifest=DERIVED_BYTES,
+    book=DERIVED_BYTES,
+    operation=st.sampled_from(DERIVED_OPS),
+    path=HIDDEN_PATHS,
+    skill=st.sampled_from([*HOSTILE_SKILLS, "pdf/hidden", "hidden"]),
+)
+def test_hostile_derived_files_never_fail_a_run_nor_show_a_hidden_byte(
+    ana_manifest: bytes | None, shared_manifest: bytes | None, book: bytes | None, operation: str, path: str, skill: str
+) -> None:
+    store = KeyLogStore()
+    for key, body in DERIVED_FILES.items():
+        store.put_object(key, body)
+    for key, data in zip(DERIVED_KEYS, (ana_manifest, shared_manifest, book, book), strict=True):
+        if data is not None:
+            store.put_object(key, data)
+    backend = S3Backend("memory", store=store, shared_prefix="org")  # nothing cached: the bytes are read
+    store.take()
+    result = _run_derived(backend, operation, path, skill)
+    shown = repr(result)
+    case = f"{operation}({path!r}, {skill!r}) with manifest {ana_manifest[:80]!r}" if ana_manifest else operation
+    mcp = operation.startswith("mcp_")
+    for canary in DERIVED_CANARIES:
+        if not (mcp and canary == "CANARY-A-UNLOADED"):  # MCP serves every enabled skill
+            assert canary not in shown, f"{case} showed {canary}: {shown[:300]}"
+    for op, key in store.take():
+        if op != "GetObject.bytes":
+            assert _derived_allowed(op, key, mcp=mcp), f"{case} sent {op} {key!r}"

@@ -32,21 +32,22 @@ __all__ = ["pull_command", "push_command", "validate_command"]
 _PLACEHOLDER_RE = re.compile(r"^\s*TODO\b|\bTODO:", re.IGNORECASE)
 
 
-def _validate_local(path: Path) -> tuple[list[tuple[str, Finding]], int]:
-    """`(skill, finding)` pairs of a local SKILL.md or tree, and how many skills were checked."""
+def _validate_local(path: Path) -> tuple[list[tuple[str, Finding]], int, dict[str, bytes]]:
+    """`(skill, finding)` pairs of a local SKILL.md or tree, how many skills were checked, and
+    each skill's `SKILL.md` bytes (as the scan read them) by id."""
     if path.is_file():
         data = path.read_bytes()
         leaf = path.resolve().parent.name
         problems = validate_skill_md(data, folder=leaf)
         found = [Finding("", p.level, p.message, p.fatal) for p in problems]
-        return [(leaf, f) for f in found + _placeholder_findings("", data, leaf)], 1
+        return [(leaf, f) for f in found + _placeholder_findings("", data, leaf)], 1, {leaf: data}
     tree = scan_tree(path)
     if not tree.skills and not tree.refused:
         raise CliError(f"{path}: no skills found (a skill is a folder with a SKILL.md, at any depth)")
     findings = tree.findings()
     for skill_id, folder in tree.mapping.items():
         rel = f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE
-        findings += _placeholder_findings(rel, (path / rel).read_bytes(), skill_id)
+        findings += _placeholder_findings(rel, tree.skill_md[skill_id], skill_id)  # the bytes the scan read
     folders = sorted(tree.mapping.items(), key=lambda kv: -len(kv[1]))
 
     def owner(rel: str) -> str:
@@ -55,23 +56,37 @@ def _validate_local(path: Path) -> tuple[list[tuple[str, Finding]], int]:
                 return skill_id
         return rel.removesuffix("/" + SKILL_FILE).rstrip("/") or "."
 
-    return [(owner(f.path), f) for f in sorted(findings, key=lambda f: f.path)], len(tree.skills)
+    skill_mds = {sid: tree.skill_md[sid] for sid in tree.mapping}
+    return [(owner(f.path), f) for f in sorted(findings, key=lambda f: f.path)], len(tree.skills), skill_mds
 
 
-def _mcp_unservable(root: Path, mapping: dict[str, str]) -> list[tuple[str, str]]:
-    """`(skill id, reason)` of each skill below `root` that `s3skills mcp` will not list.
+def _pushed_skill_mds(root: Path, mapping: dict[str, str]) -> dict[str, bytes]:
+    """The `SKILL.md` bytes of the skills a push mapped (`mapping`: id -> folder below `root`).
 
-    `mapping` is skill id -> folder relative to `root` (`""` or `.` for `root` itself). A
-    `SKILL.md` that does not parse is left out: it is already reported as fatal.
+    Read again after the push only to name the skills MCP will not list: unreadable ones
+    are left out (the push reported them already).
     """
-    found = []
-    for skill_id, folder in sorted(mapping.items()):
+    found = {}
+    for skill_id, folder in mapping.items():
         path = root / folder / SKILL_FILE if folder not in ("", ".") else root / SKILL_FILE
         try:
             with path.open("rb") as handle:
-                data = handle.read(MAX_SKILL_MD_BYTES + 1)
+                found[skill_id] = handle.read(MAX_SKILL_MD_BYTES + 1)
+        except OSError:
+            continue
+    return found
+
+
+def _mcp_unservable(skill_mds: dict[str, bytes]) -> list[tuple[str, str]]:
+    """`(skill id, reason)` of each skill that `s3skills mcp` will not list (`naming.unservable_reason`).
+
+    A `SKILL.md` that does not parse is left out: it is already reported as fatal.
+    """
+    found = []
+    for skill_id, data in sorted(skill_mds.items()):
+        try:
             name = parse_skill_md(data, folder=skill_id.rsplit("/", 1)[-1]).metadata.name
-        except (OSError, InvalidSkill):
+        except InvalidSkill:
             continue
         reason = unservable_reason(skill_id, name)
         if reason is not None:
@@ -117,12 +132,9 @@ def validate_command(ctx: Context, target: str) -> int:
     lines: list[tuple[str, str, Finding]]  # (shown path, skill, finding)
     unservable: list[tuple[str, str]] = []
     if path.exists():
-        findings, count = _validate_local(path)
+        findings, count, skill_mds = _validate_local(path)
         lines = [(str(path / f.path) if f.path else str(path), skill, f) for skill, f in findings]
-        if path.is_file():
-            unservable = _mcp_unservable(path.resolve().parent, {path.resolve().parent.name: ""})
-        else:
-            unservable = _mcp_unservable(path, scan_tree(path).mapping)
+        unservable = _mcp_unservable(skill_mds)
     elif ctx.has_library:
         skill_id, objects = resolve_skill(ctx, target)
         folder = ctx.prefix + skill_id + "/"
@@ -130,12 +142,7 @@ def validate_command(ctx: Context, target: str) -> int:
         shown = ctx.location(folder + SKILL_FILE)
         problems = validate_skill_md(body.data, folder=skill_id.rsplit("/", 1)[-1])
         lines = [(shown, skill_id, Finding(SKILL_FILE, p.level, p.message, p.fatal)) for p in problems]
-        try:
-            name = parse_skill_md(body.data, folder=skill_id.rsplit("/", 1)[-1]).metadata.name
-            reason = unservable_reason(skill_id, name)
-            unservable = [(skill_id, reason)] if reason is not None else []
-        except InvalidSkill:
-            pass
+        unservable = _mcp_unservable({skill_id: body.data})
         lines += [(shown, skill_id, f) for f in _placeholder_findings(SKILL_FILE, body.data, skill_id)]
         for obj in objects:
             why = check_relative_path(obj.key[len(ctx.prefix) :])
@@ -317,7 +324,7 @@ def push_command(
         raise CliError(f"push refused: {exc}{hint}") from exc
     blocked = bool(report.blocking)  # only a dry run gets here with blocking conflicts
     versions = pushed_versions(ctx, report.skills) if not dry_run and report.skills else {}
-    unservable = _mcp_unservable(Path(directory), report.mapping)
+    unservable = _mcp_unservable(_pushed_skill_mds(Path(directory), report.mapping))
     if ctx.json:
         mcp_unlisted = [{"skill": sid, "reason": why} for sid, why in unservable]
         ctx.emit({"ok": not blocked, **report.to_dict(), "versions": versions, "mcp_unlisted": mcp_unlisted})

@@ -23,6 +23,7 @@ decides which prefixes a call may see and merges them.
 from __future__ import annotations
 
 import asyncio
+import copy
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from s3skills._loop import gather_limited
 from s3skills.config import Limits, VerifyMode
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE, SkillId
+from s3skills.skills.derived import weigh
 from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest, awrite_manifest
 from s3skills.skills.model import InvalidSkill, SkillInfo
 from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
@@ -41,6 +43,8 @@ from s3skills.skills.versions import versions_by_skill
 from s3skills.storage import NotModified, ObjectBody, ObjectInfo, ObjectStore
 
 __all__ = ["LibraryIndex", "SkillCatalog", "SkillEntry"]
+
+_DEFAULT_WEIGHT = 1024  # an entry's own fields (id, key, ETag, SkillInfo), beyond its metadata
 
 
 @dataclass
@@ -57,6 +61,11 @@ class LibraryIndex:
         manifest_verified_at: When a LIST last confirmed that manifest (its own record).
         verified_at: When this process last reconciled the library with a LIST.
         reconcile: A LIST reconciliation is due at the next refresh (a skill went missing).
+        flight: The refresh in flight, whose answer concurrent callers share.
+        failure: Why the last refresh failed, until `failed_until` (clock time) passes.
+        markers: Folders (relative to `prefix`, ending with `/`) of every `SKILL.md` key the
+            last LIST saw, at any depth and whatever its id: what ends a skill.
+        weight: Estimated bytes its entries hold (the cache of indexes is bounded in bytes).
     """
 
     source: str
@@ -65,10 +74,23 @@ class LibraryIndex:
     refreshed_at: float | None = None
     truncated: int = 0
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    flight: asyncio.Future[LibraryIndex] | None = None
+    failure: S3SkillsError | None = None
+    failed_until: float = 0.0
     manifest_etag: str | None = None
     manifest_verified_at: float | None = None
     verified_at: float | None = None
     reconcile: bool = False
+    markers: frozenset[str] = frozenset()
+    weight: int = 0
+
+    def skill_folders(self) -> set[str]:
+        """Every folder of this library known to hold a `SKILL.md`, parsed or not, enabled or not.
+
+        From the entries (the manifest's or a LIST's, problems included) and the last LIST's
+        `SKILL.md` keys; relative to `prefix`, each ending with `/`.
+        """
+        return {sid + "/" for sid in self.entries} | self.markers
 
 
 class SkillCatalog:
@@ -81,6 +103,10 @@ class SkillCatalog:
             None lists on every refresh, so edits show at once.
         head_bytes: How much of a `SKILL.md` the ranged GET reads.
         max_libraries: How many library indexes stay cached (LRU).
+        max_index_bytes: Estimated bytes of decoded entries all cached indexes may hold
+            (least recently used out first; the one in use always stays).
+        failure_backoff: Seconds a library whose refresh failed is not refreshed again
+            (unless forced): its last good index, or the failure, answers meanwhile.
         clock: Time source for the TTL and verification (seconds since the epoch: the
             manifest records it; tests pass their own).
         manifest_key: Library prefix -> its manifest's key (`KeyLayout.manifest_key`);
@@ -97,6 +123,8 @@ class SkillCatalog:
         ttl: float | None = None,
         head_bytes: int = 8192,
         max_libraries: int = 1024,
+        max_index_bytes: int = 256 * 1024 * 1024,
+        failure_backoff: float = 2.0,
         clock: Callable[[], float] = time.time,
         manifest_key: Callable[[str], str] | None = None,
         verify: VerifyMode = "interval",
@@ -112,6 +140,8 @@ class SkillCatalog:
         self.ttl = ttl
         self.head_bytes = head_bytes
         self.max_libraries = max_libraries
+        self.max_index_bytes = max_index_bytes
+        self.failure_backoff = failure_backoff
         self._clock = clock
         self._indexes: OrderedDict[str, LibraryIndex] = OrderedDict()
         self._bodies: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
@@ -128,11 +158,26 @@ class SkillCatalog:
         index = self._indexes.get(prefix)
         if index is None:
             index = self._indexes[prefix] = LibraryIndex(source, prefix)
-            while len(self._indexes) > self.max_libraries:
-                self._indexes.popitem(last=False)
+            self._trim()
         else:
             self._indexes.move_to_end(prefix)
         return index
+
+    def _weighed(self, index: LibraryIndex) -> None:
+        """Record what `index` holds now and drop the least recently used indexes past the budgets."""
+        index.weight = sum(e.weight or _DEFAULT_WEIGHT for e in index.entries.values())
+        self._trim()
+
+    def _trim(self) -> None:
+        total = sum(i.weight for i in self._indexes.values())
+        while len(self._indexes) > 1 and (len(self._indexes) > self.max_libraries or total > self.max_index_bytes):
+            _, gone = self._indexes.popitem(last=False)
+            total -= gone.weight
+
+    @property
+    def index_bytes(self) -> int:
+        """Estimated bytes of decoded entries the cached indexes hold now."""
+        return sum(i.weight for i in self._indexes.values())
 
     def _fresh(self, index: LibraryIndex) -> bool:
         return self.ttl is not None and index.refreshed_at is not None and self._clock() - index.refreshed_at < self.ttl
@@ -140,27 +185,75 @@ class SkillCatalog:
     async def aindex(self, source: str, prefix: str, *, force: bool = False, cached: bool = False) -> LibraryIndex:
         """The index of one library, refreshed unless it is fresh.
 
+        One refresh is in flight per library: a caller that finds one running shares its
+        answer (or its error) instead of queueing for another. A refresh that failed is not
+        tried again for `failure_backoff` seconds: meanwhile the last good index answers, or
+        the failure does (no request).
+
         Args:
             source: `user` or `shared` (recorded on each `SkillInfo`).
             prefix: The library's key prefix (ends with `skills/`).
-            force: List even within the TTL.
+            force: List even within the TTL (and within a failure's back-off); a refresh
+                already in flight is not enough, one that starts after this call is made.
             cached: Accept any index already read, whatever its age.
         """
         if cached and (known := self.cached(prefix)) is not None:
             return known
         index = self._index(source, prefix)
-        async with index.lock:
-            if self._fresh(index) and not force and not index.reconcile:
+        must = force or index.reconcile
+        if not must:
+            if self._fresh(index):
                 return index
-            key = self._manifest_key(prefix)
-            if key is None:
-                objects, _ = await self.store.alist(prefix)
-                await self._apply_listing(index, source, prefix, objects)
-            else:
-                await self._refresh_from_manifest(index, source, prefix, key, force=force)
-            index.reconcile = False
-            index.refreshed_at = self._clock()
+            flight = index.flight
+            if flight is not None and not flight.done() and flight.get_loop() is asyncio.get_running_loop():
+                try:
+                    return await asyncio.shield(flight)
+                except asyncio.CancelledError:
+                    if not flight.cancelled():
+                        raise  # this call was cancelled
+                return await self.aindex(source, prefix)  # the refresh it waited for was: try again
+            if index.failure is not None and self._clock() < index.failed_until:
+                return self._after_failure(index)
+        flight = asyncio.get_running_loop().create_future()
+        async with index.lock:  # forced refreshes run one after another, never interleaved
+            if not must and self._fresh(index):  # one finished while this call waited
+                flight.set_result(index)
+                return index
+            index.flight = flight
+            try:
+                await self._refresh(index, source, prefix, force=force)
+            except S3SkillsError as exc:
+                index.failure, index.failed_until = exc, self._clock() + self.failure_backoff
+                flight.set_exception(exc)
+                flight.exception()  # retrieved: waiters re-raise it, nobody has to
+                raise
+            except BaseException:  # cancelled, or a bug: the waiters try for themselves
+                flight.cancel()
+                raise
+            finally:
+                if index.flight is flight:
+                    index.flight = None
+            index.failure = None
+            flight.set_result(index)
             return index
+
+    def _after_failure(self, index: LibraryIndex) -> LibraryIndex:
+        """While a failed refresh backs off: the last good index, else the failure again."""
+        if index.refreshed_at is not None:
+            return index
+        assert index.failure is not None
+        raise copy.copy(index.failure).with_traceback(None)
+
+    async def _refresh(self, index: LibraryIndex, source: str, prefix: str, *, force: bool) -> None:
+        key = self._manifest_key(prefix)
+        if key is None:
+            objects, _ = await self.store.alist(prefix)
+            await self._apply_listing(index, source, prefix, objects)
+        else:
+            await self._refresh_from_manifest(index, source, prefix, key, force=force)
+        index.reconcile = False
+        index.refreshed_at = self._clock()
+        self._weighed(index)
 
     async def areconcile(self, source: str, prefix: str) -> LibraryIndex:
         """Check a library against a LIST now (and rewrite its manifest if it differs)."""
@@ -191,6 +284,7 @@ class SkillCatalog:
         else:
             if manifest is not None and manifest.valid:
                 index.entries = manifest.entries
+                index.markers = index.markers | manifest.ends  # a LIST of this process may know more
                 index.truncated = manifest.dropped if len(manifest.entries) >= limit else 0
             index.manifest_etag = manifest.etag if manifest is not None and manifest.valid else None
             index.manifest_verified_at = manifest.verified_at if manifest is not None else None
@@ -226,7 +320,7 @@ class SkillCatalog:
         )
         if not (changed or manifest is None or not manifest.valid or manifest.dropped or stale_record):
             return
-        ours = Manifest(prefix, dict(index.entries), built_at=now, verified_at=now)
+        ours = Manifest(prefix, dict(index.entries), built_at=now, verified_at=now, ends=index.markers)
         ours.etag = manifest.etag if manifest is not None else None
         for _ in range(3):
             try:
@@ -268,10 +362,17 @@ class SkillCatalog:
     async def _apply_listing(self, index: LibraryIndex, source: str, prefix: str, objects: list[ObjectInfo]) -> bool:
         """Update the entries from a listing (changed SKILL.md read again); True if any changed."""
         found: dict[str, ObjectInfo] = {}
+        markers: set[str] = set()
+        tail = "/" + SKILL_FILE
         for obj in objects:
+            if obj.key.startswith(prefix) and obj.key.endswith(tail):
+                markers.add(obj.key[len(prefix) : -len(SKILL_FILE)])
             skill_id = SkillId.from_key(obj.key, prefix)
             if skill_id is not None:
                 found[str(skill_id)] = obj
+        ends_before = {m for m in index.markers if m[:-1] not in index.entries}
+        ends_changed = {m for m in markers if m[:-1] not in found} != ends_before
+        index.markers = frozenset(markers)
         keep = sorted(found)[: self.limits.max_skills_per_library]
         index.truncated = len(found) - len(keep)
         changed = [
@@ -280,7 +381,7 @@ class SkillCatalog:
         parsed = await self._read_entries(source, changed)
         entries = {sid: index.entries[sid] for sid in keep if sid in index.entries}
         entries.update((e.skill_id, e) for e in parsed)
-        differs = bool(changed) or len(entries) != len(index.entries)
+        differs = bool(changed) or len(entries) != len(index.entries) or ends_changed
         # Each skill's version id comes from the same listing (no request); an index read
         # from the manifest alone keeps the versions it had (the skill's load lists it anyway).
         index.entries = _with_versions(entries, versions_by_skill(prefix, objects, entries))
@@ -306,6 +407,7 @@ class SkillCatalog:
                     index.entries.pop(sid, None)
                 else:
                     index.entries[sid] = entry
+            self._weighed(index)
         key = self._manifest_key(prefix)
         if key is not None:
 
@@ -428,7 +530,9 @@ def _parse_all(source: str, items: list[tuple[str, ObjectInfo, tuple[bytes, str]
             warnings=parsed.warnings,
             sketch=make_sketch(parsed.body),
         )
-        out.append(SkillEntry(skill_id, obj.key, etag, obj.size, info, None))
+        weight = weigh(parsed.metadata.model_dump(mode="json"), max_depth=1 << 16, limit=1 << 40)
+        weight = (weight or 0) + _DEFAULT_WEIGHT + len(info.sketch)
+        out.append(SkillEntry(skill_id, obj.key, etag, obj.size, info, None, weight=weight, checked=True))
     return out
 
 

@@ -13,14 +13,19 @@ whose listed ETag and size match a record.
 The book is derived data, written with the same trust as the library: whoever can
 write the files can write the book. It is never an authority on which files exist
 (the listing is), and a record counts only for the exact version the listing names
-(its ETag and size). A book that is missing, damaged, oversized or of another schema
-is read as empty; records that do not parse are dropped. A writer merges its records
+(its ETag and size). A book that is missing, damaged, oversized, too costly to decode
+(`s3skills.skills.derived.decode_cost` over `MAX_DECODE_COST`), nested past the
+recursion limit or of another schema is read as empty; records with a field a record
+has not (`RECORD_FIELDS`), a value over its cap, or that do not parse are dropped.
+Decoding runs in a worker thread, and the books held in memory are bounded in bytes
+(`DigestBooks(max_bytes=...)`) as well as in number. A writer merges its records
 into the version it read and writes with a condition (`if_match`, or create-only);
 after a few conflicts it gives up, which only costs a later server some reads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
@@ -33,13 +38,17 @@ from typing import Any
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE
 from s3skills.layout import KeyLayout
+from s3skills.skills.derived import NODE_COST, load_json, weigh
 from s3skills.skills.frontmatter import frontmatter_json
+from s3skills.skills.model import MAX_FRONTMATTER_BYTES
 from s3skills.storage import NotModified, ObjectStore
 
 __all__ = [
     "BOOK_SCHEMA",
     "MAX_BOOK_BYTES",
+    "MAX_DECODE_COST",
     "MAX_RECORDS",
+    "RECORD_FIELDS",
     "DigestBooks",
     "Record",
     "book_key",
@@ -58,6 +67,18 @@ MAX_BOOK_BYTES = 32 * 1024 * 1024
 
 MAX_RECORDS = 100_000
 """Records kept per book; past it the records not just written are dropped first."""
+
+MAX_DECODE_COST = 160 * 1024 * 1024
+"""A book whose estimated decoded size (`decode_cost`) is larger is read as empty."""
+
+RECORD_FIELDS = frozenset({"etag", "size", "sha256", "frontmatter", "problem"})
+"""The fields a record may have; a record with any other is dropped."""
+
+_MAX_FRONTMATTER_WEIGHT = 96 * MAX_FRONTMATTER_BYTES  # anything a valid frontmatter makes fits
+_MAX_DEPTH = 72
+_MAX_ETAG_CHARS = 1024
+_MAX_PROBLEM_CHARS = 4096
+_MAX_KEY_CHARS = 1024  # an S3 key is at most 1,024 bytes
 
 _WRITE_ATTEMPTS = 3
 _HEX64 = re.compile(r"\A[0-9a-f]{64}\Z")
@@ -104,11 +125,14 @@ def book_key(layout: KeyLayout, library_prefix: str) -> str:
     return folder + "/" + "digests" + name.removeprefix("manifest")
 
 
-def _record(item: object) -> Record | None:
-    if not isinstance(item, dict):
+def _record(item: object) -> tuple[Record, int] | None:
+    """A record and its estimated weight, or None when it is forged, damaged or over a cap."""
+    if not isinstance(item, dict) or not set(item) <= RECORD_FIELDS:
         return None
     etag, size, sha = item.get("etag"), item.get("size"), item.get("sha256")
-    if not isinstance(etag, str) or not etag or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+    if not isinstance(etag, str) or not etag or len(etag) > _MAX_ETAG_CHARS:
+        return None
+    if not isinstance(size, int) or isinstance(size, bool) or not 0 <= size < 2**63:
         return None
     if not isinstance(sha, str) or not _HEX64.match(sha):
         return None
@@ -119,25 +143,42 @@ def _record(item: object) -> Record | None:
         and isinstance(frontmatter.get("description"), str)
     ):
         return None
-    if problem is not None and not isinstance(problem, str):
+    if problem is not None and not (isinstance(problem, str) and len(problem) <= _MAX_PROBLEM_CHARS):
         return None
-    return Record(etag, size, sha, frontmatter, problem)
+    weight = weigh(item, max_depth=_MAX_DEPTH, limit=_MAX_FRONTMATTER_WEIGHT)
+    if weight is None:
+        return None
+    return Record(etag, size, sha, frontmatter, problem), weight
 
 
 def decode_book(data: bytes) -> dict[str, Record]:
-    """The records of a book object by key relative to its library (never raises)."""
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return {}
-    if not isinstance(doc, dict) or doc.get("schema") != BOOK_SCHEMA or not isinstance(doc.get("files"), dict):
-        return {}
+    """The records of a book object by key relative to its library (never raises).
+
+    CPU work on untrusted bytes: run it in a thread (`DigestBooks` does).
+    """
+    return _decode(data)[0]
+
+
+def _decode(data: bytes) -> tuple[dict[str, Record], int]:
+    """The records of a book and their estimated weight in bytes."""
+    doc = load_json(data, max_bytes=MAX_BOOK_BYTES, max_cost=MAX_DECODE_COST)
+    if (
+        not isinstance(doc, dict)
+        or not set(doc) <= {"schema", "files"}
+        or doc.get("schema") != BOOK_SCHEMA
+        or not isinstance(doc.get("files"), dict)
+    ):
+        return {}, 0
     records: dict[str, Record] = {}
+    total = 0
     for rel, item in doc["files"].items():
-        record = _record(item)
-        if isinstance(rel, str) and rel and record is not None and len(records) < MAX_RECORDS:
-            records[rel] = record
-    return records
+        if len(records) >= MAX_RECORDS:
+            break
+        found = _record(item)
+        if isinstance(rel, str) and rel and len(rel) <= _MAX_KEY_CHARS and found is not None:
+            records[rel] = found[0]
+            total += found[1] + len(rel) + NODE_COST
+    return records, total
 
 
 def encode_book(records: Mapping[str, Record]) -> bytes:
@@ -153,10 +194,19 @@ def encode_book(records: Mapping[str, Record]) -> bytes:
     return json.dumps({"schema": BOOK_SCHEMA, "files": files}, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def _weight(record: Record) -> int:
+    """The estimated bytes a record holds (what `_decode` counts for it)."""
+    base = NODE_COST * 4 + len(record.etag) + len(record.sha256) + len(record.problem or "")
+    if record.frontmatter is None:
+        return base
+    return base + (weigh(record.frontmatter, max_depth=1 << 16, limit=1 << 40) or 0)
+
+
 @dataclass(slots=True)
 class _Copy:
     etag: str | None  # None: the book did not exist when read
     records: dict[str, Record]
+    weight: int = 0  # estimated bytes the records hold
 
 
 class DigestBooks:
@@ -167,12 +217,17 @@ class DigestBooks:
         layout: Where each library's book lives (`book_key`).
         max_held: Books held in memory (least recently used out first): a server for
             many tenants keeps the books of the libraries it served last, not all of them.
+        max_bytes: Estimated bytes of decoded records all held books may take (least
+            recently used out first; the book just read always stays).
     """
 
-    def __init__(self, store: ObjectStore, layout: KeyLayout, *, max_held: int = 64) -> None:
+    def __init__(
+        self, store: ObjectStore, layout: KeyLayout, *, max_held: int = 64, max_bytes: int = 128 * 1024 * 1024
+    ) -> None:
         self.store = store
         self.layout = layout
         self.max_held = max(1, max_held)
+        self.max_bytes = max_bytes
         self._copies: OrderedDict[str, _Copy] = OrderedDict()
 
     @property
@@ -183,9 +238,16 @@ class DigestBooks:
     def _hold(self, library: str, copy: _Copy) -> _Copy:
         self._copies[library] = copy
         self._copies.move_to_end(library)
-        while len(self._copies) > self.max_held:
-            self._copies.popitem(last=False)
+        total = self.held_bytes
+        while len(self._copies) > 1 and (len(self._copies) > self.max_held or total > self.max_bytes):
+            _, gone = self._copies.popitem(last=False)
+            total -= gone.weight
         return copy
+
+    @property
+    def held_bytes(self) -> int:
+        """Estimated bytes of the records of the books held in memory."""
+        return sum(c.weight for c in self._copies.values())
 
     async def _read(self, library: str) -> _Copy:
         """The book as stored now (1 GET, conditional when a copy is held).
@@ -208,7 +270,8 @@ class DigestBooks:
             logger.warning("digest book %s is over %d bytes: read as empty", key, MAX_BOOK_BYTES)
             copy = _Copy(await self._etag_of(key), {})
         else:
-            copy = _Copy(body.etag, decode_book(body.data))
+            records, weight = await asyncio.to_thread(_decode, body.data)  # never on the event loop
+            copy = _Copy(body.etag, records, weight)
         return self._hold(library, copy)
 
     async def _etag_of(self, key: str) -> str | None:
@@ -268,7 +331,9 @@ class DigestBooks:
             except S3SkillsError as exc:
                 logger.warning("digest book of %s not written: %s", library, exc)
                 return False
-            self._hold(library, _Copy(etag, merged))
+            # Only the new records are weighed (no walk of the whole book on the event loop).
+            weight = copy.weight + sum(_weight(r) + len(rel) + NODE_COST for rel, r in records.items())
+            self._hold(library, _Copy(etag, merged, weight))
             return True
         logger.info("digest book of %s not written: it kept changing under us", library)
         return False

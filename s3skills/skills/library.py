@@ -7,8 +7,12 @@ the skills' files:
 
 - A disabled skill (`enabled: false`) does not exist for the agent: it cannot be
   found, loaded, read or run, and its folder is not mounted.
-- A skill is one folder: a folder inside it holding its own `SKILL.md` is another
-  skill and is never part of the outer one (`SkillHome.excluded`).
+- A skill is one folder: a folder inside it holding a `SKILL.md` key is another
+  skill and is never part of the outer one (`SkillHome.excluded`), whatever that
+  `SKILL.md` says (parsed or not, enabled or not) and whoever else has that id. The
+  nested folders come from the outer skill's own library: its index (every `SKILL.md`
+  the library's catalog saw, problems included) and, where a call lists the folder,
+  the listing itself.
 - A code skill never maps to S3 keys.
 - Two loaded skills never share a leaf (the folder name under `/skills/`).
 - A skill may be named by its id or by its leaf when that is unique.
@@ -20,14 +24,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from s3skills._loop import io_bound, sync_method
 from s3skills.config import Config
 from s3skills.errors import AccessDenied, InvalidPath, NotFound, SkillError, StoreError, TenantError
-from s3skills.ids import SkillId
+from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.paths import VPath, join_key
-from s3skills.skills.catalog import SkillCatalog, SkillEntry
+from s3skills.skills.catalog import LibraryIndex, SkillCatalog, SkillEntry
 from s3skills.skills.matching import closest_ids
 from s3skills.skills.model import InvalidSkill, SkillInfo, SkillProblem
 from s3skills.skills.parse import get_skill_doc, parse_skill_md
@@ -47,7 +51,7 @@ from s3skills.skills.results import (
 from s3skills.skills.versions import SkillVersion, current_from_objects, current_version
 from s3skills.skills.versions import history as version_history
 from s3skills.skills.writers import LibraryWriter
-from s3skills.storage import ObjectBody, ObjectStore, ObjectVersion
+from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore, ObjectVersion
 from s3skills.tenancy import Identity, SkillPin, Tenant, resolve_tenant, run_config
 
 __all__ = ["LoadResult", "SkillFile", "SkillHome", "SkillLibrary", "SkillPage", "check_leaf_clash"]
@@ -60,6 +64,7 @@ class _Known:
     info: SkillInfo
     entry: SkillEntry | None
     prefix: str | None
+    library: LibraryIndex | None = None
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,7 @@ class SkillLibrary(LibraryWriter):
         # Older SKILL.md bodies read by VersionId, keyed by what the read verified (key, VersionId and
         # the ETag S3 returned), never by a pin's claim alone: see `s3skills.skills.pinned`.
         self._pinned_md: OrderedDict[VerifiedKey, str] = OrderedDict()
+        self._confirmed_md: OrderedDict[tuple[str, str], None] = OrderedDict()  # (key, ETag) found enabled
         # The merged index of each recent library version (`_merged`): key -> (key's objects, view).
         self._views: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], _Merged]] = OrderedDict()
 
@@ -158,7 +164,7 @@ class SkillLibrary(LibraryWriter):
         # code skills' metadata objects; nothing a client sends takes part. The key's objects are
         # kept alive with the view, so their identities cannot be reused while it is cached.
         key = tuple(
-            (source, prefix, tuple(map(id, index.entries.values()))) for source, prefix, index in indexes
+            (source, prefix, id(index), tuple(map(id, index.entries.values()))) for source, prefix, index in indexes
         ) + tuple((s.id, id(s.metadata)) for s in code)
         hit = self._views.get(key)
         if hit is not None:
@@ -168,7 +174,7 @@ class SkillLibrary(LibraryWriter):
         for source, prefix, index in indexes:
             for skill_id, entry in index.entries.items():
                 if entry.info is not None:
-                    merged[skill_id] = _Known(entry.info, entry, prefix)
+                    merged[skill_id] = _Known(entry.info, entry, prefix, index)
                 elif source == "user":
                     merged.pop(skill_id, None)  # a broken user copy hides the shared one
         for info in merge_index([], code):
@@ -176,7 +182,7 @@ class SkillLibrary(LibraryWriter):
         ordered = [k.info for _, k in sorted(merged.items())]
         view = _Merged(merged, tuple(ordered), tuple(s for s in ordered if s.metadata.enabled))
         holders: tuple[object, ...] = tuple(
-            (source, prefix, tuple(index.entries.values())) for source, prefix, index in indexes
+            (source, prefix, index, tuple(index.entries.values())) for source, prefix, index in indexes
         ) + tuple((s.id, s.metadata) for s in code)
         self._views[key] = (holders, view)
         while len(self._views) > _VIEWS:
@@ -292,12 +298,20 @@ class SkillLibrary(LibraryWriter):
 
     # -- one skill ---------------------------------------------------------------------------
 
-    def _home(self, known: dict[str, _Known], hit: _Known) -> SkillHome:
+    @staticmethod
+    def _home(hit: _Known) -> SkillHome:
+        """Where `hit` lives, with every folder below it that holds a `SKILL.md` of its own library.
+
+        Never from the merged index: a nested skill that another library (the user's own,
+        shadowing a shared one) also has, or that is disabled or does not parse, still ends
+        the outer skill in the outer skill's library.
+        """
         if hit.prefix is None:
             raise NotFound(f"'{hit.info.id}' is a code skill: it has no files")
         inside = hit.info.id + "/"  # ids in the index are canonical: a string prefix is a folder prefix
-        nested = sorted(sid for sid, k in known.items() if k.prefix == hit.prefix and sid.startswith(inside))
-        return SkillHome(hit.info, hit.prefix + inside, tuple(hit.prefix + sid + "/" for sid in nested))
+        folders = hit.library.skill_folders() if hit.library is not None else {inside}
+        nested = sorted(f for f in folders if f.startswith(inside) and f != inside)
+        return SkillHome(hit.info, hit.prefix + inside, tuple(hit.prefix + f for f in nested))
 
     @io_bound
     async def ahome(self, name: str, *, tenant: Tenant | None = None, cached: bool = True) -> SkillHome:
@@ -309,8 +323,34 @@ class SkillLibrary(LibraryWriter):
         Raises:
             SkillError: Unknown or disabled. NotFound: a code skill (no files).
         """
-        hit, known = await self._find_in(name, self._user(tenant), cached=cached)
-        return self._home(known, hit)
+        tenant = self._user(tenant)
+        hit, _ = await self._find_in(name, tenant, cached=cached)
+        return self._home(await self._confirmed(hit, tenant))
+
+    async def _confirmed(self, hit: _Known, tenant: Tenant) -> _Known:
+        """`hit`, once its real `SKILL.md` says it is enabled (the index may come from a lying manifest).
+
+        An entry this process parsed from the `SKILL.md` itself needs nothing; one from a
+        manifest is checked once per `SKILL.md` version (key and ETag), and the body is cached
+        by ETag, so a skill just loaded or prompted costs nothing more. A file of a skill the
+        index wrongly calls enabled is never opened or staged. (Listing several skills' files
+        at once, `afiles_many`, shows names and sizes only, and does not check.)
+
+        Raises:
+            SkillError: The `SKILL.md` is gone or does not enable the skill.
+        """
+        if hit.entry is None or hit.entry.checked or (hit.entry.key, hit.entry.etag) in self._confirmed_md:
+            return hit
+        hit, _ = await self._text(hit, tenant)
+        self._confirm(hit)
+        return hit
+
+    def _confirm(self, hit: _Known) -> None:
+        """Remember that this version of the skill's `SKILL.md` enables it (at most 65,536 kept)."""
+        if hit.entry is not None:
+            self._confirmed_md[(hit.entry.key, hit.entry.etag)] = None
+            while len(self._confirmed_md) > 65_536:
+                self._confirmed_md.popitem(last=False)
 
     @io_bound
     async def askill_md(self, name: str, *, tenant: Tenant | None = None) -> str:
@@ -391,7 +431,7 @@ class SkillLibrary(LibraryWriter):
         tenant = self._user(tenant)
         home = await self.ahome(name, tenant=tenant)
         objects, _ = await self.store.alist(home.prefix)
-        return files_of(home, objects, tenant.skill_versions.get(home.skill.id))
+        return files_of(_ended(home, objects), objects, tenant.skill_versions.get(home.skill.id))
 
     @io_bound
     async def afiles_many(self, names: Sequence[str], *, tenant: Tenant | None = None) -> dict[str, list[SkillFile]]:
@@ -412,7 +452,7 @@ class SkillLibrary(LibraryWriter):
             hit = known.get(name) if isinstance(name, str) else None
             if hit is None or not hit.info.metadata.enabled:  # a leaf, or an id the index must confirm
                 hit, known = await self._find_in(name, tenant, cached=True)
-            homes.append(self._home(known, hit))
+            homes.append(self._home(hit))
         by_library: dict[str, list[SkillHome]] = {}
         for home in homes:
             by_library.setdefault(home.prefix[: -len(home.skill.id) - 1], []).append(home)
@@ -420,7 +460,7 @@ class SkillLibrary(LibraryWriter):
         for group in by_library.values():
             objects, _ = await self.store.alist(shared_prefix([home.prefix for home in group]))
             for home, owned in sort_into_homes(group, objects):
-                found[home.skill.id] = files_of(home, owned, tenant.skill_versions.get(home.skill.id))
+                found[home.skill.id] = files_of(_ended(home, owned), owned, tenant.skill_versions.get(home.skill.id))
         return found
 
     @io_bound
@@ -467,7 +507,8 @@ class SkillLibrary(LibraryWriter):
         hit, text = await self._text(hit, tenant)
         if hit.entry is None:
             return LoadResult(hit.info, text, [])
-        home = self._home(await self._known(tenant, cached=True), hit)
+        self._confirm(hit)
+        home = self._home(hit)
         version = await self._current(home)
         leaf = SkillId.parse(hit.info.id).leaf
         files = sorted(f"/skills/{leaf}/{f.path}" for f in version.files)
@@ -479,8 +520,8 @@ class SkillLibrary(LibraryWriter):
             versions = await self.store.alist_versions(home.prefix)
         except (AccessDenied, StoreError):  # no s3:ListBucketVersions, or a store without it
             objects, _ = await self.store.alist(home.prefix)
-            return current_from_objects(home.skill.id, home.prefix, objects, home.owns)
-        return current_version(home.skill.id, home.prefix, versions, home.owns)
+            return current_from_objects(home.skill.id, home.prefix, objects, _ended(home, objects).owns)
+        return current_version(home.skill.id, home.prefix, versions, _ended(home, versions).owns)
 
     # -- versions -----------------------------------------------------------------------------
 
@@ -494,7 +535,7 @@ class SkillLibrary(LibraryWriter):
         """The versions of an enabled S3 skill, newest first (1 ListObjectVersions per 1,000)."""
         home = await self.ahome(name, tenant=tenant, cached=False)
         versions: list[ObjectVersion] = await self.store.alist_versions(home.prefix)
-        return version_history(home.skill.id, home.prefix, versions, home.owns)
+        return version_history(home.skill.id, home.prefix, versions, _ended(home, versions).owns)
 
     async def ainstructions_pinned(
         self, skill: SkillInfo, pin: SkillPin | None, *, tenant: Tenant | None = None
@@ -598,6 +639,26 @@ def _enabled_in(text: str, skill_id: str) -> bool:
         return parse_skill_md(text, folder=SkillId.parse(skill_id).leaf).metadata.enabled
     except InvalidSkill:
         return False
+
+
+def _ended(home: SkillHome, listed: Sequence[ObjectInfo | ObjectVersion]) -> SkillHome:
+    """`home` with every listed folder below it that holds a `SKILL.md` key excluded too.
+
+    The listing is the last word: a `SKILL.md` the index does not know (written since,
+    deeper than an id can be, in a folder no id can name) still ends the outer skill.
+    """
+    own = home.prefix + SKILL_FILE
+    tail = "/" + SKILL_FILE
+    ends = {
+        o.key[: -len(SKILL_FILE)]
+        for o in listed
+        if o.key.startswith(home.prefix)
+        and o.key.endswith(tail)
+        and o.key != own
+        and (not isinstance(o, ObjectVersion) or (o.is_latest and not o.is_delete_marker))
+    }
+    extra = tuple(sorted(ends - set(home.excluded)))
+    return replace(home, excluded=home.excluded + extra) if extra else home
 
 
 def _resolves(name: str, known: dict[str, _Known]) -> bool:

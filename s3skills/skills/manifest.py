@@ -6,12 +6,16 @@ A manifest sits next to a library's `skills/` folder (`KeyLayout.manifest_key`:
 found), plus a schema version, when it was built and when a full LIST last
 confirmed it (`verified_at`).
 
-It is derived data. A manifest that is missing, unreadable, of another schema,
-oversized or damaged means "rebuild from a LIST", never an error shown to an agent.
-An entry is kept only if it describes a `SKILL.md` inside the manifest's own
-library prefix with a well-formed id and valid metadata; anything else is dropped
-(and the manifest is reconciled). Loading a skill always reads its real `SKILL.md`,
-so a forged entry cannot make a skill's files readable (`SkillLibrary.aload`).
+It is derived data: a cache that may lie (whoever writes the library can write it).
+A manifest that is missing, unreadable, of another schema, oversized, too costly to
+decode (`s3skills.skills.derived.decode_cost` over `MAX_DECODE_COST`), nested past the
+recursion limit or damaged means "rebuild from a LIST", never an error shown to an
+agent. An entry is kept only if it describes a `SKILL.md` inside the manifest's own
+library prefix with a well-formed id, only the fields an entry has (`ENTRY_FIELDS`),
+each within its cap, and valid metadata; anything else is dropped (and the manifest
+is reconciled, which reads that `SKILL.md` again). Decoding runs in a worker thread.
+Loading a skill always reads its real `SKILL.md`, so a forged entry cannot make a
+skill's files readable (`SkillLibrary.aload`).
 
 Writers update it with a conditional PUT (`if_match` on the ETag read,
 `if_none_match` to create) and, on a conflict, re-read, merge and retry a bounded
@@ -33,12 +37,16 @@ from pydantic import ValidationError
 
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE, SkillId
-from s3skills.skills.model import SkillInfo, SkillMetadata
+from s3skills.skills.derived import load_json, weigh
+from s3skills.skills.model import MAX_FRONTMATTER_BYTES, SkillInfo, SkillMetadata
 from s3skills.skills.sketch import MAX_SKETCH_CHARS
 from s3skills.storage import NotModified, ObjectStore
 
 __all__ = [
+    "ENTRY_FIELDS",
     "MANIFEST_SCHEMA",
+    "MAX_DECODE_COST",
+    "MAX_ENTRY_WEIGHT",
     "MAX_MANIFEST_BYTES",
     "Manifest",
     "SkillEntry",
@@ -55,6 +63,23 @@ MANIFEST_SCHEMA = "s3skills.manifest/1"
 MAX_MANIFEST_BYTES = 64 * 1024 * 1024
 """A larger manifest is not read (it is rebuilt from a LIST)."""
 
+MAX_DECODE_COST = 192 * 1024 * 1024
+"""A manifest whose estimated decoded size (`decode_cost`) is larger is not decoded (it is rebuilt)."""
+
+MAX_ENTRY_WEIGHT = 96 * MAX_FRONTMATTER_BYTES
+"""Largest estimated decoded size of one entry: anything a valid frontmatter makes fits."""
+
+MAX_ENTRY_DEPTH = 72
+"""Deepest entry (a frontmatter nests at most 64 levels, below 3 of the entry's own)."""
+
+ENTRY_FIELDS = frozenset({"key", "etag", "size", "metadata", "warnings", "problem", "sketch"})
+"""The fields an entry may have; an entry with any other is rebuilt."""
+
+_DOC_FIELDS = frozenset({"schema", "prefix", "built_at", "verified_at", "skills", "ends"})
+_MAX_ETAG_CHARS = 1024
+_MAX_TEXT_CHARS = 4096  # a problem, or one warning
+_MAX_WARNINGS = 256
+
 MAX_WRITE_ATTEMPTS = 10
 """Conditional PUTs a writer tries before it gives up (and deletes the manifest)."""
 
@@ -63,7 +88,13 @@ _CLOCK_SKEW = 60.0
 
 @dataclass(frozen=True, slots=True)
 class SkillEntry:
-    """One `SKILL.md` of a library: its parsed skill, or why it was skipped."""
+    """One `SKILL.md` of a library: its parsed skill, or why it was skipped.
+
+    The info's `sketch` is a bounded summary of the body (at most `MAX_SKETCH_CHARS`);
+    `weight` estimates the bytes the entry holds in memory (for byte-bounded caches);
+    `checked` is True when this process parsed it from the `SKILL.md` itself (False: it
+    came from a manifest, a cache that may lie).
+    """
 
     skill_id: str
     key: str
@@ -71,6 +102,8 @@ class SkillEntry:
     size: int
     info: SkillInfo | None
     problem: str | None
+    weight: int = field(default=0, compare=False)
+    checked: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -86,6 +119,9 @@ class Manifest:
         dropped: Entries of the object that were ignored (forged, damaged, outside the prefix).
         valid: False for an object that exists but must be rebuilt (foreign schema,
             damaged, oversized): its ETag is kept so a rebuild can replace it.
+        ends: Folders (relative to `prefix`, ending with `/`) holding a `SKILL.md` key that
+            is no entry (deeper than an id, or a folder no id can name): each still ends the
+            skill it is in.
     """
 
     prefix: str
@@ -95,6 +131,7 @@ class Manifest:
     etag: str | None = None
     dropped: int = 0
     valid: bool = True
+    ends: frozenset[str] = frozenset()
 
     def verified_within(self, now: float, interval: float) -> bool:
         """Whether a LIST confirmed it less than `interval` ago (a future time does not count)."""
@@ -112,33 +149,40 @@ def encode_manifest(manifest: Manifest) -> bytes:
         if entry.info is not None:
             item["metadata"] = entry.info.metadata.model_dump(mode="json", by_alias=True, exclude_defaults=True)
             if entry.info.warnings:
-                item["warnings"] = list(entry.info.warnings)
-            if entry.info.sketch:
+                item["warnings"] = [w[:_MAX_TEXT_CHARS] for w in entry.info.warnings[:_MAX_WARNINGS]]
+            if entry.info.sketch and len(entry.info.sketch) <= MAX_SKETCH_CHARS:
                 item["sketch"] = entry.info.sketch
         else:
-            item["problem"] = entry.problem or "unknown problem"
+            item["problem"] = (entry.problem or "unknown problem")[:_MAX_TEXT_CHARS]
         skills[skill_id] = item
-    doc = {
+    doc: dict[str, Any] = {
         "schema": MANIFEST_SCHEMA,
         "prefix": manifest.prefix,
         "built_at": manifest.built_at,
         "verified_at": manifest.verified_at,
         "skills": skills,
     }
+    ends = sorted(f for f in manifest.ends if f[:-1] not in manifest.entries)
+    if ends:
+        doc["ends"] = ends
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 def decode_manifest(data: bytes, prefix: str, source: str, *, max_entries: int) -> Manifest | None:
     """Parse a manifest object; None when it must be rebuilt (never raises).
 
-    Entries naming a key outside `prefix`, a malformed id, or metadata the model
-    refuses are dropped and counted in `Manifest.dropped`.
+    Costly (see `MAX_DECODE_COST`), deeply nested or damaged bytes, and a document with
+    fields a manifest has not, give None. Entries naming a key outside `prefix`, a
+    malformed id, a field an entry has not, a value over its cap, or metadata the model
+    refuses are dropped and counted in `Manifest.dropped`. CPU work: run it in a thread.
     """
-    try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA or doc.get("prefix") != prefix:
+    doc = load_json(data, max_bytes=MAX_MANIFEST_BYTES, max_cost=MAX_DECODE_COST)
+    if (
+        not isinstance(doc, dict)
+        or not set(doc) <= _DOC_FIELDS
+        or doc.get("schema") != MANIFEST_SCHEMA
+        or doc.get("prefix") != prefix
+    ):
         return None
     skills = doc.get("skills")
     built_at, verified_at = doc.get("built_at"), doc.get("verified_at")
@@ -149,6 +193,10 @@ def decode_manifest(data: bytes, prefix: str, source: str, *, max_entries: int) 
     manifest = Manifest(
         prefix, built_at=float(built_at), verified_at=None if verified_at is None else float(verified_at)
     )
+    ends = doc.get("ends", [])
+    if not isinstance(ends, list) or len(ends) > max_entries:
+        return None
+    manifest.ends = frozenset(f for f in ends if _text(f, 1024) and f.endswith("/") and not f.startswith("/"))
     for skill_id, item in skills.items():
         entry = _entry(prefix, source, skill_id, item) if len(manifest.entries) < max_entries else None
         if entry is None:
@@ -162,9 +210,17 @@ def _is_time(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
 
 
+def _text(value: object, cap: int) -> bool:
+    return isinstance(value, str) and len(value) <= cap
+
+
 def _entry(prefix: str, source: str, skill_id: object, item: object) -> SkillEntry | None:
-    """One entry, or None when it is forged or damaged."""
-    if not isinstance(skill_id, str) or not isinstance(item, dict):
+    """One entry, or None when it is forged, damaged or over a cap."""
+    if not isinstance(skill_id, str) or not isinstance(item, dict) or not set(item) <= ENTRY_FIELDS:
+        return None
+    weight = weigh(item, max_depth=MAX_ENTRY_DEPTH, limit=MAX_ENTRY_WEIGHT)
+    sketch = item.get("sketch")
+    if weight is None or (sketch is not None and not _text(sketch, MAX_SKETCH_CHARS)):
         return None
     key = prefix + skill_id + "/" + SKILL_FILE
     if (
@@ -174,23 +230,28 @@ def _entry(prefix: str, source: str, skill_id: object, item: object) -> SkillEnt
     ):
         return None
     etag, size = item.get("etag"), item.get("size")
-    if not isinstance(etag, str) or not etag or not isinstance(size, int) or isinstance(size, bool) or size < 0:
+    if not _text(etag, _MAX_ETAG_CHARS) or not etag or not isinstance(size, int) or isinstance(size, bool):
+        return None
+    if not 0 <= size < 2**63:
         return None
     problem = item.get("problem")
     if problem is not None:
-        return SkillEntry(skill_id, key, etag, size, None, str(problem)) if isinstance(problem, str) else None
+        if not _text(problem, _MAX_TEXT_CHARS) or "metadata" in item or "warnings" in item:
+            return None
+        return SkillEntry(skill_id, key, etag, size, None, str(problem), weight)
     warnings = item.get("warnings", [])
-    if not isinstance(warnings, list) or not all(isinstance(w, str) for w in warnings):
+    if not isinstance(warnings, list) or len(warnings) > _MAX_WARNINGS:
         return None
-    sketch = item.get("sketch", "")
-    if not isinstance(sketch, str) or len(sketch) > MAX_SKETCH_CHARS:
+    if not all(_text(w, _MAX_TEXT_CHARS) for w in warnings):
         return None
     try:
         metadata = SkillMetadata.model_validate(item.get("metadata"))
-    except ValidationError:
+    except (ValidationError, RecursionError):
         return None
-    info = SkillInfo(id=skill_id, metadata=metadata, source=source, etag=etag, warnings=tuple(warnings), sketch=sketch)
-    return SkillEntry(skill_id, key, etag, size, info, None)
+    info = SkillInfo(
+        id=skill_id, metadata=metadata, source=source, etag=etag, warnings=tuple(warnings), sketch=sketch or ""
+    )
+    return SkillEntry(skill_id, key, etag, size, info, None, weight)
 
 
 # -- reading and writing -----------------------------------------------------------------------

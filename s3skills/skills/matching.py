@@ -22,6 +22,7 @@ milliseconds (bench/findability.py reports the CPU per model call).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import threading
@@ -32,8 +33,6 @@ from difflib import SequenceMatcher
 from functools import lru_cache
 from operator import attrgetter
 from typing import Any, Literal
-
-import snowballstemmer  # type: ignore[import-untyped]
 
 from s3skills.skills.model import SkillInfo
 
@@ -154,8 +153,15 @@ _STOPWORDS = _ENGLISH_STOPWORDS | _SPANISH_STOPWORDS
 _SPANISH_MARKS = _SPANISH_STOPWORDS - _ENGLISH_STOPWORDS - {"me", "a", "i"}
 _SPANISH_LETTERS = frozenset("ñáéíóúü¿¡")
 _ENGLISH_MARKS = _ENGLISH_STOPWORDS - _SPANISH_STOPWORDS
-_STEMMERS = {lang: snowballstemmer.stemmer(lang) for lang in ("english", "spanish")}
 _stem_lock = threading.Lock()  # a Snowball stemmer object is not thread-safe
+
+
+@functools.cache
+def _stemmer(language: Language) -> Any:
+    """The Snowball stemmer of `language`, imported on first use (`s3skills --help` never pays for it)."""
+    import snowballstemmer  # type: ignore[import-untyped]
+
+    return snowballstemmer.stemmer(language)
 
 
 def _fold(text: str) -> str:
@@ -182,7 +188,7 @@ def _stem(token: str, language: Language) -> str:
     if len(token) <= 2 or token.isdigit():
         return token
     with _stem_lock:
-        return str(_STEMMERS[language].stemWord(token))
+        return str(_stemmer(language).stemWord(token))
 
 
 def _words(text: str) -> list[str]:

@@ -252,24 +252,31 @@ class S3ObjectStore(StoreHelpers):
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def aget_range(self, key: str, start: int, length: int) -> ObjectBody:
-        """Read `length` bytes from offset `start` (1 ranged GetObject).
+        """Read `length` bytes from offset `start` (1 ranged GetObject; again only if the body arrives cut short).
 
-        Reading past the end returns what exists; an empty object returns b"".
+        Reading past the end returns what exists; an empty object returns b"". A body cut
+        short is read again within the retry budget, as `aget` does.
         """
         client = await self._client()
-        try:
-            resp = await client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
-        except Exception as exc:
-            err = translate_error(exc, "get")
-            if "InvalidRange" in str(err):  # empty object, or start past the end
-                head = await self.ahead(key)
-                return ObjectBody(key, b"", head.etag, head.size, head.last_modified)
-            raise err from exc
-        total = None
-        content_range = str(resp.get("ContentRange") or "")
-        if "/" in content_range and content_range.rsplit("/", 1)[1].isdigit():
-            total = int(content_range.rsplit("/", 1)[1])
-        return await self._body(key, resp, max_bytes=None, total=total)
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                resp = await client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{start + length - 1}")
+            except Exception as exc:
+                err = translate_error(exc, "get")
+                if "InvalidRange" in str(err):  # empty object, or start past the end
+                    head = await self.ahead(key)
+                    return ObjectBody(key, b"", head.etag, head.size, head.last_modified)
+                raise err from exc
+            total = None
+            content_range = str(resp.get("ContentRange") or "")
+            if "/" in content_range and content_range.rsplit("/", 1)[1].isdigit():
+                total = int(content_range.rsplit("/", 1)[1])
+            try:
+                return await self._body(key, resp, max_bytes=None, total=total)
+            except StoreUnavailable:
+                if attempt == self.max_attempts:  # botocore retries requests, not the reading of a body
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     async def _body(self, key: str, resp: dict[str, Any], *, max_bytes: int | None, total: int | None) -> ObjectBody:
         stream = resp["Body"]

@@ -28,9 +28,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from s3skills.errors import InvalidPath
+from s3skills.errors import InvalidPath, SkillError
 from s3skills.ids import SkillId
 
 __all__ = ["Resolution", "resolve_duplicates"]
@@ -51,11 +50,15 @@ class Resolution:
     renamed: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
-def _digest(files: list[tuple[str, Path]]) -> str:
+def _digest(folder: str, files: list[tuple[str, Callable[[], bytes]]]) -> str:
+    """The digest of a folder's files; a file that cannot be read makes the folder unique."""
     digest = hashlib.sha256()
-    for rel, path in sorted(files):
+    for rel, read in sorted(files, key=lambda item: item[0]):
         digest.update(rel.encode("utf-8", "surrogateescape") + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        try:
+            digest.update(hashlib.sha256(read()).digest())
+        except SkillError:
+            return "unreadable:" + folder  # never a copy of anything: kept and reported by the scan
     return digest.hexdigest()
 
 
@@ -78,7 +81,7 @@ def _distinguishing(folders: list[str], generic: frozenset[str]) -> dict[str, st
 
 def resolve_duplicates(
     by_id: Mapping[str, list[str]],
-    files_of: Callable[[str], list[tuple[str, Path]]],
+    files_of: Callable[[str], list[tuple[str, Callable[[], bytes]]]],
     *,
     rename: bool = True,
     generic: frozenset[str] = frozenset(),
@@ -87,7 +90,8 @@ def resolve_duplicates(
 
     Args:
         by_id: Skill id -> the folders that map to it (relative to the scanned folder).
-        files_of: A folder's own files as `(path inside the folder, local path)`.
+        files_of: A folder's own files as `(path inside the folder, a function that reads it)`
+            (the scan's safe read: it raises `SkillError` for a file it will not read).
         rename: Give differing folders distinguishing ids; False (a category forced by
             the caller, which the new ids would not keep) leaves them ambiguous.
         generic: Folder names (case-folded) that say nothing of a skill (`GENERIC_CONTAINERS`).
@@ -98,7 +102,7 @@ def resolve_duplicates(
             continue
         kept: dict[str, str] = {}  # digest -> the folder kept
         for folder in sorted(folders, key=lambda f: (len(f), f)):
-            digest = _digest(files_of(folder))
+            digest = _digest(folder, files_of(folder))
             if digest in kept:
                 out.copies[folder] = kept[digest]
             else:

@@ -26,18 +26,30 @@ whose id is also a category, are ambiguous: each is refused (`LocalTree.clashes`
 lists them) and nothing is guessed.
 
 `scan_tree` also validates every `SKILL.md` with `validate_skill_md`, and refuses what
-must never become a key: symlinks that leave the tree, paths that `VPath.parse` rejects
-or with unsafe segments, ids that are not valid `SkillId`s, oversized files.
-`s3skills.transfer` pushes what it accepts; the CLI's `validate` command prints what it found.
+must never become a key: symlinks that leave the tree, symlink loops (each reported, the
+scan goes on), paths that `VPath.parse` rejects or with unsafe segments, ids that are not
+valid `SkillId`s, anything but a regular file (a FIFO, a device such as `/dev/zero`),
+oversized files. `s3skills.transfer` pushes what it accepts; the CLI's `validate` command
+prints what it found.
+
+Files are opened without following a symlink (`O_NOFOLLOW`; an in-tree symlink is opened
+at the target the scan resolved), checked with `fstat` to be a regular file, and read from
+that descriptor, at most `limit + 1` bytes (`read_local`). A later read (a push hashing or
+uploading a file) opens only the very file the scan saw: the same device and inode
+(`LocalFile.identity`), so a symlink or another file swapped in meanwhile is refused, not
+followed.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from s3skills.config import Limits
@@ -57,6 +69,8 @@ __all__ = [
     "LocalTree",
     "check_relative_path",
     "file_md5",
+    "local_md5",
+    "read_local",
     "scan_tree",
     "skill_of",
 ]
@@ -136,11 +150,12 @@ class Finding:
 class LocalFile:
     """A file of the tree that may be pushed."""
 
-    local: Path
+    local: Path  # the file itself (an in-tree symlink's target, as the scan resolved it)
     rel: str  # relative to the scanned folder, `/`-separated, NFC
     key_rel: str  # relative to the library prefix: `<skill id>/<path in the skill>`
     skill: str
     size: int
+    identity: tuple[int, int] | None = None  # (st_dev, st_ino) the scan saw; a read checks it
 
 
 @dataclass
@@ -159,6 +174,7 @@ class LocalTree:
             then mirrors only the skills found in it).
         files: The files inside those skills, in key order.
         problems: What `validate_skill_md` says of each `SKILL.md` (fatal ones block a push).
+        skill_md: Skill id -> the bytes of its `SKILL.md` as the scan read them.
         refused: Files and folders that can never be pushed (unsafe paths, symlinks
             leaving the tree, invalid skill ids, oversized files), with the reason.
             Paths are relative to `root`; a folder's ends with `/`.
@@ -178,6 +194,7 @@ class LocalTree:
     is_skill_folder: bool = False
     files: list[LocalFile] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)
+    skill_md: dict[str, bytes] = field(default_factory=dict)
     refused: list[Item] = field(default_factory=list)
     ignored: list[Item] = field(default_factory=list)
     duplicates: list[Item] = field(default_factory=list)
@@ -243,7 +260,7 @@ def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int 
         except ValueError as exc:
             raise SkillError(str(exc)) from exc
     tree = LocalTree(root=root)
-    candidates: list[tuple[Path, str, int]] = []
+    candidates: list[_Candidate] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
         here = Path(dirpath)
         for name in sorted(dirnames):
@@ -252,7 +269,10 @@ def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int 
             if name in JUNK_NAMES:
                 tree.ignored.append(Item(rel + "/", "junk"))
             elif sub.is_symlink():
-                if sub.resolve().is_relative_to(real):
+                target = _resolved(sub)
+                if target is None:
+                    tree.refused.append(Item(rel + "/", "symlink loop"))
+                elif target.is_relative_to(real):
                     tree.ignored.append(Item(rel + "/", "symlinked folder: not followed"))
                 else:
                     tree.refused.append(Item(rel + "/", "symlink to a folder outside the tree"))
@@ -266,12 +286,14 @@ def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int 
             if name in JUNK_NAMES or name.endswith(_JUNK_SUFFIXES):
                 tree.ignored.append(Item(rel, "junk"))
                 continue
-            why = _check_file(path, real, max_file_bytes) or check_relative_path(rel)
+            checked = _check_file(path, real, max_file_bytes)
+            why = checked if isinstance(checked, str) else check_relative_path(rel)
             if why is not None:
                 tree.refused.append(Item(rel, why))
                 continue
-            candidates.append((path, rel, path.stat().st_size))
-    _assign(tree, candidates, category)
+            assert not isinstance(checked, str)
+            candidates.append((checked[0], rel, checked[1], checked[2]))
+    _assign(tree, candidates, category, max_file_bytes)
     return tree
 
 
@@ -282,19 +304,102 @@ def _mib(size: int) -> str:
     return f"{size / 1024:.1f} KiB" if size >= 1024 else f"{size} B"
 
 
-def _check_file(path: Path, real_root: Path, max_file_bytes: int) -> str | None:
+_Candidate = tuple[Path, str, int, tuple[int, int]]  # the file to open, its rel, size, identity
+
+
+def _resolved(path: Path) -> Path | None:
+    """Where a symlink leads (resolved all the way), or None for a symlink loop."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError on a loop, 3.13 OSError
+        return None
+
+
+def _check_file(path: Path, real_root: Path, max_file_bytes: int) -> str | tuple[Path, int, tuple[int, int]]:
+    """Why a file is refused, or the path to open, its size and identity (one `fstat`)."""
+    target = path
     if path.is_symlink():
-        target = path.resolve()
-        if not target.is_relative_to(real_root):
+        resolved = _resolved(path)
+        if resolved is None:
+            return "symlink loop"
+        if not resolved.is_relative_to(real_root):
             return "symlink to a file outside the tree"
-        if not target.is_file():
-            return "broken symlink"
-    elif not path.is_file():
+        target = resolved
+    try:
+        fd = _open_nofollow(target)
+    except OSError as exc:
+        return "broken symlink" if target is not path else _why_not_opened(exc)
+    try:
+        info = os.fstat(fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(info.st_mode):
         return "not a regular file"
-    size = path.stat().st_size
-    if size > max_file_bytes:
+    if info.st_size > max_file_bytes:
+        size = info.st_size
         return f"too large: the file is {_mib(size)} ({size} bytes); the limit is {_mib(max_file_bytes)}"
-    return None
+    return target, info.st_size, (info.st_dev, info.st_ino)
+
+
+def _why_not_opened(exc: OSError) -> str:
+    if exc.errno in (errno.ELOOP, errno.EMLINK):
+        return "symlink: not followed"
+    return f"cannot be read: {exc.strerror or exc}"
+
+
+def _open_nofollow(path: Path) -> int:
+    """A read-only descriptor of `path` itself: never through a symlink; a FIFO does not block."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    return os.open(path, flags)
+
+
+def read_local(path: Path, max_bytes: int, identity: tuple[int, int] | None = None) -> bytes:
+    """The bytes of a local file, read from one descriptor opened without following a symlink.
+
+    Args:
+        path: The file (a symlink there is refused, not followed).
+        max_bytes: Larger files are refused; at most `max_bytes + 1` bytes are read.
+        identity: `(st_dev, st_ino)` the file must still have (what a scan saw).
+
+    Raises:
+        SkillError: A symlink, not a regular file (a FIFO, `/dev/zero`), another file
+            than the one scanned, or over `max_bytes`.
+    """
+    try:
+        return _read(path, max_bytes, identity)
+    except _Unreadable as exc:
+        raise SkillError(f"{path}: {exc}") from None
+
+
+class _Unreadable(Exception):
+    """Why a local file is not read (for a report line)."""
+
+
+def _read(path: Path, max_bytes: int, identity: tuple[int, int] | None) -> bytes:
+    try:
+        fd = _open_nofollow(path)
+    except OSError as exc:
+        raise _Unreadable(_why_not_opened(exc)) from None
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise _Unreadable("not a regular file")
+        if identity is not None and (info.st_dev, info.st_ino) != identity:
+            raise _Unreadable("replaced after the scan (scan again)")
+        chunks: list[bytes] = []
+        left = max_bytes + 1
+        while left > 0 and (chunk := handle.read(min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise _Unreadable(f"the file is over {max_bytes} bytes")
+    return data
+
+
+def local_md5(file: LocalFile, max_bytes: int) -> str:
+    """The hex MD5 of a scanned file, read as `read_local` reads it (the same file or an error)."""
+    return hashlib.md5(read_local(file.local, max_bytes, file.identity), usedforsecurity=False).hexdigest()
 
 
 def _category_for(parts: list[str], skill_dirs: set[str]) -> str | None:
@@ -316,9 +421,9 @@ def _skill_id_for(tree: LocalTree, folder: str, skill_dirs: set[str], category: 
     return f"{chosen}/{leaf}" if chosen else leaf
 
 
-def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]], category: str | None = None) -> None:
+def _assign(tree: LocalTree, candidates: list[_Candidate], category: str | None, max_file_bytes: int) -> None:
     """Find the skills among the files, map each to an id, validate them, give each file its skill."""
-    skill_md = {rel: path for path, rel, _ in candidates if rel.rsplit("/", 1)[-1] == SKILL_FILE}
+    skill_md = {rel: (path, ident) for path, rel, _, ident in candidates if rel.rsplit("/", 1)[-1] == SKILL_FILE}
     skill_dirs = {rel.rsplit("/", 1)[0] if "/" in rel else "" for rel in skill_md}
     by_id: dict[str, list[str]] = {}
     blocked: set[str] = set()
@@ -344,8 +449,8 @@ def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]], category: 
     resolution = resolve_duplicates(
         by_id,
         lambda folder: [
-            (rel[len(folder) + 1 :] if folder else rel, path)
-            for path, rel, _ in candidates
+            (rel[len(folder) + 1 :] if folder else rel, partial(read_local, path, max_file_bytes, ident))
+            for path, rel, _, ident in candidates
             if _owning_folder(rel, skill_dirs) == folder
         ],
         rename=category is None,
@@ -373,15 +478,23 @@ def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]], category: 
             tree.clashes.append(f"{skill_id}: {clashes[skill_id]}")
             continue
         folder = folders[0]
+        rel = f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE
+        path, ident = skill_md[rel]
+        try:
+            data = _read(path, max_file_bytes, ident)
+        except _Unreadable as exc:  # replaced since it was listed, or grew
+            tree.refused.append(Item(rel, str(exc)))
+            tree.refused_ids[folder] = skill_id
+            blocked.add(folder)
+            continue
         tree.skills[skill_id] = tree.root / folder if folder else tree.root
         tree.mapping[skill_id] = folder
-        data = skill_md[f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE].read_bytes()
+        tree.skill_md[skill_id] = data
         for problem in validate_skill_md(data, folder=SkillId.parse(skill_id).leaf):
-            rel = f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE
             tree.problems.append(Finding(rel, problem.level, problem.message, problem.fatal))
     tree.is_skill_folder = "" in skill_dirs
     owners = {folder: skill_id for skill_id, folder in tree.mapping.items()}
-    for path, rel, size in candidates:
+    for path, rel, size, ident in candidates:
         owner = _owning_folder(rel, skill_dirs)
         if owner is None:
             tree.ignored.append(Item(rel, "not inside a skill folder"))
@@ -394,7 +507,7 @@ def _assign(tree: LocalTree, candidates: list[tuple[Path, str, int]], category: 
             continue
         skill_id = owners[owner]
         inner = rel[len(owner) + 1 :] if owner else rel
-        tree.files.append(LocalFile(path, rel, f"{skill_id}/{inner}", skill_id, size))
+        tree.files.append(LocalFile(path, rel, f"{skill_id}/{inner}", skill_id, size, ident))
     tree.files.sort(key=lambda f: f.key_rel)
 
 

@@ -32,7 +32,8 @@ from s3skills.transfer.localtree import (
     Item,
     LocalFile,
     LocalTree,
-    file_md5,
+    local_md5,
+    read_local,
     scan_tree,
     skill_of,
 )
@@ -129,7 +130,7 @@ async def _plan_skill_md(
         except FileTooLarge:
             body = None
         remote = read_remote(body.data, body.metadata, leaf) if body is not None else None
-        local = await asyncio.to_thread(f.local.read_bytes)
+        local = await asyncio.to_thread(read_local, f.local, MAX_SKILL_MD_BYTES, f.identity)
         ours = source_of(tree.skills[f.skill])
         was_pulled = body is not None and pulled.get(f.skill) == body.etag
         if remote is not None and remote.source is not None and remote.source != ours and not was_pulled:
@@ -248,7 +249,7 @@ async def apush_tree(
     files = [f for f in tree.files if f.skill not in excluded]
     keys = {f.key_rel: join_key(prefix, tuple(f.key_rel.split("/"))) for f in files}
     compare = [f for f in files if keys[f.key_rel] in remote and "-" not in remote[keys[f.key_rel]].etag]
-    digests = await asyncio.to_thread(lambda: {f.key_rel: file_md5(f.local) for f in compare})
+    digests = await asyncio.to_thread(lambda: {f.key_rel: local_md5(f, max_file_bytes) for f in compare})
     changed = [f for f in files if (o := remote.get(keys[f.key_rel])) is None or digests.get(f.key_rel) != o.etag]
     changed_md = [f for f in changed if f.key_rel == f"{f.skill}/{SKILL_FILE}" and keys[f.key_rel] in remote]
     overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, enable=enable, replace=replace)
@@ -303,7 +304,7 @@ async def _write(
             nonlocal done
             data = overrides.get(f.key_rel)
             if data is None:
-                data = await asyncio.to_thread(f.local.read_bytes)
+                data = await asyncio.to_thread(read_local, f.local, max_file_bytes, f.identity)
             if len(data) > max_file_bytes:  # it grew after the scan
                 raise SkillError(f"{f.rel}: the file is over {max_file_bytes} bytes")
             is_md = f.key_rel == f"{f.skill}/{SKILL_FILE}"

@@ -1,0 +1,68 @@
+"""The frontmatter-stall scenario: another tenant's `ls` while a library of big frontmatters is indexed.
+
+300 skills whose frontmatters are ~56 KB each (issue 22's finding) are indexed in one
+process on a `MemoryObjectStore`, while another tenant lists its workspace in a loop.
+Reported: the index's wall time, how many `ls` calls completed meanwhile, and their p50,
+p99 and maximum latency. `--loader python` forces PyYAML's pure-Python loader (what the
+catalog used before libyaml's parser was used), for comparison.
+
+    python bench/frontmatter_stall.py
+    python bench/frontmatter_stall.py --loader python
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+
+from s3skills import S3Backend
+from s3skills.skills import parse
+from s3skills.tenancy import Tenant
+from s3skills.testing import MemoryObjectStore
+
+
+def fat(i: int, words: int) -> bytes:
+    return f"---\nname: s{i:03d}\ndescription: Skill {i}.\nnotes: {'word ' * words}\n---\nBody {i}\n".encode()
+
+
+async def run(skills: int, words: int) -> dict[str, float]:
+    store = MemoryObjectStore()
+    for i in range(skills):
+        store.put_object(f"users/ana/skills/s{i:03d}/SKILL.md", fat(i, words))
+    store.put_object("users/bob/threads/t9/note.md", b"bob")
+    ana = S3Backend("memory", store=store, user_id="ana")
+    bob = S3Backend("memory", store=store, user_id="bob", thread_id="t9")
+    latencies: list[float] = []
+    started = time.perf_counter()
+    task = asyncio.ensure_future(ana.skills.aindex(tenant=Tenant(user_id="ana")))
+    while not task.done():
+        t = time.perf_counter()
+        await bob.als("/workspace")
+        latencies.append(time.perf_counter() - t)
+    assert len(await task) == skills
+    latencies.sort()
+    return {
+        "index_s": time.perf_counter() - started,
+        "ls_calls": len(latencies),
+        "ls_p50_ms": statistics.median(latencies) * 1000,
+        "ls_p99_ms": latencies[int(len(latencies) * 0.99)] * 1000,
+        "ls_max_ms": latencies[-1] * 1000,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--skills", type=int, default=300)
+    parser.add_argument("--words", type=int, default=11_000, help="words of frontmatter per skill (~5 bytes each)")
+    parser.add_argument("--loader", choices=("auto", "python"), default="auto")
+    args = parser.parse_args()
+    if args.loader == "python":
+        parse._FastLoader = None  # the comparison this scenario exists for
+    result = asyncio.run(run(args.skills, args.words))
+    print(" ".join(f"{k}={v:.1f}" for k, v in result.items()), f"loader={args.loader}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""Many tenants at once, and faults while an index is built (issue 21, items 6 and 7).
+
+- One refresh per library is in flight, and every concurrent caller shares its answer: a
+  shared library costs one conditional GET however many tenants ask at once.
+- A ranged read whose body is cut short is read again, like a whole read: the index of a
+  library whose every `SKILL.md` head read is truncated once still holds every skill.
+- A failed index build backs off: within `failure_backoff` the last good index (or the
+  failure) answers without a request, instead of every model call trying again.
+
+The fault tests run on SeaweedFS (a real S3 server) behind a `FaultProxy`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import aioboto3
+import pytest
+from botocore.retries import standard
+
+from s3skills.errors import StoreUnavailable
+from s3skills.layout import KeyLayout
+from s3skills.skills import SkillCatalog
+from s3skills.storage import ObjectBody, S3ObjectStore
+from s3skills.testing import FaultProxy, MemoryObjectStore, ProxyRequest, SeaweedBucket, builders, match_request
+
+LAYOUT = KeyLayout()
+PREFIX = "shared/org/skills/"
+SKILLS = [f"cat/skill-{i:02d}" for i in range(12)]
+
+
+def skill_md(name: str) -> bytes:
+    return builders.skill_md(name, f"The {name} skill.", body="Body.").encode()
+
+
+class GatedStore(MemoryObjectStore):
+    """A memory store whose manifest GETs wait for `gate` (a round trip the test controls)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.arrived = asyncio.Event()  # a manifest GET is waiting at the gate
+        self.manifest_gets = 0
+
+    async def aget(self, key: str, **kwargs: Any) -> ObjectBody:
+        if key.endswith("manifest.json"):
+            self.manifest_gets += 1
+            self.arrived.set()
+            await self.gate.wait()
+        return await super().aget(key, **kwargs)
+
+
+async def test_concurrent_callers_share_one_refresh_of_a_library() -> None:
+    store = GatedStore()
+    for sid in SKILLS:
+        store.put_object(f"{PREFIX}{sid}/SKILL.md", skill_md(sid.rsplit("/", 1)[1]))
+    catalog = SkillCatalog(store, manifest_key=LAYOUT.manifest_key, verify="never")
+    store.gate.set()
+    await catalog.aindex("shared", PREFIX)  # builds the manifest
+    store.gate.clear()
+    store.manifest_gets = 0
+    tasks = [asyncio.ensure_future(catalog.aindex("shared", PREFIX)) for _ in range(50)]
+    await store.arrived.wait()
+    for _ in range(10):  # let every caller reach the flight (each needs one step of the loop)
+        await asyncio.sleep(0)
+    store.gate.set()
+    indexes = await asyncio.gather(*tasks)
+    assert store.manifest_gets == 1  # one conditional GET for fifty callers
+    assert all(index is indexes[0] for index in indexes)
+    assert sorted(indexes[0].entries) == SKILLS
+
+
+async def test_a_forced_refresh_is_not_satisfied_by_one_already_in_flight() -> None:
+    store = GatedStore()
+    store.put_object(f"{PREFIX}a/SKILL.md", skill_md("a"))
+    catalog = SkillCatalog(store, manifest_key=LAYOUT.manifest_key, verify="never")
+    store.gate.set()
+    await catalog.aindex("shared", PREFIX)
+    store.gate.clear()
+    store.manifest_gets = 0
+    store.arrived.clear()
+    first = asyncio.ensure_future(catalog.aindex("shared", PREFIX))
+    await store.arrived.wait()
+    store.put_object(f"{PREFIX}b/SKILL.md", skill_md("b"))  # written after that refresh started
+    forced = asyncio.ensure_future(catalog.aindex("shared", PREFIX, force=True))
+    for _ in range(10):
+        await asyncio.sleep(0)
+    store.gate.set()
+    await first
+    index = await forced
+    assert store.manifest_gets == 2
+    assert sorted(index.entries) == ["a", "b"]
+
+
+@pytest.fixture(autouse=True)
+def _no_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(standard.ExponentialBackoff, "delay_amount", lambda self, context: 0.0)
+
+
+@pytest.fixture
+def seaweed_proxy(seaweed_bucket: SeaweedBucket) -> Iterator[tuple[SeaweedBucket, FaultProxy]]:
+    with FaultProxy(seaweed_bucket.endpoint_url) as proxy:
+        yield seaweed_bucket, proxy
+
+
+def _store(bucket: SeaweedBucket, proxy: FaultProxy) -> S3ObjectStore:
+    session = aioboto3.Session(
+        aws_access_key_id=bucket.access_key, aws_secret_access_key=bucket.secret_key, region_name="us-east-1"
+    )
+    return S3ObjectStore(bucket.bucket, endpoint_url=proxy.url, region_name="us-east-1", session=session)
+
+
+def _ranged(request: ProxyRequest) -> bool:
+    return request.method == "GET" and request.header("Range") is not None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_truncated_ranged_reads_are_retried_and_every_skill_is_indexed(
+    seaweed_proxy: tuple[SeaweedBucket, FaultProxy],
+) -> None:
+    bucket, proxy = seaweed_proxy
+    store = _store(bucket, proxy)
+    try:
+        for sid in SKILLS:
+            await store.aput(f"{PREFIX}{sid}/SKILL.md", skill_md(sid.rsplit("/", 1)[1]))
+        proxy.inject("truncate", count=len(SKILLS), match=_ranged)  # every head read is cut short once
+        index = await SkillCatalog(store, verify="never").aindex("shared", PREFIX)
+        assert sorted(sid for sid, e in index.entries.items() if e.info is not None) == SKILLS
+        assert sum(r.fault == "truncate" for r in proxy.history) == len(SKILLS)
+    finally:
+        await store.aclose()
+
+
+async def test_a_failed_index_build_backs_off_instead_of_retrying_on_every_call(
+    seaweed_proxy: tuple[SeaweedBucket, FaultProxy],
+) -> None:
+    bucket, proxy = seaweed_proxy
+    store = _store(bucket, proxy)
+    clock = Clock()
+    try:
+        await store.aput(f"{PREFIX}a/SKILL.md", skill_md("a"))
+        catalog = SkillCatalog(store, manifest_key=LAYOUT.manifest_key, clock=clock, failure_backoff=5.0)
+        proxy.inject("internal_error", count=None, match=match_request(method="GET"))
+        with pytest.raises(StoreUnavailable):
+            await catalog.aindex("shared", PREFIX)
+        proxy.reset_counts()
+        for _ in range(20):  # twenty model calls within the back-off: no request
+            with pytest.raises(StoreUnavailable):
+                await catalog.aindex("shared", PREFIX)
+        assert proxy.total_requests == 0
+        proxy.clear_faults()
+        clock.now += 6.0
+        good = await catalog.aindex("shared", PREFIX)
+        assert sorted(good.entries) == ["a"]
+        proxy.inject("internal_error", count=None, match=match_request(method="GET"))
+        clock.now += 1.0
+        with pytest.raises(StoreUnavailable):
+            await catalog.aindex("shared", PREFIX)
+        proxy.reset_counts()
+        assert await catalog.aindex("shared", PREFIX) is good  # the last good index answers meanwhile
+        assert proxy.total_requests == 0
+    finally:
+        await store.aclose()
