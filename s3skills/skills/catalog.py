@@ -15,6 +15,12 @@ and the manifest rewritten: `always` on every refresh, `interval` at most once p
 `verify_interval` seconds (and whenever the manifest says no LIST confirmed it that
 recently), `never` only when the manifest is missing or damaged.
 
+One refresh per library is in flight at a time, and every caller that asks while it
+runs shares its answer (single-flight): however many tenants use a shared library,
+it costs one conditional GET per refresh, and nobody queues behind a lock held across
+a request. A manifest rebuilt by a refresh is written in the background, after the
+answer (`aflush` waits for those writes).
+
 Bodies of `SKILL.md` are cached by (key, ETag) within a byte budget shared by all
 tenants. The catalog knows prefixes, not tenants: `s3skills.skills.SkillLibrary`
 decides which prefixes a call may see and merges them.
@@ -23,9 +29,10 @@ decides which prefixes a call may see and merges them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
 
@@ -56,6 +63,8 @@ class LibraryIndex:
         manifest_verified_at: When a LIST last confirmed that manifest (its own record).
         verified_at: When this process last reconciled the library with a LIST.
         reconcile: A LIST reconciliation is due at the next refresh (a skill went missing).
+        generation: Bumped by `SkillCatalog.invalidate`: a refresh started before cannot
+            answer a caller that came after.
     """
 
     source: str
@@ -63,11 +72,32 @@ class LibraryIndex:
     entries: dict[str, SkillEntry] = field(default_factory=dict)
     refreshed_at: float | None = None
     truncated: int = 0
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     manifest_etag: str | None = None
     manifest_verified_at: float | None = None
     verified_at: float | None = None
     reconcile: bool = False
+    generation: int = 0
+    flight: _Flight | None = field(default=None, repr=False)
+    writing: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class _Flight:
+    """The refresh of one library in flight, which every caller that asks meanwhile awaits."""
+
+    task: asyncio.Task[None]
+    loop: asyncio.AbstractEventLoop
+    generation: int
+    force: bool
+
+    def serves(self, index: LibraryIndex, force: bool) -> bool:
+        """Whether a caller (`force` or not) may take this flight's answer as its own."""
+        return (
+            not self.task.done()
+            and self.loop is asyncio.get_running_loop()
+            and self.generation == index.generation
+            and (self.force or not force)
+        )
 
 
 class SkillCatalog:
@@ -148,18 +178,42 @@ class SkillCatalog:
         if cached and (known := self.cached(prefix)) is not None:
             return known
         index = self._index(source, prefix)
-        async with index.lock:
+        while True:
             if self._fresh(index) and not force and not index.reconcile:
                 return index
-            key = self._manifest_key(prefix)
-            if key is None:
-                objects, _ = await self.store.alist(prefix)
-                await self._apply_listing(index, source, prefix, objects)
-            else:
-                await self._refresh_from_manifest(index, source, prefix, key, force=force)
-            index.reconcile = False
-            index.refreshed_at = self._clock()
+            flight = index.flight
+            if flight is not None and flight.serves(index, force):
+                await asyncio.shield(flight.task)  # its answer is ours; our cancel is not theirs
+                return index
+            if flight is not None and not flight.task.done() and flight.loop is asyncio.get_running_loop():
+                with contextlib.suppress(Exception):  # an older or weaker refresh: let it end, then ours
+                    await asyncio.shield(flight.task)
+                continue
+            task = _background(self._refresh(index, source, prefix, force=force))
+            index.flight = _Flight(task, asyncio.get_running_loop(), index.generation, force)
+            await asyncio.shield(task)
             return index
+
+    async def _refresh(self, index: LibraryIndex, source: str, prefix: str, *, force: bool) -> None:
+        """One refresh of a library's index (run as the flight every concurrent caller awaits)."""
+        key = self._manifest_key(prefix)
+        if key is None:
+            objects, _ = await self.store.alist(prefix)
+            await self._apply_listing(index, source, prefix, objects)
+        else:
+            if index.writing is not None:  # our own manifest write: read what it wrote
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(index.writing)
+            await self._refresh_from_manifest(index, source, prefix, key, force=force)
+        index.reconcile = False
+        index.refreshed_at = self._clock()
+
+    async def aflush(self) -> None:
+        """Wait for the manifest writes that refreshes left in the background."""
+        pending = [i.writing for i in self._indexes.values() if i.writing is not None and not i.writing.done()]
+        for task in pending:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
 
     async def areconcile(self, source: str, prefix: str) -> LibraryIndex:
         """Check a library against a LIST now (and rewrite its manifest if it differs)."""
@@ -227,6 +281,13 @@ class SkillCatalog:
             return
         ours = Manifest(prefix, dict(index.entries), built_at=now, verified_at=now)
         ours.etag = manifest.etag if manifest is not None else None
+        # The answer does not wait for the write: the next refresh of this index awaits it.
+        index.writing = _background(self._write_manifest(index, source, prefix, key, ours, base, now))
+
+    async def _write_manifest(
+        self, index: LibraryIndex, source: str, prefix: str, key: str, ours: Manifest, base: dict[str, str], now: float
+    ) -> None:
+        """Store a rebuilt manifest, merging what other writers recorded meanwhile (3 tries)."""
         for _ in range(3):
             try:
                 await awrite_manifest(self.store, key, ours)
@@ -367,10 +428,63 @@ class SkillCatalog:
             return str(exc)
 
     def invalidate(self, prefix: str | None = None) -> None:
-        """Forget the age of cached indexes (one prefix, or all): the next query lists."""
+        """Forget the age of cached indexes (one prefix, or all): the next query lists.
+
+        A refresh already in flight does not answer the queries that come after.
+        """
         for key, index in self._indexes.items():
             if prefix is None or key == prefix:
                 index.refreshed_at = None
+                index.generation += 1
+
+    # -- what writers hand over ---------------------------------------------------------------
+
+    async def aentries_of(
+        self, source: str, prefix: str, bodies: Mapping[str, tuple[bytes, str]]
+    ) -> dict[str, SkillEntry]:
+        """The entries of `SKILL.md` files a writer just stored, from their bytes (no request).
+
+        Args:
+            source: `user` or `shared`.
+            prefix: The library prefix.
+            bodies: Skill id -> (the `SKILL.md` bytes written, the ETag the PUT returned).
+
+        The same entry a reader would build from a ranged GET of the object.
+        """
+        items = []
+        for sid, (data, etag) in bodies.items():
+            obj = ObjectInfo(prefix + sid + "/" + SKILL_FILE, len(data), etag)
+            items.append((sid, obj, self._head_of(data, etag)))
+        return {e.skill_id: e for e in await asyncio.to_thread(_parse_all, source, items)} if items else {}
+
+    def _head_of(self, data: bytes, etag: str) -> tuple[bytes, str] | str:
+        """What `_head` would read of an object holding `data` (its frontmatter, or why not)."""
+        if len(data) > self.limits.max_skill_md_bytes:
+            return f"SKILL.md is {len(data)} bytes; the limit is {self.limits.max_skill_md_bytes}"
+        if len(data) <= self.head_bytes:
+            return data, etag
+        found = frontmatter_prefix(data[: self.head_bytes])
+        if found is not None:
+            return found, etag
+        more = data[: self.limits.max_frontmatter_bytes + self.head_bytes]
+        if len(data) > len(more) and frontmatter_prefix(more) is None:
+            return f"the frontmatter is over {self.limits.max_frontmatter_bytes} bytes"
+        return (frontmatter_prefix(more) or more), etag
+
+    async def abuild_entries(
+        self, source: str, prefix: str, known: Mapping[str, SkillEntry] | None = None
+    ) -> dict[str, SkillEntry]:
+        """Every entry of a library from a LIST of it, for a writer creating its manifest.
+
+        Only the `SKILL.md` files whose listed ETag matches no entry in `known` (nor in
+        the cached index) are read: 1 ranged GET each.
+        """
+        scratch = LibraryIndex(source, prefix)
+        cached = self._indexes.get(prefix)
+        scratch.entries = {**(cached.entries if cached is not None else {}), **(known or {})}
+        objects = await self._list_parallel(prefix)
+        await self._apply_listing(scratch, source, prefix, objects)
+        return scratch.entries
 
     # -- bodies --------------------------------------------------------------------------
 
@@ -403,6 +517,13 @@ class SkillCatalog:
     def body_cache_bytes(self) -> int:
         """Bytes of SKILL.md bodies held in memory now."""
         return self._body_bytes
+
+
+def _background(coro: Coroutine[None, None, None]) -> asyncio.Task[None]:
+    """A task whose failure is read by whoever awaits it, and never logged as unretrieved."""
+    task = asyncio.ensure_future(coro)
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
+    return task
 
 
 def _parse_all(source: str, items: list[tuple[str, ObjectInfo, tuple[bytes, str] | str]]) -> list[SkillEntry]:
