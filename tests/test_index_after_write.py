@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from s3skills.errors import AccessDenied
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillCatalog, SkillLibrary
 from s3skills.skills.versions import current_version, restore
-from s3skills.storage import ObjectBody, RequestCounter, S3ObjectStore
+from s3skills.storage import ListPage, ObjectBody, RequestCounter, S3ObjectStore
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, builders
 from s3skills.transfer import apush_tree
@@ -187,6 +188,48 @@ def test_a_rollback_leaves_the_index_showing_the_restored_version() -> None:
     counter = counted(store)
     assert fresh_library(store, verify="never").get("pdf").metadata.description == "Version one"
     assert counter.counts == {"GetObject": 1}
+
+
+# -- a cold index with no manifest ----------------------------------------------------------------------
+
+
+class PagedStore(MemoryObjectStore):
+    """A memory store whose listing holds its second page until a SKILL.md has been read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first_read = asyncio.Event()
+        self.reads_before_last_page = -1
+        self.reads = 0
+
+    async def aget_range(self, key: str, start: int, length: int) -> ObjectBody:
+        self.reads += 1
+        self.first_read.set()
+        return await super().aget_range(key, start, length)
+
+    async def alist_pages(  # type: ignore[override]
+        self, prefix: str, *, delimiter: str | None = None, page_size: int = 1000
+    ) -> AsyncIterator[ListPage]:
+        pages = [page async for page in super().alist_pages(prefix, delimiter=delimiter, page_size=page_size)]
+        for n, page in enumerate(pages):
+            if n == len(pages) - 1 and n > 0:
+                await asyncio.wait_for(self.first_read.wait(), 60)  # a guard against a hang, not a timing
+                self.reads_before_last_page = self.reads
+            yield page
+
+
+async def test_a_cold_index_without_a_manifest_reads_skill_md_heads_while_the_listing_still_arrives() -> None:
+    store = PagedStore()
+    for i in range(1500):  # two listing pages
+        store.put_object(f"{PREFIX}cat{i % 3}/s{i:04d}/SKILL.md", skill_md(f"s{i:04d}"))
+    counter = counted(store)
+    catalog = catalog_of(store)
+    index = await catalog.aindex("user", PREFIX)
+    await catalog.aflush()
+    assert len(index.entries) == 1500
+    assert store.reads_before_last_page > 0
+    # The manifest's GET (404), two LIST pages, one ranged GET per skill, the manifest's PUT.
+    assert counter.counts == {"GetObject": 1 + 1500, "ListObjectsV2": 2, "PutObject": 1}
 
 
 # -- many tenants at once: one refresh in flight per library ------------------------------------------

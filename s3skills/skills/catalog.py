@@ -43,6 +43,7 @@ from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest, awrite_manifest
 from s3skills.skills.model import InvalidSkill, SkillInfo
 from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
+from s3skills.skills.streaming import read_as_listed
 from s3skills.skills.versions import versions_by_skill
 from s3skills.storage import NotModified, ObjectBody, ObjectInfo, ObjectStore
 
@@ -198,8 +199,11 @@ class SkillCatalog:
         """One refresh of a library's index (run as the flight every concurrent caller awaits)."""
         key = self._manifest_key(prefix)
         if key is None:
-            objects, _ = await self.store.alist(prefix)
-            await self._apply_listing(index, source, prefix, objects)
+            if index.entries:
+                objects, _ = await self.store.alist(prefix)
+                await self._apply_listing(index, source, prefix, objects)
+            else:
+                await self._cold_listing(index, source, prefix)
         else:
             if index.writing is not None:  # our own manifest write: read what it wrote
                 with contextlib.suppress(Exception):
@@ -271,8 +275,11 @@ class SkillCatalog:
         """LIST the library (in parallel by folder), read what changed, rewrite the manifest."""
         index.reconcile = False
         base = {sid: e.etag for sid, e in index.entries.items()} if manifest is not None and manifest.valid else {}
-        objects = await self._list_parallel(prefix)
-        changed = await self._apply_listing(index, source, prefix, objects)
+        if index.entries:
+            objects = await self._list_parallel(prefix)
+            changed = await self._apply_listing(index, source, prefix, objects)
+        else:
+            changed = await self._cold_listing(index, source, prefix)
         index.verified_at = now
         stale_record = self.verify == "interval" and not (
             manifest is not None and manifest.verified_within(now, self.verify_interval)
@@ -325,8 +332,35 @@ class SkillCatalog:
         listed = await gather_limited(jobs, self.limits.concurrency)
         return [*top, *(obj for objects, _ in listed for obj in objects)]
 
-    async def _apply_listing(self, index: LibraryIndex, source: str, prefix: str, objects: list[ObjectInfo]) -> bool:
-        """Update the entries from a listing (changed SKILL.md read again); True if any changed."""
+    async def _cold_listing(self, index: LibraryIndex, source: str, prefix: str) -> bool:
+        """A library known of nothing: LIST it page by page, reading each SKILL.md as its page arrives."""
+
+        def wanted(obj: ObjectInfo) -> str | None:
+            sid = SkillId.from_key(obj.key, prefix)
+            return None if sid is None else str(sid)
+
+        objects, entries = await read_as_listed(
+            self.store.alist_pages(prefix),
+            wanted,
+            self._head,
+            partial(_parse_all, source),
+            concurrency=self.limits.concurrency,
+            limit=self.limits.max_skills_per_library,
+        )
+        return await self._apply_listing(index, source, prefix, objects, {e.skill_id: e for e in entries})
+
+    async def _apply_listing(
+        self,
+        index: LibraryIndex,
+        source: str,
+        prefix: str,
+        objects: list[ObjectInfo],
+        early: Mapping[str, SkillEntry] | None = None,
+    ) -> bool:
+        """Update the entries from a listing (changed SKILL.md read again); True if any changed.
+
+        `early`: entries already read for this listing (their ETag is checked against it).
+        """
         found: dict[str, ObjectInfo] = {}
         for obj in objects:
             skill_id = SkillId.from_key(obj.key, prefix)
@@ -337,7 +371,14 @@ class SkillCatalog:
         changed = [
             (sid, found[sid]) for sid in keep if (e := index.entries.get(sid)) is None or e.etag != found[sid].etag
         ]
-        parsed = await self._read_entries(source, changed)
+        ready = early or {}
+        fresh = [ready[sid] for sid, obj in changed if sid in ready and ready[sid].etag == obj.etag]
+        parsed = [
+            *fresh,
+            *await self._read_entries(
+                source, [(sid, obj) for sid, obj in changed if sid not in ready or ready[sid].etag != obj.etag]
+            ),
+        ]
         entries = {sid: index.entries[sid] for sid in keep if sid in index.entries}
         entries.update((e.skill_id, e) for e in parsed)
         differs = bool(changed) or len(entries) != len(index.entries)
