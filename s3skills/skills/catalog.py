@@ -333,7 +333,12 @@ class SkillCatalog:
         return [*top, *(obj for objects, _ in listed for obj in objects)]
 
     async def _cold_listing(self, index: LibraryIndex, source: str, prefix: str) -> bool:
-        """A library known of nothing: LIST it page by page, reading each SKILL.md as its page arrives."""
+        """A library known of nothing: LIST it page by page, reading each SKILL.md as its page arrives.
+
+        Twice `Limits.concurrency` reads are in flight (the connection pool `S3Backend`
+        sizes): measured on a 20 ms proxy, 64 reads in flight index 1,000 skills about
+        1.3x faster than 32 (bench/README.md).
+        """
 
         def wanted(obj: ObjectInfo) -> str | None:
             sid = SkillId.from_key(obj.key, prefix)
@@ -344,7 +349,7 @@ class SkillCatalog:
             wanted,
             self._head,
             partial(_parse_all, source),
-            concurrency=self.limits.concurrency,
+            concurrency=2 * self.limits.concurrency,
             limit=self.limits.max_skills_per_library,
         )
         return await self._apply_listing(index, source, prefix, objects, {e.skill_id: e for e in entries})
