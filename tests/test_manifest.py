@@ -175,6 +175,7 @@ def test_always_lists_every_category_concurrently_and_reads_exactly_the_changed_
     counter = counted(store)
     skills = {s.id: s for s in lib.index()}
     assert skills["cat3/skill-2"].metadata.description == "Edited outside s3skills"
+    lib.flush()
     # the manifest, the folder LIST, 5 category LISTs (concurrent), 1 ranged GET, the rewrite
     assert counter.counts == {"GetObject": 2, "ListObjectsV2": 6, "PutObject": 1}
     assert store.max_in_flight == 5
