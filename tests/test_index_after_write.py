@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,9 @@ from mcp_harness import ANY, ListSkills
 
 from s3skills._loop import run_sync
 from s3skills.config import Config
-from s3skills.errors import AccessDenied
+from s3skills.errors import AccessDenied, CredentialsError
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillCatalog, SkillLibrary
-from s3skills.skills.versions import current_version, restore
 from s3skills.storage import ListPage, ObjectBody, RequestCounter, S3ObjectStore
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, builders
@@ -170,24 +170,43 @@ def test_enable_and_remove_leave_the_index_current_without_reading_back_what_the
     assert counter.counts == {"GetObject": 1}
 
 
-def test_a_rollback_leaves_the_index_showing_the_restored_version() -> None:
-    store = MemoryObjectStore(versioning=True)
+def test_a_rollback_leaves_the_index_showing_the_restored_version(
+    moto_endpoint: str, bucket: str, s3_client: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from s3skills.cli import main
+
+    s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    cli = ["--bucket", bucket, "--user", "ana", "--endpoint-url", moto_endpoint, "--json"]
+    store = S3ObjectStore(bucket, endpoint_url=moto_endpoint)
     key = f"{PREFIX}pdf/SKILL.md"
-    store.put_object(key, skill_md("pdf", "Version one"))
-
-    def now() -> Any:
-        return current_version("pdf", f"{PREFIX}pdf/", run_sync(store.alist_versions(f"{PREFIX}pdf/")), lambda k: True)
-
-    one = now()
-    lib = fresh_library(store)
-    lib.note_changed(["pdf"])  # the manifest exists
-    store.put_object(key, skill_md("pdf", "Version two"))
-    lib.note_changed(["pdf"])
-    assert fresh_library(store).get("pdf").metadata.description == "Version two"
-    run_sync(restore(store, one, now()))
+    s3_client.put_object(Bucket=bucket, Key=key, Body=skill_md("pdf", "Version one"))
+    fresh_library(store).note_changed(["pdf"])  # the manifest exists
+    s3_client.put_object(Bucket=bucket, Key=key, Body=skill_md("pdf", "Version two"))
+    fresh_library(store).note_changed(["pdf"])
+    capsys.readouterr()
+    assert main([*cli, "history", "pdf"]) == 0
+    _, one = (v["version"] for v in json.loads(capsys.readouterr().out)["versions"])
+    assert main([*cli, "rollback", "pdf", "--to", one]) == 0
     counter = counted(store)
     assert fresh_library(store, verify="never").get("pdf").metadata.description == "Version one"
     assert counter.counts == {"GetObject": 1}
+    run_sync(store.aclose_all())
+
+
+def test_a_listing_error_reaches_the_caller_with_its_cause() -> None:
+    class Broken(MemoryObjectStore):
+        async def alist_pages(  # type: ignore[override]
+            self, prefix: str, *, delimiter: str | None = None, page_size: int = 1000
+        ) -> AsyncIterator[ListPage]:
+            try:
+                raise LookupError("The config profile (nobody) could not be found")
+            except LookupError as exc:
+                raise CredentialsError("list: no such profile") from exc
+            yield  # an async generator
+
+    with pytest.raises(CredentialsError) as caught:
+        run_sync(catalog_of(Broken()).aindex("user", PREFIX))
+    assert isinstance(caught.value.__cause__, LookupError)  # what the CLI shows ("AWS profile not found")
 
 
 # -- a cold index with no manifest ----------------------------------------------------------------------

@@ -69,6 +69,7 @@ async def read_as_listed(
                 hand_over()
 
     sent = 0
+    failed: BaseException | None = None
     try:
         async with asyncio.TaskGroup() as group:
             readers = [group.create_task(reader()) for _ in range(max(1, concurrency))]
@@ -81,9 +82,11 @@ async def read_as_listed(
                         sent += 1
             for _ in readers:
                 queue.put_nowait(None)
-    except BaseExceptionGroup as failure:
+    except BaseExceptionGroup as group_failure:
+        failed = group_failure.exceptions[0]
+    if failed is not None:  # raised as it was (its cause says why: a missing profile...)
         await asyncio.gather(*parsing, return_exceptions=True)
-        raise failure.exceptions[0] from None
+        raise failed
     hand_over()
     results: list[R] = []
     for chunk in await asyncio.gather(*parsing):

@@ -306,8 +306,7 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
     differs is then copied from its old version (GET by VersionId) as a new version with
     a PUT conditioned on the current ETag (`IfMatch`, or `IfNoneMatch` when absent).
     So a push in between is reported rather than overwritten or deleted. `SKILL.md` goes
-    last, as with a push, and the library's manifest then records the restored skill
-    (`s3skills.skills.writers.anote_changed`). Later versions stay in the history.
+    last, as with a push. Later versions stay in the history.
 
     Returns:
         The paths written or deleted.
@@ -342,17 +341,4 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
         except (Conflict, NotFound) as exc:
             raise Conflict(f"{f.path} changed while the rollback ran; run it again") from exc
         done.append(f.path)
-    if done:
-        await _note_restored(store, target)
     return done
-
-
-async def _note_restored(store: ObjectStore, target: SkillVersion) -> None:
-    """Have the library's manifest record the restored `SKILL.md` (its index stays one GET)."""
-    from s3skills.skills.writers import anote_changed  # writers -> catalog -> this module
-
-    md = target.file(SKILL_FILE)
-    if md is None or not md.key.endswith(target.skill_id + "/" + SKILL_FILE):
-        return
-    prefix = md.key[: -len(target.skill_id + "/" + SKILL_FILE)]
-    await anote_changed(store, prefix, [target.skill_id])
