@@ -105,7 +105,7 @@ class RunContext(TypedDict, total=False):
     user_id: str
 
 
-def script(backend: S3Backend) -> Any:
+def script(backend: S3Backend, per_user: int) -> Any:
     """The compiled one-node graph whose node is one scripted agent run."""
 
     async def node(state: RunState) -> RunState:
@@ -117,7 +117,7 @@ def script(backend: S3Backend) -> Any:
                 errors.append("empty index")
 
         await index()
-        wanted = f"mine/skill-{run % 20:03d}"
+        wanted = f"mine/skill-{run % per_user:03d}"
         loaded = await backend.aload_skill(wanted)  # what cargar_habilidad does, then its SKILL.md
         text = await backend.aload_skill_content(wanted)
         if loaded != wanted or text is None or "Step 1" not in text:
@@ -208,7 +208,7 @@ def run_tenants(
             shared_prefix=SHARED,
             **({"catalog_ttl": catalog_ttl} if catalog_ttl is not None else {}),
         )
-        graph = script(backend)
+        graph = script(backend, per_user)
         counter = 0
         run_sync(level(graph, users, min(users, 50), users, counter))  # warm-up: clients, caches
         counter += users
