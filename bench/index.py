@@ -184,12 +184,15 @@ def one_size(up: Any, proxy: FaultProxy, size: int, repeat: int, baseline_max: i
     def lib(**config: Any) -> SkillLibrary:
         return SkillLibrary(store, Config(layout=LAYOUT, **config), tenant=lambda: ana)
 
-    lib().index()  # builds the manifest: what the first reader or writer pays once
+    first = lib()
+    first.index()  # builds the manifest: what the first reader or writer pays once
+    first.flush()  # ... and writes it after answering
     rtt = round_trip(meter, store)
     rows: dict[str, Any] = {}
     rows["manifest cold"] = meter.run(lambda: lib().index())
     warm = lib()
     warm.index()
+    warm.flush()
     rows["manifest warm"] = meter.run(lambda: warm.index())
     ttl = lib(catalog_ttl=3600)
     ttl.index()
