@@ -88,6 +88,27 @@ _FrontmatterLoader.yaml_implicit_resolvers = {
 }
 _FrontmatterLoader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
 
+
+class _FastLoader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
+    """libyaml's parser with the same resolvers, for frontmatters that cannot hold what
+    `_FrontmatterLoader` refuses (no `&`/`*`, shallow): about 10x faster, and a cold index
+    parses thousands of them. Anything it fails on is parsed again by the hardened loader."""
+
+
+_FastLoader.yaml_implicit_resolvers = _FrontmatterLoader.yaml_implicit_resolvers
+_DEEP_INDENT = re.compile(r"^[ \t]{" + str(2 * _MAX_DEPTH) + r"}", re.MULTILINE)
+
+
+def _fast_load(text: str) -> tuple[bool, object]:
+    """(True, the data) when libyaml loaded it; (False, None): use the hardened loader."""
+    if not yaml.__with_libyaml__ or "&" in text or "*" in text or _DEEP_INDENT.search(text):
+        return False, None
+    try:
+        return True, yaml.load(text, Loader=_FastLoader)  # noqa: S506 - a CSafeLoader subclass
+    except Exception:  # whatever it is, the hardened loader decides (and words the error)
+        return False, None
+
+
 _OPEN_RE = re.compile(r"\A(?:[ \t]*\n)*---[ \t]*\n")
 _CLOSE_RE = re.compile(r"^---[ \t]*$", re.MULTILINE)
 _HEAD_OPEN_RE = re.compile(rb"\A(?:\xef\xbb\xbf)?(?:[ \t]*\r?\n)*---[ \t]*\r?\n")
@@ -169,6 +190,9 @@ def _load_yaml(frontmatter: str, problems: list[Problem]) -> object:
 
     if _flow_depth(frontmatter) > _MAX_DEPTH:
         raise InvalidSkill("the frontmatter is nested too deeply")
+    done, fast = _fast_load(frontmatter)
+    if done:
+        return fast
     try:
         return load(frontmatter)
     except _Refused as exc:
