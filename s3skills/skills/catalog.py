@@ -336,8 +336,8 @@ class SkillCatalog:
         """A library known of nothing: LIST it page by page, reading each SKILL.md as its page arrives.
 
         Twice `Limits.concurrency` reads are in flight (the connection pool `S3Backend`
-        sizes): measured on a 20 ms proxy, 64 reads in flight index 1,000 skills about
-        1.3x faster than 32 (bench/README.md).
+        sizes): on a 20 ms proxy, 64 reads in flight indexed 1,000 skills 1.0-1.3x faster
+        than 32 (bench/README.md, `bench/cold_vs_raw.py`).
         """
 
         def wanted(obj: ObjectInfo) -> str | None:
