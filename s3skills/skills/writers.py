@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
+from s3skills._loop import io_bound
 from s3skills.config import Config
 from s3skills.errors import NotFound, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
@@ -139,6 +140,7 @@ class LibraryWriter:
             self.store, prefix, skill_ids, manifest_key=key, catalog=self.catalog, written=written
         )
 
+    @io_bound
     async def aflush(self) -> None:
         """Wait for the manifest writes that an index left in the background (see `SkillCatalog`).
 
