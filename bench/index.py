@@ -64,10 +64,20 @@ CONTENDERS = (
     "manifest warm",
     "within TTL",
     "no manifest cold",
+    "no manifest cold, builds it",
     "seeds' way",
     "raw transfer",
     "deepagents SkillsMiddleware",
 )
+OBSTORE_CONTENDERS = ("raw transfer (obstore)", "no manifest cold (obstore reads)")
+
+
+def have_obstore() -> bool:
+    try:
+        import obstore  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def skill_md(category: str, name: str, index: int) -> bytes:
@@ -174,22 +184,53 @@ def one_size(up: Any, proxy: FaultProxy, size: int, repeat: int, baseline_max: i
     def lib(**config: Any) -> SkillLibrary:
         return SkillLibrary(store, Config(layout=LAYOUT, **config), tenant=lambda: ana)
 
-    lib().index()  # builds the manifest: what the first reader or writer pays once
+    first = lib()
+    first.index()  # builds the manifest: what the first reader or writer pays once
+    first.flush()  # ... and writes it after answering
     rtt = round_trip(meter, store)
     rows: dict[str, Any] = {}
     rows["manifest cold"] = meter.run(lambda: lib().index())
     warm = lib()
     warm.index()
+    warm.flush()
     rows["manifest warm"] = meter.run(lambda: warm.index())
     ttl = lib(catalog_ttl=3600)
     ttl.index()
     rows["within TTL"] = meter.run(lambda: ttl.index())
     rows["no manifest cold"] = meter.run(lambda: lib(manifest=False).index(), repeat=1 if size > 1000 else None)
+    builder: list[SkillLibrary] = []
+
+    def drop_manifest() -> None:  # a library written by another tool: no manifest yet
+        for done in builder:
+            done.flush()  # the previous run's manifest, written after its answer
+        run_sync(store.adelete_many([LAYOUT.manifest_key(PREFIX)]))
+
+    def build() -> None:
+        builder.append(lib())
+        builder[-1].index()
+
+    rows["no manifest cold, builds it"] = meter.run(build, setup=drop_manifest, repeat=1 if size > 1000 else None)
+    drop_manifest()
+    again = lib()
+    again.index()  # the manifest again, for the contenders below
+    again.flush()
     data = run_sync(store.aget(LAYOUT.manifest_key(PREFIX)))
     started = time.perf_counter()
     decode_manifest(data.data, PREFIX, "user", max_entries=20_000)
     parse_seconds = time.perf_counter() - started
     rows["raw transfer"] = meter.run(lambda: run_sync(raw_transfer(proxy.url, bucket, keys, skill_keys)))
+    if have_obstore():
+        import obstore_reads  # bench/obstore_reads.py
+
+        rows["raw transfer (obstore)"] = meter.run(
+            lambda: run_sync(obstore_reads.raw_transfer(proxy.url, bucket, keys, skill_keys))
+        )
+        fast = obstore_reads.ObstoreReads(bucket, proxy.url, keys, session)
+        rows["no manifest cold (obstore reads)"] = meter.run(
+            lambda: SkillLibrary(fast, Config(layout=LAYOUT, manifest=False), tenant=lambda: ana).index(),
+            repeat=1 if size > 1000 else None,
+        )
+        run_sync(fast.aclose_all())
     if size <= baseline_max:
         naive = NaiveS3(proxy.url, bucket, keys[0], keys[1])
         rows["seeds' way"] = meter.run(lambda: naive.skills_index(PREFIX), repeat=1)
@@ -231,6 +272,30 @@ def one_size(up: Any, proxy: FaultProxy, size: int, repeat: int, baseline_max: i
         "mcp": mcp,
         "peak_rss_mib": peak_rss_mib(),
     }
+
+
+def after_push(up: Any, proxy: FaultProxy, size: int, repeat: int) -> dict[str, Any]:
+    """Push `size` skills (a SKILL.md each) to a fresh bucket, then a new process's first index and MCP page."""
+    keys = (up.access_key, up.secret_key)
+    bucket = make_bucket(up.url, f"bench-after-push-{size}-{int(time.time())}", access_key=keys[0], secret_key=keys[1])
+    session = aioboto3.Session(aws_access_key_id=keys[0], aws_secret_access_key=keys[1], region_name="us-east-1")
+    store = S3ObjectStore(bucket, endpoint_url=proxy.url, region_name="us-east-1", session=session)
+    meter = Meter(proxy, repeat)
+    ana = Tenant(user_id=USER)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for category, name, i in layout_of(size):
+            (root / category / name).mkdir(parents=True)
+            (root / category / name / "SKILL.md").write_bytes(skill_md(category, name, i))
+        pushed = meter.run(lambda: run_sync(apush_tree(store, root, PREFIX, concurrency=64)), repeat=1)
+
+    def lib() -> SkillLibrary:
+        return SkillLibrary(store, Config(layout=LAYOUT), tenant=lambda: ana)
+
+    first = meter.run(lambda: lib().index())
+    page = mcp_list.measure_first_page(lib, USER, meter)
+    run_sync(store.aclose_all())
+    return {"skills": size, "push": pushed, "first index": first, "first MCP skills/list page": page}
 
 
 def push_thousand(up: Any, proxy: FaultProxy, count: int) -> dict[str, Any]:
@@ -276,6 +341,15 @@ def check_targets(sizes: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "target": f"cold <= 3 round trips + parsing ({size})",
                     "value": f"{cold:.4f} s <= {bound:.4f} s",
                     "ok": cold <= bound,
+                }
+            )
+        if size >= 1000:
+            ratio = index["no manifest cold, builds it"]["seconds"] / index["raw transfer"]["seconds"]
+            out.append(
+                {
+                    "target": f"no manifest cold <= 1.15x raw transfer ({size})",
+                    "value": f"{ratio:.2f}x",
+                    "ok": ratio <= 1.15,
                 }
             )
         if size == 1000 and "seeds' way" in index:
@@ -334,6 +408,19 @@ def print_index_report(report: dict[str, Any]) -> None:
             row = r.get("mcp", {}).get(name)
             cells.append("-" if row is None else f"{row['seconds']:.4f}s/{row['total']}req")
         print(f"{'MCP skills/list, ' + name:<42}" + "".join(f"{c:>22}" for c in cells))
+    for name in OBSTORE_CONTENDERS:
+        cells = []
+        for r in report["sizes"]:
+            row = r["index"].get(name)
+            cells.append("-" if row is None else f"{row['seconds']:.4f}s/{row['total']}req")
+        print(f"{name:<42}" + "".join(f"{c:>22}" for c in cells))
+    for row in report.get("after_push", []):
+        first, page = row["first index"], row["first MCP skills/list page"]
+        print(
+            f"after a push of {row['skills']} skills ({row['push']['seconds']:.1f} s, {row['push']['total']} req): "
+            f"first index {first['seconds']:.4f}s/{first['total']}req {first['requests']}, "
+            f"first MCP page {page['seconds']:.4f}s/{page['total']}req {page['requests']}"
+        )
     if report.get("push"):
         p = report["push"]
         print(f"push of {p['skills']} skills: {p['seconds']:.2f} s, {p['total']} requests {p['requests']}")
@@ -347,6 +434,27 @@ def proxied(up: Any, latency_ms: float) -> Iterator[FaultProxy]:
         yield proxy
 
 
+def push_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        size, first, page = row["skills"], row["first index"], row["first MCP skills/list page"]
+        out.append(
+            {
+                "target": f"first index after a push <= 3 requests ({size})",
+                "value": first["total"],
+                "ok": first["total"] <= 3,
+            }
+        )
+        out.append(
+            {
+                "target": f"first MCP page after a push <= 5 requests ({size})",
+                "value": page["total"],
+                "ok": page["total"] <= 5,
+            }
+        )
+    return out
+
+
 def run_index(
     up: Any, sizes: list[int], repeat: int, latency_ms: float, baseline_max: int, push: int, out: Path, *, smoke: bool
 ) -> dict[str, Any]:
@@ -354,12 +462,14 @@ def run_index(
     with proxied(up, latency_ms) as proxy:
         results = [one_size(up, proxy, size, repeat, baseline_max) for size in sizes]
         pushed = push_thousand(up, proxy, push) if push else None
+        after = [after_push(up, proxy, size, repeat) for size in sizes if size >= 1000 or smoke]
     report = {
         "server": up.kind,
         "latency_ms": latency_ms,
         "sizes": results,
         "push": pushed,
-        "targets": [] if smoke else check_targets(results),
+        "after_push": after,
+        "targets": [] if smoke else [*check_targets(results), *push_targets(after)],
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     plot(results, out)

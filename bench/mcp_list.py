@@ -82,3 +82,26 @@ def measure(library: Callable[[], SkillLibrary], user: str, book_key: str, meter
     rows["warm server"] = meter.run(lambda: run_sync(list_all(warm)))
     rows["per skill, no book (before)"] = meter.run(lambda: run_sync(list_all(server(PerSkillSource))), repeat=1)
     return rows
+
+
+def measure_first_page(library: Callable[[], SkillLibrary], user: str, meter: Any) -> dict[str, Any]:
+    """The first `skills/list` page of a new server (a new process), timed like the contenders."""
+    import mcp_types as types
+    from mcp.client.client import Client
+    from pydantic import TypeAdapter
+
+    from s3skills.serve.library_source import LibrarySkillSource
+    from s3skills.serve.server import SkillsServer
+
+    class ListSkills(types.Request[types.PaginatedRequestParams | None, Literal["skills/list"]]):
+        method: Literal["skills/list"] = "skills/list"
+
+    answer = TypeAdapter(dict[str, Any])
+
+    async def first_page() -> int:
+        server = SkillsServer(LibrarySkillSource(library()), user_id=user)
+        async with Client(server.server) as client:
+            page = await client.session.send_request(ListSkills(params=None), answer)
+            return len(page["skills"])
+
+    return dict(meter.run(lambda: run_sync(first_page())))

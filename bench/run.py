@@ -19,6 +19,7 @@ the modules `import s3skills.cli` loads, for this tree and for a previous git re
     python bench/run.py --scenario startup     # start-up only, vs --startup-ref (1921cb8)
     python bench/run.py --smoke --out DIR      # everything, tiny: seconds, for a test
     python bench/run.py --scenario index       # the index at 100, 1,000, 10,000 skills (bench/index.py)
+    python bench/run.py --scenario tenants     # many users at once, 10/50/200 runs in flight (bench/tenants.py)
 
 Results are printed and written as JSON to bench/results/ (gitignored).
 """
@@ -44,6 +45,7 @@ from typing import Any
 import aioboto3
 import index as index_bench  # bench/index.py
 import startup  # bench/startup.py and bench/workload.py: this script's directory is first on sys.path
+import tenants as tenants_bench  # bench/tenants.py
 from botocore.config import Config
 from workload import CATEGORIES, LAYOUT, NEEDLE, SKILLS_PREFIX, THREAD, USER, WS_PREFIX, NaiveS3, seed
 
@@ -438,10 +440,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--scenario",
-        choices=("all", "s3", "startup", "index"),
+        choices=("all", "s3", "startup", "index", "tenants"),
         default="all",
-        help="what to run (default: all; `index` is long and runs only when named, or in smoke mode)",
+        help="what to run (default: all; `index` and `tenants` are long and run only when named, or in smoke mode)",
     )
+    parser.add_argument("--users", type=int, default=50, help="users of the tenants scenario (default 50)")
+    parser.add_argument(
+        "--tenant-levels", default="10,50,200", help="runs in flight in the tenants scenario (default 10,50,200)"
+    )
+    parser.add_argument("--catalog-ttl", type=float, help="catalog_ttl of the tenants scenario (default: the default)")
     parser.add_argument(
         "--index-server",
         choices=("moto", "moto-thread", "seaweedfs"),
@@ -465,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.smoke:
         args.quick, args.repeat, args.latency_ms, args.server, args.startup_runs = True, 1, 1.0, "moto-thread", 1
         args.index_server, args.sizes, args.push_skills = "moto-thread", "20,60", 20
+        args.users, args.tenant_levels = 4, "2,4"
     size = 10 if args.smoke else 50 if args.quick else 200
     skills = args.skills if args.skills is not None else size
     files = args.files if args.files is not None else size
@@ -506,10 +514,23 @@ def main(argv: list[str] | None = None) -> int:
                 plot_path,
                 smoke=args.smoke,
             )
+    if args.scenario == "tenants":
+        levels = tuple(int(x) for x in args.tenant_levels.split(",") if x.strip())
+        with start_upstream(args.index_server) as up:
+            report["tenants"] = tenants_bench.run_tenants(
+                up,
+                latency_ms=args.latency_ms,
+                users=args.users,
+                per_user=5 if args.smoke else 20,
+                shared=10 if args.smoke else 100,
+                levels=levels,
+                catalog_ttl=args.catalog_ttl,
+                min_runs=4 if args.smoke else 50,
+            )
 
     args.out.mkdir(parents=True, exist_ok=True)
     kind = "smoke" if args.smoke else "quick" if args.quick else ""
-    server = args.index_server if args.scenario == "index" else args.server
+    server = args.index_server if args.scenario in ("index", "tenants") else args.server
     name = "-".join(part for part in ("bench", stamp, args.scenario, server, kind) if part)
     output = args.out / f"{name}.json"
     report["elapsed_seconds"] = round(time.perf_counter() - started, 2)
@@ -518,7 +539,12 @@ def main(argv: list[str] | None = None) -> int:
     print_report(report)
     if "index" in report:
         index_bench.print_index_report(report["index"])
+    if "tenants" in report:
+        tenants_bench.print_tenants_report(report["tenants"])
     failed = [row["operation"] for row in report.get("operations", []) if row["error"]]
+    failed += [
+        f"tenants at {row['concurrency']}" for row in report.get("tenants", {}).get("levels", []) if row["errors"]
+    ]
     missed = [t["target"] for t in report.get("index", {}).get("targets", []) if not t["ok"]]
     return 1 if failed or missed else 0
 

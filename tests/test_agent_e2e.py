@@ -218,6 +218,7 @@ def test_within_the_catalog_ttl_a_model_call_costs_no_request(moto_endpoint: str
     model = ScriptedChatModel(steps=[AIMessage(content="uno")])
     agent = create_skills_agent(model, backend, system_prompt=SYSTEM)
     run(agent, "ana", "ttl-1")
+    backend.skills.flush()  # the manifest the first index rebuilt is written after its answer
     counter.reset()
     run(agent, "ana", "ttl-2")
     assert counter.total == 0
@@ -330,6 +331,7 @@ async def test_cargar_habilidad_costs_the_manifest_check_one_get_and_one_version
     seed(s3_client, bucket)
     backend = S3Backend(bucket, user_id="ana", endpoint_url=moto_endpoint, layout=SEEDS)
     await backend.skills.aindex()  # the index is warm in a running agent
+    await backend.skills.aflush()  # and the manifest it rebuilt is written
     counter = RequestCounter()
     backend.store.add_request_hook(counter)
     update = await load_skill_update(backend.skills, "escrituras/compraventa", [], "call-1", None)

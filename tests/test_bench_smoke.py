@@ -23,10 +23,22 @@ INDEX_CONTENDERS = {
     "manifest warm",
     "within TTL",
     "no manifest cold",
+    "no manifest cold, builds it",
     "seeds' way",
     "raw transfer",
     "deepagents SkillsMiddleware",
 }
+OBSTORE_CONTENDERS = {"raw transfer (obstore)", "no manifest cold (obstore reads)"}  # when obstore is installed
+
+
+def obstore_installed() -> bool:
+    try:
+        import obstore  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 MCP_CONTENDERS = {"first listing ever", "cold server, book present", "warm server", "per skill, no book (before)"}
 
 
@@ -43,15 +55,43 @@ def test_index_smoke_reports_every_contender_at_every_size_and_a_plot(tmp_path: 
     index = json.loads(output.read_text())["index"]
     assert [row["size"] for row in index["sizes"]] == [20, 60]
     for row in index["sizes"]:
-        assert set(row["index"]) == INDEX_CONTENDERS
+        assert set(row["index"]) == INDEX_CONTENDERS | (OBSTORE_CONTENDERS if obstore_installed() else set())
         assert all("seconds" in cell and "requests" in cell for cell in row["index"].values())
         assert set(row["other"]) == {"middleware per model call (warm index)", "load + SKILL.md read"}
         assert set(row["mcp"]) == MCP_CONTENDERS
         assert all(cell["total"] > 0 for cell in row["mcp"].values())
         assert row["peak_rss_mib"] > 0
     assert index["push"]["skills"] == 20
+    assert [row["skills"] for row in index["after_push"]] == [20, 60]
+    for row in index["after_push"]:
+        for cell in (row["push"], row["first index"], row["first MCP skills/list page"]):
+            assert cell["seconds"] > 0
+            assert cell["total"] > 0
     assert Path(index["plot"]).stat().st_size > 0
     assert index["targets"] == []  # not asserted in smoke mode
+
+
+def test_tenants_smoke_reports_each_level_with_rates_latencies_and_requests_per_run(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "run.py"), "--scenario", "tenants", "--smoke", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (output,) = tmp_path.glob("bench-*-tenants-*-smoke.json")
+    tenants = json.loads(output.read_text())["tenants"]
+    assert tenants["users"] == 4
+    assert [row["concurrency"] for row in tenants["levels"]] == [2, 4]
+    for row in tenants["levels"]:
+        assert row["errors"] == 0, row["first_errors"]
+        assert row["runs"] >= row["concurrency"]
+        assert row["runs_per_second"] > 0
+        assert 0 < row["p50_seconds"] <= row["p95_seconds"]
+        assert row["requests_per_run"] > 0
+        assert set(row["requests"]) <= {"GET", "PUT", "HEAD", "POST", "DELETE"}
+    assert "runs/s" in done.stdout
 
 
 def test_smoke_mode_runs_every_scenario_and_reports_both_trees(tmp_path: Path) -> None:

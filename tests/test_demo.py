@@ -164,8 +164,9 @@ def test_json_request_counts(json_run: dict[str, Any]) -> None:
     assert steps[7]["tool_requests"] == {"PutObject": 1}
     total = json_run["requests"]
     assert json_run["total_requests"] == sum(total.values())
-    assert total["PutObject"] == 2  # the agent's write, and the library manifest the first index builds
-    assert json_run["seed_requests"]["PutObject"] == 11  # the example library's 10 files, and its digest book
+    assert total["PutObject"] == 1  # the agent's write: the seeding push left the manifest in place
+    # the example library's 10 files, its digest book and its manifest
+    assert json_run["seed_requests"]["PutObject"] == 12
 
 
 def test_quiet_prints_only_the_summary(capsys: pytest.CaptureFixture[str]) -> None:

@@ -110,6 +110,7 @@ def test_an_inflated_40_mib_manifest_costs_under_300_mb_to_read_and_is_rebuilt(m
     skills, peak = peak_of(lambda: lib.index())
     assert [s.id for s in skills] == ["skill-0", "skill-1", "skill-2"]
     assert peak < BUDGET, f"peak {peak / MiB:.0f} MiB"
+    lib.flush()  # the rebuilt manifest is written after the answer
     doc = stored_manifest(store)  # rebuilt from the SKILL.md files, in its place
     assert sorted(doc["skills"]) == ["skill-0", "skill-1", "skill-2"]
     assert "j" not in doc["skills"]["skill-0"]
@@ -143,7 +144,9 @@ def test_an_inflated_30_mib_digest_book_costs_under_300_mb_reads_as_empty_and_is
 def test_a_damaged_manifest_never_fails_the_index_and_is_rebuilt(damage: bytes) -> None:
     store = seeded()
     store.put_object(MANIFEST, damage)
-    assert [s.id for s in library(store).index()] == ["skill-0", "skill-1", "skill-2"]
+    lib = library(store)
+    assert [s.id for s in lib.index()] == ["skill-0", "skill-1", "skill-2"]
+    lib.flush()  # the rebuilt manifest is written after the answer
     assert sorted(stored_manifest(store)["skills"]) == ["skill-0", "skill-1", "skill-2"]
 
 
@@ -164,7 +167,9 @@ def test_a_deeply_nested_or_inflated_book_reads_as_empty_without_raising() -> No
 
 def test_a_lying_manifest_entry_is_rebuilt_from_its_skill_md_and_an_honest_sketch_is_kept() -> None:
     store = seeded(6)
-    library(store).index()
+    first = library(store)
+    first.index()
+    first.flush()
     doc = stored_manifest(store)
     entries = doc["skills"]
     for sid in entries:
@@ -181,6 +186,7 @@ def test_a_lying_manifest_entry_is_rebuilt_from_its_skill_md_and_an_honest_sketc
     assert got["skill-0"] == "FROM THE MANIFEST"
     for i in range(1, 6):
         assert got[f"skill-{i}"] == f"Real description {i}", i
+    lib.flush()
     rebuilt = stored_manifest(store)["skills"]
     assert rebuilt["skill-0"]["sketch"] == "s" * SKETCH_MAX_CHARS
     assert rebuilt["skill-1"].get("sketch") != "s" * (SKETCH_MAX_CHARS + 1)  # rebuilt from the body
@@ -309,7 +315,9 @@ def test_a_manifest_that_enables_a_disabled_skill_never_opens_its_files() -> Non
         f"{PREFIX}off/SKILL.md", builders.skill_md("off", "Off.", body="OFF BODY", enabled="false").encode()
     )
     store.put_object(f"{PREFIX}off/ref.md", b"CANARY-DISABLED")
-    library(store).index()
+    first = library(store)
+    first.index()
+    first.flush()
     doc = stored_manifest(store)
     doc["skills"]["off"]["metadata"]["enabled"] = True  # the real ETag, a fresh verification time: a perfect lie
     doc["verified_at"] = time.time()

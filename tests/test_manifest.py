@@ -86,6 +86,14 @@ def library(
     return SkillLibrary(store, config, catalog=catalog, tenant=lambda: ANA)
 
 
+def built(store: Any, **options: Any) -> SkillLibrary:
+    """A library that has indexed once, and the manifest it rebuilt written (in the background)."""
+    lib = library(store, **options)
+    lib.index()
+    lib.flush()
+    return lib
+
+
 def fill(store: MemoryObjectStore, categories: int, per_category: int) -> None:
     for c in range(categories):
         for i in range(per_category):
@@ -118,7 +126,7 @@ def test_the_manifest_is_a_sibling_of_skills_outside_every_namespace() -> None:
 def test_a_cold_index_with_a_current_manifest_is_one_get() -> None:
     store = MemoryObjectStore()
     fill(store, 3, 20)
-    library(store).index()  # builds the manifest (LISTs, heads, 1 PUT)
+    built(store)  # builds the manifest (LISTs, heads, 1 PUT)
     assert MANIFEST in set(store.keys())
     counter = counted(store)
     skills = library(store).index()  # a new process
@@ -126,14 +134,13 @@ def test_a_cold_index_with_a_current_manifest_is_one_get() -> None:
     assert counter.counts == {"GetObject": 1}
 
 
-def test_building_the_manifest_lists_by_category_concurrently_and_writes_it_once() -> None:
+def test_building_the_manifest_lists_page_by_page_and_writes_it_once() -> None:
     store = InFlightStore()
     fill(store, 4, 5)
     counter = counted(store)
-    library(store).index()
-    # 1 GET (404), 1 LIST of the folders + 1 per category, 1 ranged GET per skill, 1 PUT
-    assert counter.counts == {"GetObject": 1 + 20, "ListObjectsV2": 1 + 4, "PutObject": 1}
-    assert store.max_in_flight == 4
+    built(store)
+    # 1 GET (404), 1 LIST page (reads start as pages arrive), 1 ranged GET per skill, 1 PUT
+    assert counter.counts == {"GetObject": 1 + 20, "ListObjectsV2": 1, "PutObject": 1}
 
 
 def test_a_warm_index_with_an_unchanged_manifest_is_one_conditional_get() -> None:
@@ -141,6 +148,7 @@ def test_a_warm_index_with_an_unchanged_manifest_is_one_conditional_get() -> Non
     fill(store, 2, 10)
     lib = library(store)
     lib.index()
+    lib.flush()  # the manifest it rebuilt is written after the answer
     counter = counted(store)
     assert len(lib.index()) == 20
     assert counter.counts == {"GetObject": 1}
@@ -151,6 +159,7 @@ def test_within_the_ttl_an_index_costs_nothing() -> None:
     fill(store, 2, 10)
     lib = library(store, ttl=60)
     lib.index()
+    lib.flush()  # the manifest it rebuilt is written after the answer
     counter = counted(store)
     lib.index()
     assert counter.counts == {}
@@ -159,13 +168,14 @@ def test_within_the_ttl_an_index_costs_nothing() -> None:
 def test_always_lists_every_category_concurrently_and_reads_exactly_the_changed_skill_md() -> None:
     store = InFlightStore()
     fill(store, 5, 8)
-    library(store).index()
+    built(store)
     store.put_object(f"{PREFIX}cat3/skill-2/SKILL.md", skill_md("skill-2", "Edited outside s3skills"))
     lib = library(store, verify="always")
     store.max_in_flight = 0
     counter = counted(store)
     skills = {s.id: s for s in lib.index()}
     assert skills["cat3/skill-2"].metadata.description == "Edited outside s3skills"
+    lib.flush()
     # the manifest, the folder LIST, 5 category LISTs (concurrent), 1 ranged GET, the rewrite
     assert counter.counts == {"GetObject": 2, "ListObjectsV2": 6, "PutObject": 1}
     assert store.max_in_flight == 5
@@ -176,7 +186,9 @@ def test_a_damaged_or_foreign_manifest_is_rebuilt_without_an_error() -> None:
     fill(store, 1, 3)
     for junk in (b"{not json", json.dumps({"schema": "other/9", "skills": {}}).encode(), b"[]"):
         store.put_object(MANIFEST, junk)
-        assert len(library(store, verify="never").index()) == 3
+        lib = library(store, verify="never")
+        assert len(lib.index()) == 3
+        lib.flush()
         assert json.loads(store._get(MANIFEST).data)["schema"] == "s3skills.manifest/1"
 
 
@@ -186,7 +198,7 @@ def test_a_forged_manifest_cannot_name_keys_outside_its_library_nor_enable_a_ski
     store.put_object(f"{PREFIX}secret/SKILL.md", skill_md("secret", enabled="false"))
     store.put_object(f"{PREFIX}secret/key.txt", b"classified")
     store.put_object("users/bob/skills/private/SKILL.md", skill_md("private"))
-    library(store).index()
+    built(store)
     doc = json.loads(store._get(MANIFEST).data)
     doc["skills"]["secret"]["metadata"]["enabled"] = True  # forged: the real file says disabled
     doc["skills"]["../../bob/skills/private"] = {"key": "users/bob/skills/private/SKILL.md", "etag": "x", "size": 1}
@@ -208,11 +220,13 @@ def test_loading_a_skill_whose_skill_md_is_gone_answers_not_found_and_reconciles
     fill(store, 1, 3)
     lib = library(store, verify="never")
     lib.index()
+    lib.flush()  # the manifest it rebuilt is written after the answer
     run_sync(store.adelete_many([f"{PREFIX}cat0/skill-1/SKILL.md"]))  # out of band
     assert "cat0/skill-1" in [s.id for s in lib.index()]  # trusted until someone notices
     with pytest.raises(SkillError, match="not found"):
         lib.load("cat0/skill-1")
     assert "cat0/skill-1" not in [s.id for s in lib.index()]
+    lib.flush()
     assert "cat0/skill-1" not in [s.id for s in library(store, verify="never").index()]  # manifest rewritten
 
 
@@ -222,6 +236,7 @@ def test_interval_shows_an_out_of_band_write_after_the_interval() -> None:
     clock = Clock()
     lib = library(store, clock=clock)
     lib.index()
+    lib.flush()  # the manifest it rebuilt is written after the answer
     store.put_object(f"{PREFIX}cat0/new/SKILL.md", skill_md("new"))
     clock.now += 299
     counter = counted(store)
@@ -240,6 +255,7 @@ def test_library_writers_keep_the_manifest_current() -> None:
     fill(store, 1, 2)
     lib = library(store, verify="never")
     lib.index()
+    lib.flush()  # the manifest it rebuilt is written after the answer
     lib.create("tools/new", {"SKILL.md": skill_md("new"), "scripts/main.py": b"print(1)\n"})
     assert lib.set_enabled("cat0/skill-0", False) is True
     assert lib.remove("cat0/skill-1") == 1
@@ -250,11 +266,34 @@ def test_library_writers_keep_the_manifest_current() -> None:
     assert counter.counts == {"GetObject": 1}
 
 
-def test_a_writer_without_a_manifest_leaves_it_for_the_next_reader() -> None:
+def test_a_writer_without_a_manifest_creates_it_whole_so_the_next_reader_pays_one_get() -> None:
     store = MemoryObjectStore()
+    fill(store, 2, 3)  # written by another tool: no manifest
     store.put_object(f"{PREFIX}pdf/SKILL.md", skill_md("pdf"))
     assert run_sync(anote_changed(store, PREFIX, ["pdf"])) is True
+    assert MANIFEST in set(store.keys())
+    counter = counted(store)
+    assert {s.id for s in library(store).index()} == {"pdf", *(f"cat{c}/skill-{i}" for c in range(2) for i in range(3))}
+    assert counter.counts == {"GetObject": 1}
+
+
+def test_a_writer_that_may_not_create_the_manifest_leaves_it_for_the_next_reader() -> None:
+    store = MemoryObjectStore()
+    store.put_object(f"{PREFIX}pdf/SKILL.md", skill_md("pdf"))
+    assert run_sync(anote_changed(store, PREFIX, ["pdf"], create=False)) is True
     assert MANIFEST not in set(store.keys())
+
+
+def test_a_writer_hands_over_the_bytes_it_wrote_instead_of_reading_them_back() -> None:
+    store = MemoryObjectStore()
+    fill(store, 1, 2)
+    built(store)
+    data = skill_md("pdf", "Handed over")
+    etag = run_sync(store.aput(f"{PREFIX}pdf/SKILL.md", data))
+    counter = counted(store)
+    assert run_sync(anote_changed(store, PREFIX, ["pdf"], written={"pdf": (data, etag)})) is True
+    assert counter.counts == {"GetObject": 1, "PutObject": 1}  # the manifest's read and write: no SKILL.md read
+    assert library(store).get("pdf").metadata.description == "Handed over"
 
 
 # -- moto --------------------------------------------------------------------------------------------
@@ -269,7 +308,7 @@ def test_on_moto_cold_is_one_get_and_warm_is_one_304(moto_store: S3ObjectStore, 
     for c in range(3):
         for i in range(4):
             s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}cat{c}/s{i}/SKILL.md", Body=skill_md(f"s{i}"))
-    library(moto_store).index()
+    built(moto_store)
     counter = counted(moto_store)
     lib = library(moto_store)
     assert len(lib.index()) == 12
@@ -279,6 +318,7 @@ def test_on_moto_cold_is_one_get_and_warm_is_one_304(moto_store: S3ObjectStore, 
     assert counter.counts == {"GetObject": 1}  # answered 304: see the next test for the body
     ttl = library(moto_store, ttl=60)
     ttl.index()
+    ttl.flush()  # the manifest it rebuilt is written after the answer
     counter.reset()
     ttl.index()
     assert counter.counts == {}
@@ -311,7 +351,7 @@ def test_on_moto_an_out_of_band_put_shows_at_once_with_always(
     moto_store: S3ObjectStore, s3_client: Any, bucket: str
 ) -> None:
     s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}pdf/SKILL.md", Body=skill_md("pdf"))
-    library(moto_store).index()
+    built(moto_store)
     s3_client.put_object(Bucket=bucket, Key=f"{PREFIX}docs/new/SKILL.md", Body=skill_md("new"))
     assert "docs/new" not in [s.id for s in library(moto_store, verify="never").index()]
     assert "docs/new" in [s.id for s in library(moto_store, verify="always").index()]
@@ -332,7 +372,7 @@ def test_eight_concurrent_writers_lose_no_manifest_entry(seaweed_bucket: Seaweed
         for _ in range(8)
     ]
     run_sync(stores[0].aput(f"{PREFIX}base/SKILL.md", skill_md("base")))
-    library(stores[0]).index()  # the manifest exists
+    built(stores[0])  # the manifest exists
 
     async def writers() -> list[bool]:
         async def one(i: int) -> bool:

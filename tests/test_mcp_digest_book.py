@@ -97,9 +97,9 @@ async def test_a_page_of_a_flat_library_is_one_listing_of_the_prefix_its_skills_
     store.put_object("users/ana/.s3skills/manifest.json", b"{}")  # damaged: the index is rebuilt first
     _, pages = await list_everything(store)
     log = store.take()
-    built = log.index(("PutObject", "users/ana/.s3skills/manifest.json"))
     assert pages == 3
-    lists = [prefix for op, prefix in log[built:] if op == "ListObjectsV2"]
+    # The rebuild lists the library itself (its manifest is written after the first answer).
+    lists = [prefix for op, prefix in log if op == "ListObjectsV2" and prefix != LIBRARY]
     # One LIST per page, of the key prefix its skills share (skill-000..049: "skill-0").
     assert lists == [LIBRARY + "skill-0", LIBRARY + "skill-0", LIBRARY + "skill-1"]
 

@@ -44,14 +44,19 @@ ANA_IDS = sorted([*EXAMPLES, *GENERATED])
 
 @pytest.fixture
 def library(bucket: str, moto_endpoint: str, s3_client: Any) -> str:
-    """ana: the example library + generated skills + a disabled one; bob: one skill."""
-    seed_example_library(ObjectStore(bucket, endpoint_url=moto_endpoint), "ana")
+    """ana: the example library + generated skills + a disabled one; bob: one skill.
+
+    The generated skills are written first, by plain PUTs: the push that follows builds
+    the manifest from a listing of everything (writes made outside s3skills after it would
+    show only within `verify_interval`).
+    """
     for skill_id in GENERATED:
         leaf = skill_id.rsplit("/", 1)[-1]
         put(s3_client, bucket, f"users/ana/skills/{skill_id}/SKILL.md", skill_md(leaf, f"Generated {leaf}"))
         put(s3_client, bucket, f"users/ana/skills/{skill_id}/references/notes.md", f"notes of {leaf}\n".encode())
     put(s3_client, bucket, "users/ana/skills/gen/apagada/SKILL.md", skill_md("apagada", "Disabled", enabled="false"))
     put(s3_client, bucket, "users/bob/skills/privado/SKILL.md", skill_md("privado", "Bob's own skill"))
+    seed_example_library(ObjectStore(bucket, endpoint_url=moto_endpoint), "ana")
     return bucket
 
 

@@ -391,8 +391,10 @@ class Context:
     def close(self) -> None:
         """Close the store's clients (tests call `main` many times in one process)."""
         if self._store is not None:
-            store, self._store, self._library = self._store, None, None
+            store, library, self._store, self._library = self._store, self._library, None, None
             with contextlib.suppress(Exception):  # closing is best effort
+                if library is not None:
+                    library.flush()  # a manifest its index rebuilt, stored for the next command
                 run_sync(store.aclose_all())
 
 

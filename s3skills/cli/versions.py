@@ -167,6 +167,8 @@ def rollback_command(ctx: Context, name: str, to: str) -> int:
         raise CliError(f"{skill_id}: {exc}") from exc
     except SkillError as exc:
         raise CliError(f"{skill_id}: {exc}") from exc
+    if changed:  # the manifest records the restored SKILL.md: the next index is still one GET
+        ctx.library.note_changed([skill_id])
     if ctx.json:
         ctx.emit({"id": skill_id, "version": target.id, "previous": current.id, "changed": changed})
     else:

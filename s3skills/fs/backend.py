@@ -473,5 +473,6 @@ class S3Backend(SeedsAPI, BackendProtocol):
     download_files = _sync_download_files
 
     def close(self) -> None:
-        """Close the S3 client."""
+        """Close the S3 client, once the manifest writes an index left in the background are done."""
+        self.skills.flush()
         run_sync(self.store.aclose())

@@ -79,11 +79,17 @@ async def _aclose_on_io_loop(store: S3ObjectStore) -> None:
 
 
 async def aclose_server(skills: SkillsServer) -> None:
-    """Close the S3 clients of the server's source (no "Unclosed client session" at exit)."""
+    """Close the S3 clients of the server's source (no "Unclosed client session" at exit).
+
+    The manifest writes an index left in the background are waited for first: one that
+    ran after the close would open a new client that nobody closes.
+    """
     library = getattr(skills.source, "library", None)
     store = getattr(library, "store", None)
     if isinstance(store, S3ObjectStore):
         with contextlib.suppress(Exception):
+            if library is not None:  # a manifest an index rebuilt is written after its answer
+                await library.aflush()
             await store.aclose()  # the client of this loop (digest books)
             await _aclose_on_io_loop(store)  # the client of the library's I/O loop
 

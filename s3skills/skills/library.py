@@ -626,6 +626,7 @@ class SkillLibrary(LibraryWriter):
     create = sync_method(LibraryWriter.acreate)
     set_enabled = sync_method(LibraryWriter.aset_enabled)
     remove = sync_method(LibraryWriter.aremove)
+    flush = sync_method(LibraryWriter.aflush)
 
 
 def _name(name: object) -> str:

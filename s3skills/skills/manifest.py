@@ -19,8 +19,10 @@ skill's files readable (`SkillLibrary.aload`).
 
 Writers update it with a conditional PUT (`if_match` on the ETag read,
 `if_none_match` to create) and, on a conflict, re-read, merge and retry a bounded
-number of times (`aupdate_manifest`). A writer that gives up deletes the manifest,
-so the next reader rebuilds it rather than trusting a stale one.
+number of times (`aupdate_manifest`). A writer that finds no manifest (or a damaged
+one) builds it whole from a listing, so the first reader after any write pays one
+request. A writer that gives up deletes the manifest, so the next reader rebuilds
+it rather than trusting a stale one.
 """
 
 from __future__ import annotations
@@ -325,6 +327,9 @@ async def awrite_manifest(store: ObjectStore, key: str, manifest: Manifest) -> s
 EntryReader = Callable[[list[str]], Awaitable[dict[str, SkillEntry | None]]]
 """Reads the current entries of skill ids (None: its SKILL.md is gone)."""
 
+LibraryBuilder = Callable[[], Awaitable[dict[str, SkillEntry]]]
+"""Reads the entries of every skill of a library, from a listing of it (a whole build)."""
+
 
 async def aupdate_manifest(
     store: ObjectStore,
@@ -337,13 +342,16 @@ async def aupdate_manifest(
     max_entries: int = 20_000,
     attempts: int = MAX_WRITE_ATTEMPTS,
     clock: Callable[[], float] = time.time,
+    build: LibraryBuilder | None = None,
 ) -> bool:
-    """Record the current state of some skills in an existing manifest (a writer's update).
+    """Record the current state of some skills in the library's manifest (a writer's update).
 
-    A missing (or unreadable) manifest is left for the next reader to rebuild: a
-    manifest is only ever created whole, from a LIST. On a conflict the manifest is
-    re-read and the entries merged again; skills whose entry another writer changed
-    meanwhile are read again. After `attempts` conflicts the manifest is deleted.
+    A missing (or damaged) manifest is created whole with `build` (a listing of the
+    library: `verified_at` is then now), with `if_none_match` (or `if_match` on the
+    damaged object), so the next reader's index is one GET; without `build` it is
+    left for the next reader to rebuild. On a conflict the manifest is re-read and
+    the entries merged again; skills whose entry another writer changed meanwhile are
+    read again. After `attempts` conflicts the manifest is deleted.
 
     Returns:
         True when the manifest now records the skills (or there is none to update).
@@ -353,10 +361,17 @@ async def aupdate_manifest(
         return True
     try:
         current: dict[str, SkillEntry | None] | None = None
+        built: tuple[float, dict[str, SkillEntry]] | None = None
         for attempt in range(attempts):
             manifest = await aread_manifest(store, key, prefix, source, max_entries=max_entries)
             if manifest is None or not manifest.valid:
-                return True
+                if build is None:
+                    return True
+                built = built or (clock(), await build())  # one listing, whatever the retries
+                if await _acreate(store, key, prefix, manifest, *built):
+                    return True
+                await asyncio.sleep(random.uniform(0.005, 0.05) * (attempt + 1))  # noqa: S311 - jitter
+                continue
             if current is None:
                 current = await read_entries(wanted)
             stale = [sid for sid in wanted if _differs(manifest.entries.get(sid), current[sid], since=attempt > 0)]
@@ -384,6 +399,18 @@ async def aupdate_manifest(
         except S3SkillsError:
             return False
     return False
+
+
+async def _acreate(
+    store: ObjectStore, key: str, prefix: str, found: Manifest | None, now: float, entries: dict[str, SkillEntry]
+) -> bool:
+    """Write a whole manifest where none (or a damaged one) is; False: another writer was first."""
+    manifest = Manifest(prefix, dict(entries), built_at=now, verified_at=now, etag=found.etag if found else None)
+    try:
+        await awrite_manifest(store, key, manifest)
+    except Conflict:
+        return False
+    return True
 
 
 def _same(a: SkillEntry | None, b: SkillEntry | None) -> bool:

@@ -2,10 +2,13 @@
 
 `LibraryWriter` is mixed into `SkillLibrary`: create a skill, enable or disable it,
 remove it, or tell the library that skills were written some other way
-(`anote_changed`, which `s3skills.transfer.apush_tree` calls after a push). Every
+(`anote_changed`, which `s3skills.transfer.apush_tree` and a rollback call). Every
 write ends with a conditional update of the library's manifest
-(`s3skills.skills.manifest.aupdate_manifest`); a failure there never undoes or
-fails the write (the manifest is derived data and is rebuilt by the next reader).
+(`s3skills.skills.manifest.aupdate_manifest`), which creates the manifest from a
+listing when there is none yet, so the next reader's index is one GET. A writer
+hands over the `SKILL.md` bytes it stored, so they are not read back. A failure
+there never undoes or fails the write (the manifest is derived data and is rebuilt
+by the next reader).
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 
+from s3skills._loop import io_bound
 from s3skills.config import Config
 from s3skills.errors import NotFound, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
 from s3skills.skills.catalog import SkillCatalog
-from s3skills.skills.manifest import aupdate_manifest
+from s3skills.skills.manifest import SkillEntry, aupdate_manifest
 from s3skills.skills.parse import parse_skill_md, render_skill_md
 from s3skills.storage import ObjectStore
 from s3skills.tenancy import Tenant
@@ -35,6 +39,8 @@ async def anote_changed(
     manifest_key: str | None = None,
     catalog: SkillCatalog | None = None,
     source: str = "user",
+    written: Mapping[str, tuple[bytes, str]] | None = None,
+    create: bool = True,
 ) -> bool:
     """Record the current state of `skill_ids` in the manifest of the library at `prefix`.
 
@@ -44,13 +50,18 @@ async def anote_changed(
         skill_ids: Skills written, changed or removed.
         manifest_key: The manifest's key; by default `KeyLayout().manifest_key(prefix)`
             (the same sibling key in every built-in layout).
-        catalog: The catalog whose cached index of `prefix` is then refreshed (it also
-            reads the changed `SKILL.md` heads: 1 ranged GET each).
+        catalog: The catalog whose cached index of `prefix` is then refreshed.
         source: `user` or `shared`.
+        written: Skill id -> (the `SKILL.md` bytes stored, the ETag its PUT returned):
+            their entries are built from these bytes, with no request. Every other
+            skill costs 1 ranged GET of its `SKILL.md` head.
+        create: With no manifest (or a damaged one), build it from a LIST of the
+            library (reading only the `SKILL.md` files not in `written`) and create it
+            conditionally; False leaves it for the next reader.
 
     Returns:
-        True when the manifest records them (or there is no manifest yet: the next
-        reader builds it); False when it could not be updated and was removed.
+        True when the manifest records them (or there is none and `create` is False);
+        False when it could not be updated and was removed.
     """
     from s3skills.layout import KeyLayout
 
@@ -62,14 +73,29 @@ async def anote_changed(
     except ValueError:
         return True
     reader = catalog or SkillCatalog(store)
+    known: dict[str, SkillEntry] = (
+        await reader.aentries_of(source, prefix, {str(SkillId.parse(s)): b for s, b in written.items()})
+        if written
+        else {}
+    )
+
+    async def read_entries(wanted: list[str]) -> dict[str, SkillEntry | None]:
+        out: dict[str, SkillEntry | None] = {sid: known[sid] for sid in wanted if sid in known}
+        rest = [sid for sid in wanted if sid not in known]
+        if rest:
+            out.update(await reader.aread_entries(source, prefix, rest))
+        known.clear()  # handed over once: a retry after a conflict reads the objects themselves
+        return out
+
     ok = await aupdate_manifest(
         store,
         key,
         prefix,
         ids,
-        partial(reader.aread_entries, source, prefix),
+        read_entries,
         source=source,
         max_entries=reader.limits.max_skills_per_library,
+        build=partial(reader.abuild_entries, source, prefix, dict(known)) if create else None,
     )
     if catalog is not None:
         catalog.invalidate(prefix)
@@ -87,11 +113,19 @@ class LibraryWriter:
     def _own_prefix(self, tenant: Tenant | None) -> str:
         return self.config.layout.user_prefix(self._user(tenant).user_id)
 
-    async def anote_changed(self, skill_ids: Iterable[str], *, tenant: Tenant | None = None) -> bool:
+    async def anote_changed(
+        self,
+        skill_ids: Iterable[str],
+        *,
+        tenant: Tenant | None = None,
+        written: Mapping[str, tuple[bytes, str]] | None = None,
+    ) -> bool:
         """Bring the manifest of the tenant's library up to date for these skills.
 
         Call it after writing skills without `SkillLibrary` (the library's own writers
-        call it themselves). Costs 1 ranged GET per skill, 1 GET and 1 PUT of the manifest.
+        call it themselves). Costs 1 ranged GET per skill not in `written` (skill id ->
+        the `SKILL.md` bytes stored and their ETag), 1 GET and 1 PUT of the manifest;
+        with no manifest yet, a LIST of the library builds it whole (see `anote_changed`).
         """
         if not self.config.manifest:
             self.catalog.invalidate(self._own_prefix(tenant))
@@ -102,7 +136,18 @@ class LibraryWriter:
         except ValueError:
             self.catalog.invalidate(prefix)
             return True
-        return await anote_changed(self.store, prefix, skill_ids, manifest_key=key, catalog=self.catalog)
+        return await anote_changed(
+            self.store, prefix, skill_ids, manifest_key=key, catalog=self.catalog, written=written
+        )
+
+    @io_bound
+    async def aflush(self) -> None:
+        """Wait for the manifest writes that an index left in the background (see `SkillCatalog`).
+
+        A short-lived process (a CLI command) calls it before it exits, so the manifest
+        its index rebuilt is stored for the next one.
+        """
+        await self.catalog.aflush()
 
     async def acreate(self, skill_id: str, files: Mapping[str, bytes], *, tenant: Tenant | None = None) -> str:
         """Create a skill from its files (`SKILL.md` first), each only if absent.
@@ -124,10 +169,11 @@ class LibraryWriter:
             raise SkillError(f"cannot create '{sid}': no {SKILL_FILE}")
         folder = self._own_prefix(tenant) + sid + "/"
         order = [SKILL_FILE, *sorted(rel for rel in files if rel != SKILL_FILE)]
+        etags: dict[str, str] = {}
         for rel in order:
             key = join_key(folder, tuple(rel.split("/")))
-            await self.store.aput(key, files[rel], if_none_match=True, content_type=content_type_for(rel))
-        await self.anote_changed([sid], tenant=tenant)
+            etags[rel] = await self.store.aput(key, files[rel], if_none_match=True, content_type=content_type_for(rel))
+        await self.anote_changed([sid], tenant=tenant, written={sid: (files[SKILL_FILE], etags[SKILL_FILE])})
         return folder
 
     async def aset_enabled(self, skill_id: str, enabled: bool, *, tenant: Tenant | None = None) -> bool:
@@ -150,14 +196,15 @@ class LibraryWriter:
         if parsed.metadata.enabled == enabled:
             return False
         text = render_skill_md(parsed.metadata.model_copy(update={"enabled": enabled}), parsed.body)
-        await self.store.aput(
+        data = text.encode("utf-8")
+        etag = await self.store.aput(
             key,
-            text.encode("utf-8"),
+            data,
             if_match=body.etag,
             content_type="text/markdown; charset=utf-8",
             metadata=body.metadata,  # keeps where a push recorded the skill came from
         )
-        await self.anote_changed([sid], tenant=tenant)
+        await self.anote_changed([sid], tenant=tenant, written={sid: (data, etag)})
         return True
 
     async def aremove(self, skill_id: str, *, tenant: Tenant | None = None) -> int:

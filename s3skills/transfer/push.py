@@ -296,6 +296,7 @@ async def _write(
 ) -> None:
     total, done = len(uploads) + len(deletions), 0
     records: dict[str, Record] = {}
+    skill_mds: dict[str, tuple[bytes, str]] = {}  # skill id -> the SKILL.md bytes stored, its ETag
     if progress is not None:
         progress("", 0, total)  # the bar counts from the start, not from the first file done
 
@@ -312,6 +313,8 @@ async def _write(
             key = keys[f.key_rel]
             etag = await store.aput(key, data, content_type=_content_type(f.key_rel), metadata=metadata)
             records[key[len(prefix) :]] = record_of(key, data, etag)  # every key is join_key(prefix, ...)
+            if is_md:
+                skill_mds[f.skill] = (data, etag)
             done += 1
             if progress is not None:
                 progress(f.key_rel, done, total)
@@ -337,10 +340,11 @@ async def _write(
             progress(batch[-1][len(prefix) :], done, total)
     # The digest book records what was written, so an MCP server never reads it back to hash it.
     await DigestBooks(store, KeyLayout()).aremember(prefix, records)
-    # The library's manifest (its one-request index) records the pushed and removed skills.
+    # The library's manifest (its one-request index) records the pushed and removed skills,
+    # from the bytes just written (created from a listing if the library had none).
     written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
     touched = {str(sid) for k in [*written, *deletions] if (sid := SkillId.from_key(k, prefix)) is not None}
-    await anote_changed(store, prefix, touched)
+    await anote_changed(store, prefix, touched, written=skill_mds)
 
 
 push_tree = sync_method(apush_tree)
