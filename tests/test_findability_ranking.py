@@ -70,6 +70,7 @@ def test_a_rebuilt_manifest_carries_the_sketch_of_each_body() -> None:
     skills = {s.id: s for s in backend.skills.index()}
     assert skills["docs/pdf"].sketch == make_sketch(short)
     assert skills["docs/big"].sketch.startswith("Big skill | rotate sideways pages")
+    backend.skills.flush()  # the manifest the first index rebuilt is written after its answer
     manifest = json.loads(run_sync(store.aget(SEEDS.manifest_key(PREFIX))).data)
     assert manifest["skills"]["docs/pdf"]["sketch"] == make_sketch(short)
     # A second backend (a fresh process) reads the sketches from the manifest alone.

@@ -1,11 +1,17 @@
-"""What the local servers of `s3skills.testing` share: `with server:` stops it on the way out."""
+"""What the local servers of `s3skills.testing` share: `with server:` stops it on the way out,
+and the servers run as a child process group (`ProcessServer`) log and stop one way."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
+from pathlib import Path
 from types import TracebackType
-from typing import Self
+from typing import IO, Self
 
-__all__ = ["Stoppable"]
+__all__ = ["ProcessServer", "Stoppable"]
 
 
 class Stoppable:
@@ -25,3 +31,35 @@ class Stoppable:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+class ProcessServer(Stoppable):
+    """A server run as its own process group, logging to `log_path` (SeaweedFS, LocalStack)."""
+
+    log_path: Path
+    _process: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
+
+    def log_tail(self, max_chars: int = 4000) -> str:
+        """Return the end of the server log, for error messages."""
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError as exc:
+            return f"<no log: {exc}>"
+        return text[-max_chars:]
+
+    def _stop_process(self, timeout: float) -> None:
+        """SIGTERM the process group, SIGKILL it after `timeout` seconds; close the log. Idempotent."""
+        process, self._process = self._process, None
+        if process is not None and process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=timeout)
+        if self._log is not None:
+            self._log.close()
+            self._log = None

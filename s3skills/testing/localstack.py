@@ -15,13 +15,11 @@ Nothing here imports LocalStack or needs pytest.
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
@@ -30,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from typing import IO, NamedTuple
 
-from s3skills.testing._base import Stoppable
+from s3skills.testing._base import ProcessServer
 from s3skills.testing.servers import LOOPBACK, free_port
 
 __all__ = [
@@ -161,7 +159,7 @@ def localstack_venv(python: str, *, cache_root: Path | None = None, timeout: flo
         return venv
 
 
-class LocalStackServer(Stoppable):
+class LocalStackServer(ProcessServer):
     """LocalStack with S3 only, on a free 127.0.0.1 port, from its cached venv.
 
     It accepts any credentials (``access_key``/``secret_key`` are the dummy ones the tests
@@ -270,27 +268,7 @@ class LocalStackServer(Stoppable):
         where = f"at {self.endpoint_url} in time (last answer: {last!r})"
         raise LocalStackStartupError(f"LocalStack did not report S3 ready {where}\n{self.log_tail()}")
 
-    def log_tail(self, max_chars: int = 4000) -> str:
-        """Return the end of the server log, for error messages."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError as exc:
-            return f"<no log: {exc}>"
-        return text[-max_chars:]
-
     def stop(self, timeout: float = 20.0) -> None:
         """Terminate the server's process group and delete its directory; idempotent."""
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=timeout)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._stop_process(timeout)
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -29,7 +28,7 @@ from typing import IO, Any, NamedTuple
 import boto3
 from botocore.config import Config
 
-from s3skills.testing._base import Stoppable
+from s3skills.testing._base import ProcessServer, Stoppable
 
 __all__ = [
     "LOOPBACK",
@@ -208,7 +207,7 @@ def find_weed() -> str | None:
     return shutil.which("weed")
 
 
-class SeaweedServer(Stoppable):
+class SeaweedServer(ProcessServer):
     """A single-process SeaweedFS (``weed mini``) with its S3 gateway on a free loopback port.
 
     Every listener (master, volume, filer, S3, their gRPC ports and the admin server) gets a
@@ -358,29 +357,9 @@ class SeaweedServer(Stoppable):
         where = f"at {self.endpoint_url} in time (last error: {last_error!r})"
         raise SeaweedStartupError(f"weed mini did not serve S3 {where}\n{self.log_tail()}")
 
-    def log_tail(self, max_chars: int = 4000) -> str:
-        """Return the end of the server log, for error messages."""
-        try:
-            text = self.log_path.read_text(errors="replace")
-        except OSError as exc:
-            return f"<no log: {exc}>"
-        return text[-max_chars:]
-
     def stop(self, timeout: float = 15.0) -> None:
         """Terminate the server's process group and delete its directory; idempotent."""
-        process, self._process = self._process, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=timeout)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        self._stop_process(timeout)
         # gRPC servers leave unix sockets at a fixed /tmp path (TMPDIR is not honoured for
         # these); remove only the ones named after our own ports.
         for port in self._grpc_ports:
