@@ -37,10 +37,12 @@ TOKENS = {"tok-ana": "ana", "tok-bob": "bob"}
 
 @pytest.fixture
 def library(bucket: str, moto_endpoint: str, s3_client: Any) -> str:
-    seed_example_library(S3ObjectStore(bucket, endpoint_url=moto_endpoint), "ana")
+    # Plain PUTs first: the push then records them in the manifest it builds from a listing
+    # (a write made outside s3skills after a push shows only after `verify_interval`).
     put(s3_client, bucket, "users/ana/skills/informes/SKILL.md", skill_md("informes", "Reports"))
     put(s3_client, bucket, "users/ana/skills/informes/trimestral/SKILL.md", skill_md("trimestral", "Quarterly"))
     put(s3_client, bucket, "users/bob/skills/privado/SKILL.md", skill_md("privado", "Bob's own"))
+    seed_example_library(S3ObjectStore(bucket, endpoint_url=moto_endpoint), "ana")
     return bucket
 
 
