@@ -52,8 +52,13 @@ def server_on(store: ObjectStore, **config: Any) -> SkillsServer:
 
 
 async def list_everything(store: ObjectStore, **config: Any) -> tuple[list[dict[str, Any]], int]:
-    async with Client(server_on(store, **config).server) as client:
-        return await list_all(client.session)
+    """Every entry as a fresh server lists it; it exits as a server does (its manifest stored)."""
+    skills = server_on(store, **config)
+    async with Client(skills.server) as client:
+        listed = await list_all(client.session)
+    library = skills.source.library  # type: ignore[attr-defined]
+    await library.aflush()  # the manifest an index rebuilt is written after its answer
+    return listed
 
 
 def digests_are_right(entries: list[dict[str, Any]], files: dict[str, bytes]) -> None:
