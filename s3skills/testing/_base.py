@@ -7,6 +7,8 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
@@ -37,8 +39,30 @@ class ProcessServer(Stoppable):
     """A server run as its own process group, logging to `log_path` (SeaweedFS, LocalStack)."""
 
     log_path: Path
+    dir: Path
     _process: subprocess.Popen[bytes] | None = None
     _log: IO[bytes] | None = None
+
+    def _wait_until_ready(self, deadline: float) -> None:
+        """Return once the server answers; raise if it exits or `deadline` (monotonic) passes."""
+        raise NotImplementedError
+
+    def _launch(self, command: list[str], env: Mapping[str, str], timeout: float) -> float:
+        """Start `command` in `dir` as its own process group, logging to `log_path`, and wait
+        until it is ready; the seconds that took."""
+        self._log = self.log_path.open("wb")
+        started = time.monotonic()
+        self._process = subprocess.Popen(
+            command,
+            cwd=self.dir,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so stop() reaches every child
+        )
+        self._wait_until_ready(started + timeout)
+        return time.monotonic() - started
 
     def log_tail(self, max_chars: int = 4000) -> str:
         """Return the end of the server log, for error messages."""

@@ -228,19 +228,8 @@ class LocalStackServer(ProcessServer):
         return env
 
     def _start(self, port: int, timeout: float) -> float:
-        self._log = self.log_path.open("wb")
-        started = time.monotonic()
-        self._process = subprocess.Popen(
-            [str(self.venv / "bin" / "python"), "-m", "localstack.runtime.main"],
-            cwd=self.dir,
-            env=self._environment(port),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so stop() reaches every child
-        )
-        self._wait_until_ready(started + timeout)
-        return time.monotonic() - started
+        command = [str(self.venv / "bin" / "python"), "-m", "localstack.runtime.main"]
+        return self._launch(command, self._environment(port), timeout)
 
     def health(self) -> dict[str, object]:
         """``/_localstack/health`` as JSON (raises ``OSError`` while the gateway is not up)."""

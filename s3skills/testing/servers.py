@@ -314,19 +314,7 @@ class SeaweedServer(ProcessServer):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
         # glog writes its weed.INFO/WARNING files to os.TempDir(); keep them in our directory.
         env["TMPDIR"] = str(self.dir)
-        self._log = self.log_path.open("wb")
-        started = time.monotonic()
-        self._process = subprocess.Popen(
-            self._command(),
-            cwd=self.dir,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so stop() reaches every child
-        )
-        self._wait_until_ready(started + timeout)
-        return time.monotonic() - started
+        return self._launch(self._command(), env, timeout)
 
     def _wait_until_ready(self, deadline: float) -> None:
         client = make_client(
