@@ -22,7 +22,7 @@ from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.naming import unservable_reason
 from s3skills.skills.severity import SEVERITIES, Severity, Tally, severity_of
-from s3skills.transfer.localtree import Finding, check_relative_path, scan_tree
+from s3skills.transfer.localtree import Finding, check_relative_path, read_local, scan_tree
 
 if TYPE_CHECKING:
     from s3skills.transfer import PushReport
@@ -69,10 +69,9 @@ def _pushed_skill_mds(root: Path, mapping: dict[str, str]) -> dict[str, bytes]:
     found = {}
     for skill_id, folder in mapping.items():
         path = root / folder / SKILL_FILE if folder not in ("", ".") else root / SKILL_FILE
-        try:
-            with path.open("rb") as handle:
-                found[skill_id] = handle.read(MAX_SKILL_MD_BYTES + 1)
-        except OSError:
+        try:  # the scan's read: no symlink followed, a regular file, bounded
+            found[skill_id] = read_local(path, MAX_SKILL_MD_BYTES)
+        except SkillError:
             continue
     return found
 
