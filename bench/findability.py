@@ -321,6 +321,15 @@ def build_library(store: MemoryObjectStore, core: list[dict[str, Any]], size: in
     return max(size, len(core))
 
 
+def make_ranker(name: str) -> Any:
+    """None for the default (lexical) ranker; the hybrid one embeds with MiniLM."""
+    if name == "lexical":
+        return None
+    from s3skills.skills.embedding import HybridRanker, MiniLMEncoder
+
+    return HybridRanker(MiniLMEncoder(), background=False)
+
+
 def _named(skill_id: str, text: str) -> bool:
     return re.search(rf"(?<![\w/.-]){re.escape(skill_id)}(?![\w/-])", text) is not None
 
@@ -332,16 +341,25 @@ async def measure(
     seed: int,
     conversations: Sequence[tuple[Case, list[str]]] = (),
     histories: Sequence[History] = (),
+    ranker_name: str = "lexical",
 ) -> dict[str, Any]:
     """Index recall, list_skills page-1 recall and prompt-build cost at one library size."""
     store = MemoryObjectStore("bench")
     skills = build_library(store, load_core(), size, seed)
     backend = S3Backend("bench", user_id=USER, store=store, layout=LAYOUT)
-    middleware = SkillsPromptMiddleware(backend, budget_chars=budget)
-    list_tool = next(t for t in skill_tools(backend) if t.name == "list_skills")
+    ranker = make_ranker(ranker_name)
+    seam = {"ranker": ranker} if ranker is not None else {}  # older trees have no ranker= on the tools
+    middleware = SkillsPromptMiddleware(backend, budget_chars=budget, **seam)
+    list_tool = next(t for t in skill_tools(backend, **seam) if t.name == "list_skills")
     started = time.perf_counter()
-    await middleware.build_prompt({"messages": [HumanMessage("hello")]})  # the first index: LIST + heads
+    library = await backend.skills.aindex()  # the first index: LIST + heads
     cold_seconds = time.perf_counter() - started
+    embed_seconds = 0.0
+    if ranker is not None and hasattr(ranker, "warm"):
+        started = time.perf_counter()
+        ranker.warm(library)  # what its background thread does after the first model call
+        embed_seconds = time.perf_counter() - started
+    await middleware.build_prompt({"messages": [HumanMessage("hello")]})
     counter = RequestCounter()
     store.add_request_hook(counter)
     in_index = described = in_search = longest = 0
@@ -391,6 +409,7 @@ async def measure(
     cpu_ms.sort()
     return {
         "skills": skills,
+        "ranker": ranker_name,
         "requests": len(cases),
         "in_index": round(100 * in_index / total, 1),
         "in_index_with_description": round(100 * described / total, 1),
@@ -403,6 +422,7 @@ async def measure(
         "histories": len(histories),
         **priors,
         "first_index_seconds": round(cold_seconds, 1),
+        "embedding_the_library_seconds": round(embed_seconds, 1),
         "longest_index_chars": longest,
     }
 
@@ -414,7 +434,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in str(args.sizes).split(",")]
     report: dict[str, Any] = {"split": args.split, "budget_chars": args.budget, "results": []}
     for size in sizes:
-        report["results"].append(await measure(size, cases, args.budget, args.seed, conversations, histories))
+        report["results"].append(
+            await measure(size, cases, args.budget, args.seed, conversations, histories, ranker_name=args.ranker)
+        )
     largest = report["results"][-1]
     report["targets"] = [
         {"target": "in the index >= 90 %", "value": largest["in_index"], "ok": largest["in_index"] >= 90},
@@ -444,6 +466,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=6000, help="The prompt index budget (the default: 6000).")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--json", metavar="FILE", help="Also write the report as JSON.")
+    parser.add_argument(
+        "--ranker",
+        choices=("lexical", "hybrid"),
+        default="lexical",
+        help="lexical: the default ranker; hybrid: HybridRanker(MiniLMEncoder()) (needs s3skills[embeddings]).",
+    )
     args = parser.parse_args(argv)
     report = asyncio.run(main_async(args))
     text = json.dumps(report, indent=2, ensure_ascii=False)

@@ -8,6 +8,12 @@ of list_skills). The weights in `s3skills.skills.matching.FIELD_WEIGHTS` were ch
     python bench/findability_tune.py --size 10000
     python bench/findability_tune.py --size 10000 --priors   # the priors' weights instead
 
+With `--hybrid` it tries `HybridRanker`'s fusion constant and dense weight
+(`s3skills.skills.embedding.RRF_K`, `DENSE_WEIGHT`) with the MiniLM encoder (needs the
+`embeddings` extra; embedding 10,000 skills takes a minute or two):
+
+    python bench/findability_tune.py --size 10000 --hybrid
+
 With `--priors` it tries `ranking.PRIOR_WEIGHT` x `ranking.LOADED_CATEGORY_PRIOR` on the
 dev histories (`findability_data/histories.tsv`: the user's past uses and the thread's
 loaded skills), ranking as the prompt index does, and reports the same ranks.
@@ -50,12 +56,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k1", default="1.2", help="k1 values to try.")
     parser.add_argument("--misses", action="store_true", help="Print the dev requests the best one misses.")
     parser.add_argument("--priors", action="store_true", help="Tune the priors on the dev histories instead.")
+    parser.add_argument("--hybrid", action="store_true", help="Tune HybridRanker's fusion on the dev requests.")
+    parser.add_argument("--rrf-k", default="10,30,60", help="HybridRanker k values to try.")
+    parser.add_argument("--dense-weight", default="0.5,1,2", help="HybridRanker dense weights to try.")
     parser.add_argument("--prior-weight", default="0,0.25,0.5,1,2,4", help="PRIOR_WEIGHT values to try.")
     parser.add_argument("--loaded-category", default="0,0.25,0.5,1", help="LOADED_CATEGORY_PRIOR values to try.")
     args = parser.parse_args(argv)
     skills = asyncio.run(_library(args.size, args.seed))
     if args.priors:
         return _tune_priors(skills, args)
+    if args.hybrid:
+        return _tune_hybrid(skills, args)
     cases = [c for c in findability.load_cases() if c.split == "dev"]
     rows = []
     grid = itertools.product(
@@ -82,6 +93,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.misses:
         print("\nrequests of the best weighting whose skill is not in the top 10 (rank, skill, request):")
         print("\n".join(misses[rows[0][0]]))
+    return 0
+
+
+def _tune_hybrid(skills: list[object], args: argparse.Namespace) -> int:
+    from s3skills.skills.embedding import HybridRanker, MiniLMEncoder
+
+    cases = [c for c in findability.load_cases() if c.split == "dev"]
+    ranker = HybridRanker(MiniLMEncoder(), background=False)
+    ranker.warm(skills)  # type: ignore[arg-type]
+    rows = []
+    for k, weight in itertools.product(_floats(args.rrf_k), _floats(args.dense_weight)):
+        ranker.k, ranker.dense_weight = k, weight
+        ranks = []
+        for case in cases:
+            ids = [s.id for s, _ in ranker.rank(case.request, skills)[:50]]  # type: ignore[arg-type]
+            ranks.append(ids.index(case.skill_id) + 1 if case.skill_id in ids else 999)
+        hits = [sum(r <= n for r in ranks) * 100 / len(ranks) for n in (1, 10, 25, 50)]
+        rows.append(((k, weight), hits))
+    rows.sort(key=lambda row: (-row[1][3], -row[1][2], -row[1][1]))
+    print(f"{len(cases)} dev requests, {len(skills)} skills")
+    print("   k weight | top1 top10 top25 top50 (% of dev requests)")
+    for params, hits in rows:
+        print(" ".join(f"{p:5}" for p in params) + " | " + " ".join(f"{h:5.1f}" for h in hits))
     return 0
 
 

@@ -65,8 +65,9 @@ def create_skills_agent(
         index_format: How the skill index is shown (`xml`, `yaml`, `grouped`).
         budget_chars: Most characters of the index in the prompt; None (the default):
             1 % of the model's context window, never below 6,000.
-        ranker: Orders the index for the conversation (`s3skills.skills.Ranker`);
-            the local lexical ranker by default.
+        ranker: Orders the index for the conversation and `list_skills` searches
+            (`s3skills.skills.Ranker`); the local lexical ranker by default, or
+            `s3skills.skills.embedding.HybridRanker` for meaning as well as words.
         registry: Code skills (their tools appear once their skill is loaded).
         scripts: Enable `run_skill_script`, which runs tenant-supplied code
             (not a sandbox: read docs/THREAT_MODEL.md first).
@@ -89,7 +90,9 @@ def create_skills_agent(
     names = [*DEEPAGENTS_TOOLS, *(tool_name(t) for t in own)]
     names += ["cargar_habilidad", "list_skills", "read_skill"] + (["run_skill_script"] if scripts else [])
     names += [USE_SKILL] if executable else []
-    extra = skill_tools(backend, agent_tools=names, category=category, registry=registry, scripts=scripts)
+    extra = skill_tools(
+        backend, agent_tools=names, category=category, registry=registry, scripts=scripts, ranker=ranker
+    )
     prompt_mw = SkillsPromptMiddleware(
         backend,
         category=category,

@@ -296,6 +296,35 @@ async def test_every_enabled_skill_is_a_prompt_holding_its_skill_md(library: str
             await client.get_prompt("deploy/legacy")
 
 
+async def test_the_tools_face_searches_with_the_ranker_the_server_was_given(library: str, moto_endpoint: str) -> None:
+    from test_embedding_ranker import TrigramEncoder
+
+    from s3skills.skills.embedding import HybridRanker
+
+    query = {"query": "writting documments"}  # misspelt: no word in common with the skill once stemmed
+    async with _client(library, moto_endpoint) as plain:
+        lexical = await plain.call_tool("list_skills", query)
+        assert (lexical.structured_content or {})["skills"][0]["id"] == "deploy"  # no match: by id
+    ranker = HybridRanker(TrigramEncoder(), background=False)
+    skills = SkillsServer(library_source(library, endpoint_url=moto_endpoint), user_id="ana", tools=True, ranker=ranker)
+    async with _connected(skills) as hybrid:
+        ranked = await hybrid.call_tool("list_skills", query)
+        assert (ranked.structured_content or {})["skills"][0]["id"] == "docs/writer"
+
+
+def test_a_hybrid_ranker_without_the_embeddings_extra_is_refused_with_how_to_install_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("sentence_transformers") is not None:
+        pytest.skip("the embeddings extra is installed here")
+    with pytest.raises(SystemExit) as exit_:
+        main(["--bucket", "b", "--user", "ana", "--ranker", "hybrid"])
+    assert exit_.value.code == 2
+    assert "s3skills[embeddings]" in capsys.readouterr().err
+
+
 async def test_no_tools_turns_the_tools_face_off(library: str, moto_endpoint: str) -> None:
     async with _client(library, moto_endpoint, tools=False) as c:
         with pytest.raises(MCPError) as err:

@@ -24,7 +24,7 @@ from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
 from s3skills.skills import SkillInfo, SkillLibrary, SkillRegistry, SkillVersion, log_usage, render, tool_name
-from s3skills.skills.ranking import prior_for
+from s3skills.skills.ranking import Ranker, prior_for
 from s3skills.skills.usage import skill_uses
 from s3skills.tenancy import SKILL_VERSIONS_KEY, thread_skills
 
@@ -232,6 +232,7 @@ def skill_tools(
     page_size: int = 50,
     registry: SkillRegistry | None = None,
     scripts: bool = False,
+    ranker: Ranker | None = None,
 ) -> list[BaseTool]:
     """The skill tools for an agent using `backend`.
 
@@ -244,6 +245,8 @@ def skill_tools(
         page_size: Skills per `list_skills` page.
         registry: Code skills, loadable and listed like the S3 ones.
         scripts: Add `run_skill_script` (runs tenant-supplied code: see the threat model).
+        ranker: Who ranks `list_skills(query=...)` (`s3skills.skills.Ranker`); give the one the
+            prompt middleware uses, so a search and the index agree. Lexical by default.
     """
     library = backend.skills.with_registry(registry)
     listed = _tool_names(agent_tools)
@@ -271,6 +274,7 @@ def skill_tools(
                 category=category or default_category,
                 tenant=tenant,
                 prior=prior_for(skill_uses(tenant.user_id)),  # the skills this user uses, among the matches
+                ranker=ranker,
             )
         except S3SkillsError as exc:
             return f"Error: {exc}"

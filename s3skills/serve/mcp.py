@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib.util
 import logging
 import os
 import socket
@@ -180,6 +181,13 @@ def _parser() -> argparse.ArgumentParser:
         "--no-tools", action="store_true", help="serve only the skills extension, not the tools and prompts face"
     )
     parser.add_argument(
+        "--ranker",
+        choices=("lexical", "hybrid"),
+        default="lexical",
+        help="how the tools face's list_skills ranks a query: lexical (BM25F, the default) or hybrid "
+        '(BM25F with MiniLM embeddings; needs pip install "s3skills[embeddings]")',
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="print the skills skills/list leaves out for their names (--user's library), then exit 0 (none) or 1",
@@ -222,6 +230,13 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(str(exc))
         return asyncio.run(_check(SkillsServer(source, user_id=user), user))
     tools = not args.no_tools
+    ranker = None
+    if args.ranker == "hybrid":
+        if importlib.util.find_spec("sentence_transformers") is None:
+            parser.error('--ranker hybrid needs the embeddings extra: pip install "s3skills[embeddings]"')
+        from s3skills.skills.embedding import HybridRanker, MiniLMEncoder
+
+        ranker = HybridRanker(MiniLMEncoder())
     if args.transport == "stdio":
         if args.tokens:
             parser.error("--tokens is for --transport http; stdio serves the --user given")
@@ -231,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
             user = check_identity(args.user, "user id")
         except InvalidPath as exc:
             parser.error(str(exc))
-        asyncio.run(run_stdio(SkillsServer(source, user_id=user, page_size=args.page_size, tools=tools)))
+        asyncio.run(run_stdio(SkillsServer(source, user_id=user, page_size=args.page_size, tools=tools, ranker=ranker)))
         return 0
     if args.user:
         parser.error("--user is for stdio; over HTTP each request's token names its user")
@@ -242,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     try:
-        skills = SkillsServer(source, page_size=args.page_size, tools=tools)
+        skills = SkillsServer(source, page_size=args.page_size, tools=tools, ranker=ranker)
         asyncio.run(run_http(skills, verifier, host=args.host, port=args.port))
     except KeyboardInterrupt:
         return 130

@@ -68,7 +68,7 @@ from s3skills.serve.protocol import (
     hide_internal_errors,
 )
 from s3skills.serve.source import SkillFile, SkillSource
-from s3skills.skills import SkillInfo
+from s3skills.skills import Ranker, SkillInfo
 from s3skills.skills.naming import unservable_reason
 
 __all__ = ["EXTENSION_ID", "MAX_SKILL_BYTES", "MAX_SKILL_FILES", "SkillsServer"]
@@ -131,6 +131,8 @@ class SkillsServer:
         tools: Also serve the library as MCP tools and prompts (`s3skills.serve.tools`),
             for hosts without the extension; needs a source with a `SkillLibrary`
             (`LibrarySkillSource`).
+        ranker: Who ranks the tools face's `list_skills(query)` (`s3skills.skills.Ranker`);
+            the lexical one by default.
     """
 
     def __init__(
@@ -144,6 +146,7 @@ class SkillsServer:
         digests: DigestCache | None = None,
         name: str = "s3skills",
         tools: bool = False,
+        ranker: Ranker | None = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -181,7 +184,7 @@ class SkillsServer:
         if tools:
             from s3skills.serve.tools import SkillTools
 
-            self.tools = SkillTools(self)
+            self.tools = SkillTools(self, ranker=ranker)
             self.tools.register(self.server)
 
     # -- who and what ---------------------------------------------------------------------

@@ -32,7 +32,7 @@ from s3skills.errors import FileTooLarge, InvalidPath, NotFound, SkillError
 from s3skills.ids import SKILL_FILE
 from s3skills.serve.entries import mime_type, text_or_none, uri_of
 from s3skills.serve.library_source import MAX_FILE_BYTES
-from s3skills.skills import SkillLibrary
+from s3skills.skills import Ranker, SkillLibrary
 from s3skills.tenancy import Tenant
 
 
@@ -122,17 +122,19 @@ class SkillTools:
 
     Args:
         skills: The server (its user resolution, page size and source are used).
+        ranker: Who ranks `list_skills(query)` (`s3skills.skills.Ranker`); lexical by default.
 
     Raises:
         TypeError: The server's source has no `library` and `tenant_of` (not a `LibrarySkillSource`).
     """
 
-    def __init__(self, skills: SkillsHost) -> None:
+    def __init__(self, skills: SkillsHost, *, ranker: Ranker | None = None) -> None:
         library = getattr(skills.source, "library", None)
         if not isinstance(library, SkillLibrary) or not callable(getattr(skills.source, "tenant_of", None)):
             raise TypeError("The tools face needs a LibrarySkillSource (a source with a SkillLibrary)")
         self.skills = skills
         self.library: SkillLibrary = library
+        self.ranker = ranker
 
     def register(self, server: Server[Any]) -> None:
         """Add `tools/list`, `tools/call`, `prompts/list` and `prompts/get` to `server`."""
@@ -173,7 +175,9 @@ class SkillTools:
 
     async def _list(self, tenant: Tenant, query: str, cursor: str | None) -> types.CallToolResult:
         try:
-            page = await self.library.asearch(query, limit=self.skills.page_size, cursor=cursor, tenant=tenant)
+            page = await self.library.asearch(
+                query, limit=self.skills.page_size, cursor=cursor, tenant=tenant, ranker=self.ranker
+            )
         except InvalidPath as exc:
             return _failed(str(exc))
         rows = [{"id": s.id, "name": s.metadata.name, "description": s.metadata.description} for s in page.skills]

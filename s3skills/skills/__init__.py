@@ -2,6 +2,7 @@
 matching, code skills, versions and usage events."""
 
 from s3skills.skills.catalog import LibraryIndex, SkillCatalog, SkillEntry
+from s3skills.skills.embedding import Encoder, HybridRanker, MiniLMEncoder
 from s3skills.skills.library import LoadResult, SkillFile, SkillHome, SkillLibrary, SkillPage, check_leaf_clash
 from s3skills.skills.model import InvalidSkill, ParsedSkill, Problem, SkillInfo, SkillMetadata, SkillProblem
 from s3skills.skills.parse import get_skill_doc, parse_skill_md, render_skill_md, validate_skill_md
@@ -11,11 +12,14 @@ from s3skills.skills.usage import SkillUsage, log_usage, usage_stats
 from s3skills.skills.versions import FileVersion, SkillChanged, SkillVersion, read_pinned, version_id_of
 
 __all__ = [
+    "Encoder",
     "FileVersion",
+    "HybridRanker",
     "InvalidSkill",
     "LexicalRanker",
     "LibraryIndex",
     "LoadResult",
+    "MiniLMEncoder",
     "ParsedSkill",
     "Problem",
     "Ranker",

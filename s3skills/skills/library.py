@@ -36,7 +36,7 @@ from s3skills.skills.matching import closest_ids
 from s3skills.skills.model import InvalidSkill, SkillInfo, SkillProblem
 from s3skills.skills.parse import get_skill_doc, parse_skill_md
 from s3skills.skills.pinned import VerifiedKey, read_verified, verified_key
-from s3skills.skills.ranking import order_for
+from s3skills.skills.ranking import Ranker, order_for
 from s3skills.skills.registry import SkillRegistry, merge_index
 from s3skills.skills.results import (
     LoadResult,
@@ -273,6 +273,7 @@ class SkillLibrary(LibraryWriter):
         category: str | None = None,
         tenant: Tenant | None = None,
         prior: Mapping[str, float] | None = None,
+        ranker: Ranker | None = None,
     ) -> SkillPage:
         """Enabled skills ranked for `query` (BM25), or by id without a query, in pages.
 
@@ -283,10 +284,11 @@ class SkillLibrary(LibraryWriter):
             category: Only this category.
             prior: Raises the matches the user uses (`s3skills.skills.ranking.prior_for`, from
                 the server's usage log: never from what a client sent).
+            ranker: Who ranks the matches (`s3skills.skills.Ranker`); the lexical one by default.
         """
         skills = await self.aindex(category, tenant=tenant)
         if query.strip():
-            skills = order_for([query], skills, prior=prior)  # the matches best first, then by id
+            skills = order_for([query], skills, prior=prior, ranker=ranker)  # the matches best first, then by id
         try:
             start = int(cursor) if cursor else 0
         except ValueError:

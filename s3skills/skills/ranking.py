@@ -152,8 +152,7 @@ def order_for(
                 scores[sid] = score * (1 + PRIOR_WEIGHT * p)
     ranked = sorted(scores, key=lambda sid: (-scores[sid], sid))
     head = [by_id[sid] for sid in ranked if sid not in exclude]
-    rest_order = bm25_index(skills).by_id() if isinstance(ranker, LexicalRanker) else sorted(skills, key=lambda s: s.id)
-    rest = [s for s in rest_order if s.id not in scores and s.id not in exclude]
+    rest = [s for s in _by_id(skills) if s.id not in scores and s.id not in exclude]
     return head + rest
 
 
@@ -165,6 +164,23 @@ def _category(skill: SkillInfo) -> str:
 
 _counts: OrderedDict[tuple[int, ...], tuple[Sequence[SkillInfo], Counter[str], dict[str, str]]] = OrderedDict()
 _counts_lock = threading.Lock()
+_sorted: OrderedDict[tuple[int, ...], tuple[Sequence[SkillInfo], list[SkillInfo]]] = OrderedDict()
+
+
+def _by_id(skills: Sequence[SkillInfo]) -> list[SkillInfo]:
+    """`skills` sorted by id, once per list of the catalog's (unchanged) `SkillInfo` objects."""
+    identity = tuple(map(id, skills))
+    with _counts_lock:
+        found = _sorted.get(identity)
+        if found is not None:
+            _sorted.move_to_end(identity)
+            return found[1]
+    ordered = sorted(skills, key=lambda s: s.id)
+    with _counts_lock:
+        _sorted[identity] = (tuple(skills), ordered)  # the list keeps its objects (and their ids) alive
+        while len(_sorted) > 8:
+            _sorted.popitem(last=False)
+    return ordered
 
 
 def category_counts(skills: Sequence[SkillInfo], exclude: set[str] | frozenset[str] = frozenset()) -> Counter[str]:
