@@ -24,6 +24,10 @@ Targets (exit status 1 when one fails) on the chosen split at the largest size: 
     python bench/findability.py                          # test split, 1,000 and 10,000 skills
     python bench/findability.py --split dev --sizes 1000
     python bench/findability.py --sizes 200 --budget 300 --json out.json
+    python bench/findability.py --ranker hybrid          # HybridRanker(MiniLMEncoder()): s3skills[embeddings]
+
+With `--ranker hybrid` the library is embedded before the requests are measured (reported
+as `embedding_the_library_seconds`), as the ranker's background thread does in a server.
 """
 
 from __future__ import annotations

@@ -273,7 +273,9 @@ class HybridRanker:
             if matrix is None:  # max_vectors is smaller than the library
                 return None
         vector = self._query_vector(query[:MAX_QUERY_CHARS])
-        sims = matrix @ vector
+        # einsum, not `matrix @ vector`: BLAS would wake its thread pool, whose spinning threads
+        # cost ~20 ms of CPU per call (measured at 10,000 skills) for a 1 ms product.
+        sims = np.einsum("ij,j->i", matrix, vector)
         depth = min(self.depth, len(skills))
         top = np.argpartition(-sims, depth - 1)[:depth]
         return [int(i) for i in top[np.argsort(-sims[top], kind="stable")]]
