@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from s3skills.skills.identity import IdentityCache
 from s3skills.skills.matching import bm25_index
 from s3skills.skills.model import SkillInfo
 
@@ -164,7 +165,7 @@ class HybridRanker:
         self.max_vectors = max_vectors
         self._vectors: OrderedDict[str, Any] = OrderedDict()  # embedded text -> unit vector
         self._queries: OrderedDict[str, Any] = OrderedDict()  # request text -> unit vector
-        self._matrices: OrderedDict[tuple[int, ...], tuple[Sequence[SkillInfo], Any]] = OrderedDict()
+        self._matrices: IdentityCache[Any] = IdentityCache()
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pending: Future[None] | None = None
@@ -220,22 +221,16 @@ class HybridRanker:
         """
         import numpy as np
 
-        identity = tuple(map(id, skills))
+        hit = self._matrices.get(skills)
+        if hit is not None:
+            return hit
         with self._lock:
-            hit = self._matrices.get(identity)
-            if hit is not None:
-                self._matrices.move_to_end(identity)
-                return hit[1]
             rows = [self._vectors.get(t) for t in map(skill_text, skills)]
         present = [r for r in rows if r is not None]
         if len(present) < len(rows):
             return None
         matrix = np.vstack(present) if present else np.zeros((0, 1), dtype=np.float32)
-        with self._lock:
-            self._matrices[identity] = (tuple(skills), matrix)  # the list keeps its objects' ids alive
-            while len(self._matrices) > 8:
-                self._matrices.popitem(last=False)
-        return matrix
+        return self._matrices.put(skills, matrix)
 
     # -- ranking ---------------------------------------------------------------------------
 

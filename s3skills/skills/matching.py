@@ -34,6 +34,7 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import Any, Literal
 
+from s3skills.skills.identity import IdentityCache
 from s3skills.skills.model import SkillInfo
 
 __all__ = [
@@ -318,10 +319,9 @@ class Bm25Index:
 _Key = tuple[tuple[tuple[str, str, str], ...], tuple[str, ...]]
 _version_fields = attrgetter("id", "source", "etag")
 _lock = threading.Lock()
-# Content key -> index; and the ids of the SkillInfo objects of a list -> (that list, its
-# index). The list is kept so its objects stay alive: their ids cannot be reused meanwhile.
+# Content key -> index; and a list of SkillInfo objects -> its index (by their identities).
 _by_content: OrderedDict[_Key, Bm25Index] = OrderedDict()
-_by_identity: OrderedDict[tuple[int, ...], tuple[Sequence[SkillInfo], Bm25Index]] = OrderedDict()
+_by_identity: IdentityCache[Bm25Index] = IdentityCache(_CACHE_SIZE)
 
 
 def version_key(skills: Sequence[SkillInfo]) -> _Key:
@@ -347,12 +347,9 @@ def bm25_index(skills: Sequence[SkillInfo]) -> Bm25Index:
     those very objects is recognised by their identities (a fraction of a millisecond at
     10,000 skills); another list is compared by content. The last 32 versions are kept.
     """
-    identity = tuple(map(id, skills))
-    with _lock:
-        hit = _by_identity.get(identity)
-        if hit is not None:
-            _by_identity.move_to_end(identity)
-            return hit[1]
+    hit = _by_identity.get(skills)
+    if hit is not None:
+        return hit
     key = version_key(skills)
     with _lock:
         found = _by_content.get(key)
@@ -360,8 +357,7 @@ def bm25_index(skills: Sequence[SkillInfo]) -> Bm25Index:
         found = Bm25Index(skills)
     with _lock:
         _remember(_by_content, key, found)
-        _remember(_by_identity, identity, (tuple(skills), found))
-    return found
+    return _by_identity.put(skills, found)
 
 
 def rank(query: str, skills: Sequence[SkillInfo], *, limit: int = 5) -> list[tuple[SkillInfo, float]]:

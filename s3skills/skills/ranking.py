@@ -20,11 +20,11 @@ the findability bench's dev split (`bench/findability.py`, `findability_tune.py 
 from __future__ import annotations
 
 import math
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from s3skills.skills.identity import IdentityCache
 from s3skills.skills.matching import bm25_index
 from s3skills.skills.model import SkillInfo
 
@@ -162,25 +162,13 @@ def _category(skill: SkillInfo) -> str:
     return skill.id.split("/", 1)[0] if "/" in skill.id else "(no category)"
 
 
-_counts: OrderedDict[tuple[int, ...], tuple[Sequence[SkillInfo], Counter[str], dict[str, str]]] = OrderedDict()
-_counts_lock = threading.Lock()
-_sorted: OrderedDict[tuple[int, ...], tuple[Sequence[SkillInfo], list[SkillInfo]]] = OrderedDict()
+_sorted: IdentityCache[list[SkillInfo]] = IdentityCache()
+_counts: IdentityCache[tuple[Counter[str], dict[str, str]]] = IdentityCache()
 
 
 def _by_id(skills: Sequence[SkillInfo]) -> list[SkillInfo]:
     """`skills` sorted by id, once per list of the catalog's (unchanged) `SkillInfo` objects."""
-    identity = tuple(map(id, skills))
-    with _counts_lock:
-        found = _sorted.get(identity)
-        if found is not None:
-            _sorted.move_to_end(identity)
-            return found[1]
-    ordered = sorted(skills, key=lambda s: s.id)
-    with _counts_lock:
-        _sorted[identity] = (tuple(skills), ordered)  # the list keeps its objects (and their ids) alive
-        while len(_sorted) > 8:
-            _sorted.popitem(last=False)
-    return ordered
+    return _sorted.get_or_build(skills, lambda: sorted(skills, key=lambda s: s.id))
 
 
 def category_counts(skills: Sequence[SkillInfo], exclude: set[str] | frozenset[str] = frozenset()) -> Counter[str]:
@@ -190,17 +178,10 @@ def category_counts(skills: Sequence[SkillInfo], exclude: set[str] | frozenset[s
     their identities, so a model call over 10,000 skills does not count them again; what
     the call excludes is subtracted.
     """
-    identity = tuple(map(id, skills))
-    with _counts_lock:
-        found = _counts.get(identity)
-    if found is None:
-        # The list is kept with the counts so its objects, and so their ids, stay alive.
-        found = (tuple(skills), Counter(map(_category, skills)), {s.id: _category(s) for s in skills})
-        with _counts_lock:
-            _counts[identity] = found
-            while len(_counts) > 8:
-                _counts.popitem(last=False)
-    _, total, of = found
+    found = _counts.get_or_build(
+        skills, lambda: (Counter(map(_category, skills)), {s.id: _category(s) for s in skills})
+    )
+    total, of = found
     out = total.copy()
     out.subtract(of[sid] for sid in exclude if sid in of)
     return +out
