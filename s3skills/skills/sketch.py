@@ -149,16 +149,12 @@ def make_sketch(body: str, *, limit: int = MAX_SKETCH_CHARS) -> str:
                 break
             headings.append(heading)
             used += len(heading) + 3
-    counts: Counter[str] = Counter()
-    first: dict[str, int] = {}
-    for position, match in enumerate(_WORD_RE.finditer(_HEADING_RE.sub(" ", text))):
-        word = match.group(0).casefold().strip("'-")
-        if len(word) < 3 or word in _SKIP:
-            continue
-        counts[word] += 1
-        first.setdefault(word, position)
+    # A Counter keeps its words in order of first appearance, and a stable sort keeps that
+    # order among equal counts (the cold index sketches every body: this is its hot loop).
+    folded = (w.casefold().strip("'-") for w in _WORD_RE.findall(_HEADING_RE.sub(" ", text)))
+    counts = Counter(w for w in folded if len(w) >= 3 and w not in _SKIP)
     in_headings = {w.casefold() for h in headings for w in _WORD_RE.findall(h)}
-    words = sorted((w for w in counts if w not in in_headings), key=lambda w: (-counts[w], first[w]))
+    words = sorted((w for w in counts if w not in in_headings), key=counts.__getitem__, reverse=True)
     out = "; ".join(headings)
     room = limit - len(out) - (3 if out else 0)
     chosen: list[str] = []
