@@ -4,11 +4,11 @@ A library is a key prefix (`users/ana/skills/`); a skill is a folder holding
 `SKILL.md` one or two levels below it (`s3skills.ids.SkillId.from_key`). Indexing
 a library costs one LIST per 1,000 keys; only the `SKILL.md` objects whose ETag
 changed are read again, with a ranged GET of their head when that holds the whole
-frontmatter. Parsing runs in a worker thread, except a cold listing's, which runs on the
-loop a few heads at a time (`s3skills.skills.streaming`): either way a library of large
-frontmatters stalls other tenants only briefly. With a TTL, a refresh inside the TTL costs nothing; the
-shared library may have a TTL of its own (`shared_ttl`: every tenant reads it), while
-the user's library is asked on every query.
+frontmatter. Parsing runs in a worker thread, except a cold listing's, which runs on
+the loop a few heads at a time (`s3skills.skills.streaming`): either way a library of
+large frontmatters stalls other tenants only briefly. With a TTL, a refresh inside the
+TTL costs nothing; the shared library may have a TTL of its own (`shared_ttl`: every
+tenant reads it), while the user's library is asked on every query.
 
 With a manifest (`s3skills.skills.manifest`, on when the catalog is given
 `manifest_key`), indexing a library is one conditional GET of its manifest: 304 when
