@@ -18,6 +18,7 @@ runs with an error.
     python bench/run.py --scenario tenants               # the same, from the bench's runner
     python bench/tenants.py                              # 50 users, 10/50/200 in flight
     python bench/tenants.py --catalog-ttl 5 --concurrency 200
+    python bench/tenants.py --shared-catalog-ttl none     # the shared library asked every time
     PYTHONPATH=/tmp/base python bench/tenants.py          # another tree (only public names)
 
 The script uses only names that exist in older trees too, so a base commit can be
@@ -180,6 +181,8 @@ def run_tenants(
     shared: int = 100,
     levels: tuple[int, ...] = LEVELS,
     catalog_ttl: float | None = None,
+    shared_catalog_ttl: float | str | None = "default",
+    gather_delay: float | None = None,
     min_runs: int = 50,
 ) -> dict[str, Any]:
     """The scenario on one server; returns the report (one row per level)."""
@@ -207,7 +210,10 @@ def run_tenants(
             layout=LAYOUT,
             shared_prefix=SHARED,
             **({"catalog_ttl": catalog_ttl} if catalog_ttl is not None else {}),
+            **({"shared_catalog_ttl": shared_catalog_ttl} if shared_catalog_ttl != "default" else {}),
         )
+        if gather_delay is not None:  # an experiment on the catalog's own setting (newer trees only)
+            backend.skills.catalog.gather_delay = gather_delay
         graph = script(backend, per_user)
         counter = 0
         run_sync(level(graph, users, min(users, 50), users, counter))  # warm-up: clients, caches
@@ -240,15 +246,18 @@ def run_tenants(
         "skills_per_user": per_user,
         "shared_skills": shared,
         "catalog_ttl": catalog_ttl,
+        "shared_catalog_ttl": shared_catalog_ttl,
+        "gather_delay": gather_delay,
         "levels": rows,
     }
 
 
 def print_tenants_report(report: dict[str, Any]) -> None:
-    ttl = report["catalog_ttl"]
+    ttl, shared_ttl = report["catalog_ttl"], report.get("shared_catalog_ttl", "default")
     print(
         f"\ntenants ({report['server']}, +{report['latency_ms']} ms, {report['users']} users, "
-        f"shared library of {report['shared_skills']}, catalog_ttl={'default' if ttl is None else ttl})"
+        f"shared library of {report['shared_skills']}, catalog_ttl={'default' if ttl is None else ttl}, "
+        f"shared_catalog_ttl={shared_ttl}, gather_delay={_or_default(report.get('gather_delay'))})"
     )
     print(f"{'in flight':>10} {'runs':>6} {'runs/s':>8} {'p50 s':>8} {'p95 s':>8} {'req/run':>8} {'errors':>7}")
     for r in report["levels"]:
@@ -256,6 +265,14 @@ def print_tenants_report(report: dict[str, Any]) -> None:
             f"{r['concurrency']:>10} {r['runs']:>6} {r['runs_per_second']:>8} {r['p50_seconds']:>8} "
             f"{r['p95_seconds']:>8} {r['requests_per_run']:>8} {r['errors']:>7}"
         )
+
+
+def _or_default(value: object) -> object:
+    return "default" if value is None else value
+
+
+def _shared_ttl(text: str) -> float | str | None:
+    return None if text == "none" else text if text == "default" else float(text)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,6 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared-skills", type=int, default=100)
     parser.add_argument("--concurrency", default=",".join(map(str, LEVELS)), help="levels of runs in flight")
     parser.add_argument("--catalog-ttl", type=float, help="S3Backend(catalog_ttl=...); default: the tree's default")
+    parser.add_argument(
+        "--shared-catalog-ttl",
+        default="default",
+        help="S3Backend(shared_catalog_ttl=...): seconds, 'none', or 'default' (the tree's default)",
+    )
+    parser.add_argument("--gather-delay", type=float, help="the catalog's gather_delay (default: the tree's)")
     parser.add_argument("--out", type=Path, help="write the JSON report here")
     args = parser.parse_args(argv)
     levels = tuple(int(x) for x in args.concurrency.split(",") if x.strip())
@@ -281,6 +304,8 @@ def main(argv: list[str] | None = None) -> int:
             shared=args.shared_skills,
             levels=levels,
             catalog_ttl=args.catalog_ttl,
+            shared_catalog_ttl=_shared_ttl(args.shared_catalog_ttl),
+            gather_delay=args.gather_delay,
         )
     import s3skills
 

@@ -14,7 +14,7 @@ from s3skills.layout import KeyLayout
 from s3skills.paths import check_identity
 from s3skills.tenancy import Tenant
 
-__all__ = ["Config", "Limits", "SkillsMode", "VerifyMode"]
+__all__ = ["SHARED_CATALOG_TTL", "Config", "Limits", "SkillsMode", "VerifyMode"]
 
 SkillsMode = Literal["gated", "library"]
 
@@ -22,6 +22,9 @@ VerifyMode = Literal["always", "interval", "never"]
 """When a library's manifest is checked against a LIST (see `s3skills.skills.catalog`)."""
 
 MiB = 1024 * 1024
+
+SHARED_CATALOG_TTL = 5.0
+"""Default `Config.shared_catalog_ttl` (seconds), chosen from `bench/tenants.py` (bench/README.md)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +71,15 @@ class Config:
         layout: Where each namespace lives (`KeyLayout()`, or `KeyLayout.seeds()`).
         shared_library: The organisation library's name (`shared/{name}/skills/`),
             below the user's library in precedence; None for none.
-        catalog_ttl: Seconds an index is trusted without asking the store again.
+        catalog_ttl: Seconds an index is trusted without asking the store again (None:
+            every query asks, 1 conditional GET of the manifest, so an edit made outside
+            this process shows at once).
+        shared_catalog_ttl: Seconds the shared (organisation) library's index is trusted
+            without asking, when longer than `catalog_ttl` (None: as `catalog_ttl`). Every
+            tenant reads that one library, so by default it costs one conditional GET per
+            window whatever the load, while each user's own library stays fresh on every
+            query. Writes through this process invalidate the cached index at once; only
+            edits made elsewhere (another process, `aws s3 sync`) wait at most this long.
         skills_mode: `gated` (only loaded skills under /skills) or `library`.
         ticket_writable: Whether agents may write under /ticket.
         limits: The size and work limits.
@@ -84,6 +95,7 @@ class Config:
     layout: KeyLayout = field(default_factory=KeyLayout)
     shared_library: str | None = None
     catalog_ttl: float | None = None
+    shared_catalog_ttl: float | None = SHARED_CATALOG_TTL
     skills_mode: SkillsMode = "gated"
     ticket_writable: bool = False
     limits: Limits = field(default_factory=Limits)
@@ -105,6 +117,8 @@ class Config:
             raise ValueError("verify_interval must be >= 0")
         if self.catalog_ttl is not None and self.catalog_ttl < 0:
             raise ValueError("catalog_ttl must be None or >= 0")
+        if self.shared_catalog_ttl is not None and self.shared_catalog_ttl < 0:
+            raise ValueError("shared_catalog_ttl must be None or >= 0")
 
     def check_tenant(self, tenant: Tenant) -> Tenant:
         """Refuse the ids of a call that would reach into another namespace.

@@ -171,7 +171,8 @@ def test_cold_index_costs_list_pages_plus_one_ranged_get_per_skill(
     counter.reset()
     catalog = library(store)
     assert len(catalog.index(tenant=ALICE)) == 40
-    assert counter.counts == {"ListObjectsV2": math.ceil(keys / 1000), "GetObject": 40}
+    # A small first page (the reads start a round trip in), then the listing in pages of 1,000.
+    assert counter.counts == {"ListObjectsV2": 1 + math.ceil(keys / 1000), "GetObject": 40}
 
 
 def test_cold_index_gets_are_issued_concurrently(s3_client: Any, bucket: str, store: ObjectStore) -> None:

@@ -72,6 +72,43 @@ async def test_concurrent_callers_share_one_refresh_of_a_library() -> None:
     assert sorted(indexes[0].entries) == SKILLS
 
 
+async def test_a_contended_library_gathers_the_next_callers_into_one_refresh_read_after_they_asked() -> None:
+    store = GatedStore()
+    for sid in SKILLS:
+        store.put_object(f"{PREFIX}{sid}/SKILL.md", skill_md(sid.rsplit("/", 1)[1]))
+    catalog = SkillCatalog(store, manifest_key=LAYOUT.manifest_key, verify="never", gather_delay=1.0)
+    store.gate.set()
+    await catalog.aindex("shared", PREFIX)  # builds the manifest
+    await catalog.aflush()
+    # A caller alone never waits: its refresh asks at once.
+    store.gate.clear()
+    store.arrived.clear()
+    alone = asyncio.ensure_future(catalog.aindex("shared", PREFIX))
+    await store.arrived.wait()
+    # Two callers share that refresh: the library is contended now.
+    joiner = asyncio.ensure_future(catalog.aindex("shared", PREFIX))
+    await asyncio.sleep(0)
+    store.gate.set()
+    await asyncio.gather(alone, joiner)
+
+    # The next refresh waits before it asks; meanwhile another process adds a skill.
+    async def ask() -> set[str]:
+        return set((await catalog.aindex("shared", PREFIX)).entries)  # what this caller was answered
+
+    gets = store.manifest_gets
+    first = asyncio.ensure_future(ask())
+    await asyncio.sleep(0)
+    other = SkillCatalog(store, manifest_key=LAYOUT.manifest_key, verify="always")
+    store.put_object(f"{PREFIX}cat/new-one/SKILL.md", skill_md("new-one"))
+    await other.aindex("shared", PREFIX)
+    await other.aflush()
+    assert store.manifest_gets == gets + 1  # the other process's read; ours has not asked yet
+    later = [asyncio.ensure_future(ask()) for _ in range(5)]
+    answers = await asyncio.gather(first, *later)
+    assert store.manifest_gets == gets + 2  # one conditional GET for the six callers
+    assert all("cat/new-one" in answer for answer in answers)  # read after every one of them asked
+
+
 async def test_a_forced_refresh_is_not_satisfied_by_one_already_in_flight() -> None:
     store = GatedStore()
     store.put_object(f"{PREFIX}a/SKILL.md", skill_md("a"))

@@ -29,7 +29,7 @@ from s3skills.tenancy import PinnedFile, SkillPin, thread_skills
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
 
 # Keys below are written with a raw client: the index checks the library on every model call.
-CONFIG = Config(layout=KeyLayout(), shared_library="org", verify="always")
+CONFIG = Config(layout=KeyLayout(), shared_library="org", verify="always", shared_catalog_ttl=None)
 SHARED = "shared/org/skills/guia/"
 
 

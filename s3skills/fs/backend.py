@@ -52,7 +52,7 @@ from deepagents.backends.utils import (
 )
 
 from s3skills._loop import gather_limited, offload, on_io_loop, run_sync, sync_method
-from s3skills.config import Config, Limits, SkillsMode
+from s3skills.config import SHARED_CATALOG_TTL, Config, Limits, SkillsMode
 from s3skills.errors import (
     BinaryFile,
     Conflict,
@@ -105,6 +105,10 @@ class S3Backend(SeedsAPI, BackendProtocol):
         botocore_config: Extra botocore `Config` merged over the defaults.
         catalog_ttl: Seconds the skill index is trusted without a request (None: ask on
             every query, so edits to a library show at once).
+        shared_catalog_ttl: Seconds the shared library's index is trusted without a
+            request, when longer than `catalog_ttl` (default `SHARED_CATALOG_TTL`, 5 s:
+            edits made to it outside this process show within that; None: as
+            `catalog_ttl`). See `Config.shared_catalog_ttl`.
         skills_mode: `gated` (default): /skills shows only the loaded skills.
             `library`: /skills shows the user's whole library read-only, as
             `/skills/<name>/`, so deepagents' own `SkillsMiddleware(sources=["/skills/"])`
@@ -143,6 +147,7 @@ class S3Backend(SeedsAPI, BackendProtocol):
         retry_attempts: int = 4,
         botocore_config: BotoConfig | None = None,
         catalog_ttl: float | None = None,
+        shared_catalog_ttl: float | None = SHARED_CATALOG_TTL,
         skills_mode: SkillsMode = "gated",
         registry: SkillRegistry | None = None,
         config: Config | None = None,
@@ -165,6 +170,7 @@ class S3Backend(SeedsAPI, BackendProtocol):
                 layout=layout or KeyLayout(),
                 shared_library=shared_prefix,
                 catalog_ttl=catalog_ttl,
+                shared_catalog_ttl=shared_catalog_ttl,
                 skills_mode=skills_mode,
                 ticket_writable=ticket_writable,
                 limits=limits,

@@ -4,8 +4,11 @@ A library is a key prefix (`users/ana/skills/`); a skill is a folder holding
 `SKILL.md` one or two levels below it (`s3skills.ids.SkillId.from_key`). Indexing
 a library costs one LIST per 1,000 keys; only the `SKILL.md` objects whose ETag
 changed are read again, with a ranged GET of their head when that holds the whole
-frontmatter. Parsing runs off the I/O loop, so a library of large frontmatters does
-not stall other tenants. With a TTL, a refresh inside the TTL costs nothing.
+frontmatter. Parsing runs in a worker thread, except a cold listing's, which runs on
+the loop a few heads at a time (`s3skills.skills.streaming`): either way a library of
+large frontmatters stalls other tenants only briefly. With a TTL, a refresh inside the
+TTL costs nothing; the shared library may have a TTL of its own (`shared_ttl`: every
+tenant reads it), while the user's library is asked on every query.
 
 With a manifest (`s3skills.skills.manifest`, on when the catalog is given
 `manifest_key`), indexing a library is one conditional GET of its manifest: 304 when
@@ -18,9 +21,13 @@ recently), `never` only when the manifest is missing or damaged.
 One refresh per library is in flight at a time, and every caller that asks while it
 runs shares its answer (single-flight): however many tenants use a shared library,
 it costs one conditional GET per refresh, and nobody queues behind a lock held across
-a request. A manifest rebuilt by a refresh is written in the background, after the
-answer (`aflush` waits for those writes). A library known of nothing is listed page by
-page, each `SKILL.md` head read as its page arrives (`s3skills.skills.streaming`).
+a request. A library that concurrent callers are asking for (one shared a refresh in
+the last second) has its next refresh wait `gather_delay` before it asks, so that more
+callers share it, each answered with what the store held after it asked. A manifest
+rebuilt by a refresh is written in the background, after the answer (`aflush` waits
+for those writes). A library known of nothing is listed page by page, the first page
+small, each `SKILL.md` head read and parsed as its page arrives
+(`s3skills.skills.streaming`).
 
 Bodies of `SKILL.md` are cached by (key, ETag) within a byte budget shared by all
 tenants. The catalog knows prefixes, not tenants: `s3skills.skills.SkillLibrary`
@@ -47,11 +54,16 @@ from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, aupda
 from s3skills.skills.model import InvalidSkill, SkillInfo
 from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
 from s3skills.skills.sketch import make_sketch
-from s3skills.skills.streaming import read_as_listed
+from s3skills.skills.streaming import first_page_small, read_as_listed
 from s3skills.skills.versions import versions_by_skill
 from s3skills.storage import NotModified, ObjectBody, ObjectInfo, ObjectStore
 
-__all__ = ["LibraryIndex", "SkillCatalog", "SkillEntry"]
+__all__ = ["GATHER_DELAY", "LibraryIndex", "SkillCatalog", "SkillEntry"]
+
+GATHER_DELAY = 0.2
+"""Default `SkillCatalog.gather_delay` (seconds), chosen from `bench/tenants.py` (bench/README.md)."""
+
+_CONTENDED = 1.0  # seconds a library counts as asked by concurrent callers after one shared a refresh
 
 _DEFAULT_WEIGHT = 1024  # an entry's own fields (id, key, ETag, SkillInfo), beyond its metadata
 
@@ -79,6 +91,8 @@ class LibraryIndex:
             answer a caller that came after.
         writing: The background write of a manifest this index rebuilt (awaited by the
             next refresh of the index and by `SkillCatalog.aflush`).
+        contended_until: Until when (`time.monotonic`) a refresh waits `gather_delay`
+            before it asks: concurrent callers shared one recently.
     """
 
     source: str
@@ -98,6 +112,7 @@ class LibraryIndex:
     weight: int = 0
     generation: int = 0
     flight_generation: int = 0
+    contended_until: float = 0.0
     writing: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def skill_folders(self) -> set[str]:
@@ -115,8 +130,11 @@ class SkillCatalog:
     Args:
         store: The object store holding the libraries.
         limits: Size limits (frontmatter, SKILL.md, skills per library, body cache).
-        ttl: Seconds during which a refreshed library is trusted without a LIST.
-            None lists on every refresh, so edits show at once.
+        ttl: Seconds during which a refreshed library is trusted without a request.
+            None asks on every query, so edits show at once.
+        shared_ttl: The same for the libraries indexed as `shared` when longer than
+            `ttl` (None: `ttl`). One shared library serves every tenant: trusting it a
+            few seconds makes it cost one conditional GET per window however many ask.
         head_bytes: How much of a `SKILL.md` the ranged GET reads.
         max_libraries: How many library indexes stay cached (LRU).
         max_index_bytes: Estimated bytes of decoded entries all cached indexes may hold
@@ -124,11 +142,17 @@ class SkillCatalog:
         failure_backoff: Seconds a library whose refresh failed is not refreshed again
             (unless forced): its last good index, or the failure, answers meanwhile.
         clock: Time source for the TTL and verification (seconds since the epoch: the
-            manifest records it; tests pass their own).
+            manifest records it; tests pass their own). Kept as the `clock` attribute,
+            which a test may replace on a catalog built for it (`S3Backend`'s).
         manifest_key: Library prefix -> its manifest's key (`KeyLayout.manifest_key`);
             None indexes with LISTs only.
         verify: When a manifest is checked against a LIST (see the module docstring).
         verify_interval: Seconds between checks with `verify="interval"`.
+        gather_delay: Seconds a refresh of a library that concurrent callers shared in the
+            last second waits before it asks, so that the callers arriving meanwhile share
+            it too. Those get an answer read after they asked (fresher than joining a
+            request already out, which they would share anyway); a caller alone never
+            waits. 0 turns it off.
     """
 
     def __init__(
@@ -137,6 +161,7 @@ class SkillCatalog:
         *,
         limits: Limits | None = None,
         ttl: float | None = None,
+        shared_ttl: float | None = None,
         head_bytes: int = 8192,
         max_libraries: int = 1024,
         max_index_bytes: int = 256 * 1024 * 1024,
@@ -145,6 +170,7 @@ class SkillCatalog:
         manifest_key: Callable[[str], str] | None = None,
         verify: VerifyMode = "interval",
         verify_interval: float = 300.0,
+        gather_delay: float = GATHER_DELAY,
     ) -> None:
         if verify not in ("always", "interval", "never"):
             raise ValueError("verify must be 'always', 'interval' or 'never'")
@@ -152,13 +178,15 @@ class SkillCatalog:
         self.manifest_key = manifest_key
         self.verify = verify
         self.verify_interval = verify_interval
+        self.gather_delay = gather_delay
         self.limits = limits or Limits()
         self.ttl = ttl
+        self.shared_ttl = shared_ttl
         self.head_bytes = head_bytes
         self.max_libraries = max_libraries
         self.max_index_bytes = max_index_bytes
         self.failure_backoff = failure_backoff
-        self._clock = clock
+        self.clock = clock
         self._indexes: OrderedDict[str, LibraryIndex] = OrderedDict()
         self._bodies: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
         self._body_bytes = 0
@@ -195,8 +223,15 @@ class SkillCatalog:
         """Estimated bytes of decoded entries the cached indexes hold now."""
         return sum(i.weight for i in self._indexes.values())
 
+    def ttl_of(self, source: str) -> float | None:
+        """Seconds an index of a `source` library is trusted without a request (None: none)."""
+        if source != "shared" or self.shared_ttl is None:
+            return self.ttl
+        return self.shared_ttl if self.ttl is None else max(self.ttl, self.shared_ttl)
+
     def _fresh(self, index: LibraryIndex) -> bool:
-        return self.ttl is not None and index.refreshed_at is not None and self._clock() - index.refreshed_at < self.ttl
+        ttl = self.ttl_of(index.source)
+        return ttl is not None and index.refreshed_at is not None and self.clock() - index.refreshed_at < ttl
 
     async def aindex(self, source: str, prefix: str, *, force: bool = False, cached: bool = False) -> LibraryIndex:
         """The index of one library, refreshed unless it is fresh.
@@ -227,13 +262,14 @@ class SkillCatalog:
                 and flight.get_loop() is asyncio.get_running_loop()
                 and index.flight_generation == index.generation  # none started before an invalidation
             ):
+                index.contended_until = time.monotonic() + _CONTENDED
                 try:
                     return await asyncio.shield(flight)
                 except asyncio.CancelledError:
                     if not flight.cancelled():
                         raise  # this call was cancelled
                 return await self.aindex(source, prefix)  # the refresh it waited for was: try again
-            if index.failure is not None and self._clock() < index.failed_until:
+            if index.failure is not None and self.clock() < index.failed_until:
                 return self._after_failure(index)
         flight = asyncio.get_running_loop().create_future()
         async with index.lock:  # forced refreshes run one after another, never interleaved
@@ -242,9 +278,11 @@ class SkillCatalog:
                 return index
             index.flight, index.flight_generation = flight, index.generation
             try:
+                if not must and self.gather_delay > 0 and time.monotonic() < index.contended_until:
+                    await asyncio.sleep(self.gather_delay)  # the callers arriving now share this refresh
                 await self._refresh(index, source, prefix, force=force)
             except S3SkillsError as exc:
-                index.failure, index.failed_until = exc, self._clock() + self.failure_backoff
+                index.failure, index.failed_until = exc, self.clock() + self.failure_backoff
                 flight.set_exception(exc)
                 flight.exception()  # retrieved: waiters re-raise it, nobody has to
                 raise
@@ -280,7 +318,7 @@ class SkillCatalog:
                     await asyncio.shield(index.writing)
             await self._refresh_from_manifest(index, source, prefix, key, force=force)
         index.reconcile = False
-        index.refreshed_at = self._clock()
+        index.refreshed_at = self.clock()
         self._weighed(index)
 
     async def aflush(self) -> None:
@@ -323,7 +361,7 @@ class SkillCatalog:
                 index.truncated = manifest.dropped if len(manifest.entries) >= limit else 0
             index.manifest_etag = manifest.etag if manifest is not None and manifest.valid else None
             index.manifest_verified_at = manifest.verified_at if manifest is not None else None
-        now = self._clock()
+        now = self.clock()
         due = (
             force
             or index.reconcile
@@ -417,7 +455,7 @@ class SkillCatalog:
             return None if sid is None else str(sid)
 
         objects, entries = await read_as_listed(
-            self.store.alist_pages(prefix),
+            first_page_small(self.store, prefix),
             wanted,
             self._head,
             partial(_parse_all, source),
@@ -649,7 +687,7 @@ class SkillCatalog:
 
 
 def _parse_all(source: str, items: list[tuple[str, ObjectInfo, tuple[bytes, str] | str]]) -> list[SkillEntry]:
-    """Parse fetched heads (runs in a worker thread: YAML parsing is CPU work)."""
+    """Parse fetched heads (CPU work: in a worker thread, or on the loop a few at a time)."""
     out = []
     for skill_id, obj, head in items:
         if isinstance(head, str):

@@ -112,6 +112,7 @@ class SkillLibrary(LibraryWriter):
             store,
             limits=self.config.limits,
             ttl=self.config.catalog_ttl,
+            shared_ttl=self.config.shared_catalog_ttl,
             manifest_key=self.config.layout.manifest_key if self.config.manifest else None,
             verify=self.config.verify,
             verify_interval=self.config.verify_interval,

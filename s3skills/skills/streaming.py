@@ -4,9 +4,16 @@ A cold index of a library with no manifest (written by another tool) must LIST i
 read the head of every `SKILL.md`. Done one after the other, the reads wait for the
 whole listing, and parsing waits for every read. `read_as_listed` overlaps the three:
 each listing page's objects are handed to `concurrency` readers as soon as the page
-arrives, and every `batch` results are parsed in a worker thread while the reads go on.
-So the index costs about one round trip (the first page) more than reading the same
-objects with no listing at all.
+arrives, and the results are parsed while the reads go on. So the index costs about one
+round trip (the first page) more than reading the same objects with no listing at all;
+that first page is small (`first_page_small`): a server answers 100 keys in about a
+round trip, 1,000 in several.
+
+Parsing runs on the event loop, a few objects at a time (`slice_size`), yielding to the
+reads between slices, not in a worker thread: a thread busy parsing holds the GIL for up
+to the interpreter's switch interval (5 ms) each time the loop gives it up for a socket
+call, and that convoy slowed every read of a 10,000-skill index (bench/README.md, issue
+21). A slice stalls the loop no longer than a worker thread holding the GIL would.
 """
 
 from __future__ import annotations
@@ -15,9 +22,9 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
-from s3skills.storage import ListPage, ObjectInfo
+from s3skills.storage import ListPage, ObjectInfo, ObjectStore
 
-__all__ = ["read_as_listed"]
+__all__ = ["FIRST_PAGE", "first_page_small", "read_as_listed"]
 
 H = TypeVar("H")
 R = TypeVar("R")
@@ -30,7 +37,7 @@ async def read_as_listed(
     parse: Callable[[list[tuple[str, ObjectInfo, H]]], list[R]],
     *,
     concurrency: int,
-    batch: int = 64,
+    slice_size: int = 8,
     limit: int | None = None,
 ) -> tuple[list[ObjectInfo], list[R]]:
     """List, read and parse at once.
@@ -39,10 +46,10 @@ async def read_as_listed(
         pages: The listing (`ObjectStore.alist_pages`).
         wanted: The name to read an object under (a skill id), or None to skip it.
         read: Reads one object (runs on the loop, `concurrency` at a time).
-        parse: Turns a batch of `(name, object, read result)` into results (runs in a
-            worker thread: CPU work).
+        parse: Turns a batch of `(name, object, read result)` into results (CPU work, run
+            on the loop one slice at a time).
         concurrency: Reads in flight.
-        batch: Results parsed per thread call.
+        slice_size: Results parsed before the loop serves the reads again.
         limit: Read at most this many objects (the rest are listed, not read).
 
     Returns:
@@ -54,24 +61,33 @@ async def read_as_listed(
     objects: list[ObjectInfo] = []
     queue: asyncio.Queue[tuple[str, ObjectInfo] | None] = asyncio.Queue()
     done: list[tuple[str, ObjectInfo, H]] = []
-    parsing: list[asyncio.Future[list[R]]] = []
+    results: list[R] = []
+    ready = asyncio.Event()
 
-    def hand_over() -> None:
-        if done:
-            parsing.append(asyncio.ensure_future(asyncio.to_thread(parse, list(done))))
-            done.clear()
+    async def parser() -> None:
+        while True:
+            await ready.wait()
+            ready.clear()
+            while done:
+                chunk = done[:slice_size]
+                del done[:slice_size]
+                results.extend(parse(chunk))
+                await asyncio.sleep(0)  # the reads go on between slices
+            if finished.is_set() and not done:
+                return
 
     async def reader() -> None:
         while (item := await queue.get()) is not None:
             name, obj = item
             done.append((name, obj, await read(obj)))
-            if len(done) >= batch:
-                hand_over()
+            ready.set()
 
+    finished = asyncio.Event()
     sent = 0
     failed: BaseException | None = None
     try:
         async with asyncio.TaskGroup() as group:
+            parsing = group.create_task(parser())
             readers = [group.create_task(reader()) for _ in range(max(1, concurrency))]
             async for page in pages:
                 objects.extend(page.objects)
@@ -82,13 +98,50 @@ async def read_as_listed(
                         sent += 1
             for _ in readers:
                 queue.put_nowait(None)
+            await asyncio.gather(*readers)
+            finished.set()
+            ready.set()
+            await parsing
     except BaseExceptionGroup as group_failure:
         failed = group_failure.exceptions[0]
     if failed is not None:  # raised as it was (its cause says why: a missing profile...)
-        await asyncio.gather(*parsing, return_exceptions=True)
         raise failed
-    hand_over()
-    results: list[R] = []
-    for chunk in await asyncio.gather(*parsing):
-        results.extend(chunk)
     return objects, results
+
+
+FIRST_PAGE = 100
+"""Keys in the first listing page of a cold index: it comes back in about one round trip."""
+
+
+async def first_page_small(store: ObjectStore, prefix: str) -> AsyncIterator[ListPage]:
+    """The listing of `prefix`, its first page small, so the reads start a round trip in.
+
+    A server lists 1,000 keys in several round trips' time (SeaweedFS: 0.1-0.25 s against
+    0.035 s for 100), and a cold index reads nothing until its first page arrives. A
+    library of `FIRST_PAGE` keys or more is then listed whole, in pages of 1,000, its
+    first keys left out (1 LIST more than pages of 1,000 alone; key order not relied on).
+    """
+    seen: set[str] = set()
+    first = store.alist_pages(prefix, page_size=FIRST_PAGE)
+    try:
+        async for page in first:
+            yield page
+            if len(page.objects) + len(page.prefixes) < FIRST_PAGE:
+                return
+            seen.update(obj.key for obj in page.objects)
+            break
+    finally:
+        await _close(first)
+    rest = store.alist_pages(prefix)
+    try:
+        async for page in rest:
+            yield ListPage(tuple(obj for obj in page.objects if obj.key not in seen), page.prefixes)
+    finally:
+        await _close(rest)
+
+
+async def _close(pages: AsyncIterator[ListPage]) -> None:
+    """Close a listing left before its end (an async generator's pending request is dropped)."""
+    aclose = getattr(pages, "aclose", None)
+    if aclose is not None:
+        await aclose()

@@ -34,6 +34,7 @@ from s3skills.storage.protocol import (
     VersioningStatus,
     sort_versions,
 )
+from s3skills.storage.tuning import tune_client
 
 __all__ = ["S3ObjectStore"]
 
@@ -154,6 +155,7 @@ class S3ObjectStore(StoreHelpers):
             if loop in self._clients:  # another task won the race
                 await cm.__aexit__(None, None, None)
                 return self._clients[loop][1]
+            tune_client(client)  # botocore's wasted CPU per request (see s3skills.storage.tuning)
             client.meta.events.register("before-call.s3", self._on_call)
             for event_name, handler in self._events:
                 client.meta.events.register(event_name, handler)

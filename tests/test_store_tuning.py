@@ -1,0 +1,103 @@
+"""`S3ObjectStore`'s client spends less CPU per request and answers the same (issue 21 item 2).
+
+The S3 endpoint ruleset never reads an object's `Key`, yet botocore resolved the endpoint
+again for every new key; timestamps went through dateutil. `s3skills.storage.tuning`
+takes both off the store's own client. These tests pin that the answers are unchanged
+(the same instants, the same endpoint) and that the resolution is now found in the
+cache (counted, not timed).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import aioboto3
+import pytest
+from botocore.utils import parse_timestamp
+
+from s3skills._loop import run_sync
+from s3skills.storage import S3ObjectStore
+from s3skills.storage.tuning import fast_timestamp, tune_client
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-11-26T10:00:00.000Z",
+        "2026-11-26T10:00:00Z",
+        "2026-11-26T10:00:00.123456+02:00",
+        "2026-11-26T10:00:00",
+        "2026-11-26",
+        "Wed, 26 Nov 2026 10:00:00 GMT",
+        "Wed, 26 Nov 2026 10:00:00 +0100",
+        "Wed, 26 Nov 2026 10:00:00 -0000",
+        "26 Nov 2026 10:00:00 GMT",
+        1_795_000_000,
+        1_795_000_000.5,
+        "1795000000",
+    ],
+)
+def test_a_timestamp_is_the_instant_botocore_gives(value: Any) -> None:
+    ours, theirs = fast_timestamp(value), parse_timestamp(value)
+    assert (ours.tzinfo is None) == (theirs.tzinfo is None)
+    assert ours == theirs
+
+
+def test_a_timestamp_botocore_refuses_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a date"):
+        parse_timestamp("not a date")
+    with pytest.raises(ValueError, match="not a date"):
+        fast_timestamp("not a date")
+
+
+async def _client_calls(endpoint: str, tuned: bool) -> tuple[list[str], int]:
+    session = aioboto3.Session(aws_access_key_id="a", aws_secret_access_key="b")
+    async with session.client("s3", endpoint_url=endpoint, region_name="us-east-1") as client:
+        if tuned:
+            assert tune_client(client)
+        resolver = client._ruleset_resolver
+        evaluations = 0
+        evaluate = resolver._provider.ruleset.evaluate
+
+        def counted(params: Any) -> Any:
+            nonlocal evaluations
+            evaluations += 1
+            return evaluate(params)
+
+        resolver._provider.ruleset.evaluate = counted
+        urls = []
+        for key in ("a/SKILL.md", "b/SKILL.md", "c/d/SKILL.md"):
+            operation = client.meta.service_model.operation_model("GetObject")
+            found = await resolver.construct_endpoint(operation, {"Bucket": "bk", "Key": key}, {})
+            urls.append(found.url)
+        return urls, evaluations
+
+
+def test_a_tuned_client_resolves_the_same_endpoint_once_for_every_key() -> None:
+    # A fresh endpoint per client: botocore's resolution cache is per provider object.
+    plain_urls, plain = run_sync(_client_calls("http://127.0.0.1:9001", tuned=False))
+    tuned_urls, tuned = run_sync(_client_calls("http://127.0.0.1:9001", tuned=True))
+    assert tuned_urls == plain_urls == ["http://127.0.0.1:9001/bk"] * 3
+    assert plain == 3  # the Key made every resolution a cache miss
+    assert tuned == 1
+
+
+def test_the_store_reads_and_lists_with_its_tuned_client(bucket: str, moto_endpoint: str) -> None:
+    store = S3ObjectStore(bucket, endpoint_url=moto_endpoint, region_name="us-east-1")
+
+    async def scenario() -> None:
+        before = datetime.now(UTC).replace(microsecond=0)
+        for key in ("lib/a/SKILL.md", "lib/b/SKILL.md"):
+            await store.aput(key, b"---\nname: x\n---\n")
+        objects, _ = await store.alist("lib/")
+        assert [o.key for o in objects] == ["lib/a/SKILL.md", "lib/b/SKILL.md"]
+        assert all(o.last_modified is not None for o in objects)
+        assert all(o.last_modified >= before for o in objects if o.last_modified is not None)
+        body = await store.aget_range("lib/b/SKILL.md", 0, 8)
+        assert body.data == b"---\nname"
+        assert body.last_modified is not None
+        assert body.last_modified.tzinfo is not None
+        await store.aclose_all()
+
+    run_sync(scenario())
