@@ -149,10 +149,15 @@ def make_sketch(body: str, *, limit: int = MAX_SKETCH_CHARS) -> str:
                 break
             headings.append(heading)
             used += len(heading) + 3
-    # A Counter keeps its words in order of first appearance, and a stable sort keeps that
-    # order among equal counts (the cold index sketches every body: this is its hot loop).
-    folded = (w.casefold().strip("'-") for w in _WORD_RE.findall(_HEADING_RE.sub(" ", text)))
-    counts = Counter(w for w in folded if len(w) >= 3 and w not in _SKIP)
+    # The cold index sketches every body, so this is its hot loop: the words as written are
+    # counted in C, then each distinct one is folded once. A Counter keeps its keys in order
+    # of first appearance (of the first form folding to a word: that word's first
+    # appearance), and the stable sort below keeps that order among equal counts.
+    counts: Counter[str] = Counter()
+    for written, n in Counter(_WORD_RE.findall(_HEADING_RE.sub(" ", text))).items():
+        word = written.casefold().strip("'-")
+        if len(word) >= 3 and word not in _SKIP:
+            counts[word] += n
     in_headings = {w.casefold() for h in headings for w in _WORD_RE.findall(h)}
     words = sorted((w for w in counts if w not in in_headings), key=counts.__getitem__, reverse=True)
     out = "; ".join(headings)
