@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import random
 import statistics
 import sys
 import time
@@ -184,14 +185,22 @@ def run_tenants(
     shared_catalog_ttl: float | str | None = "default",
     gather_delay: float | None = None,
     min_runs: int = 50,
+    manifests: bool = True,
+    truncate_ranged: float = 0.0,
 ) -> dict[str, Any]:
-    """The scenario on one server; returns the report (one row per level)."""
+    """The scenario on one server; returns the report (one row per level).
+
+    `manifests=False` leaves the libraries as another tool writes them (no manifest: the
+    warm-up's first index of each library reads every `SKILL.md` head with ranged GETs);
+    `truncate_ranged` cuts that share of the ranged responses short (`FaultProxy`), picked
+    at random with a fixed seed.
+    """
     keys = (up.access_key, up.secret_key)
     bucket = make_bucket(up.url, f"bench-tenants-{int(time.time())}", access_key=keys[0], secret_key=keys[1])
     session = aioboto3.Session(aws_access_key_id=keys[0], aws_secret_access_key=keys[1], region_name="us-east-1")
     run_sync(fill(up.url, bucket, keys, users, per_user, shared))
     direct = S3ObjectStore(bucket, endpoint_url=up.url, region_name="us-east-1", session=session)
-    for u in range(users):  # every library has its manifest, as after a push
+    for u in range(users if manifests else 0):  # every library has its manifest, as after a push
         lib = SkillLibrary(
             direct, Config(layout=LAYOUT, shared_library=SHARED), tenant=lambda u=u: Tenant(user_id=user_of(u))
         )
@@ -215,8 +224,16 @@ def run_tenants(
         if gather_delay is not None:  # an experiment on the catalog's own setting (newer trees only)
             backend.skills.catalog.gather_delay = gather_delay
         graph = script(backend, per_user)
+        truncated = None
+        if truncate_ranged > 0:
+            pick = random.Random(7)
+
+            def ranged(request: Any) -> bool:
+                return bool(request.method == "GET" and request.header("Range") and pick.random() < truncate_ranged)
+
+            truncated = proxy.inject("truncate", count=None, match=ranged)
         counter = 0
-        run_sync(level(graph, users, min(users, 50), users, counter))  # warm-up: clients, caches
+        warm = run_sync(level(graph, users, min(users, 50), users, counter))  # warm-up: clients, caches
         counter += users
         for n in levels:
             runs = max(2 * n, min_runs)
@@ -240,6 +257,12 @@ def run_tenants(
             )
         backend.close()
     return {
+        "manifests": manifests,
+        "truncate_ranged": truncate_ranged,
+        "truncated_responses": truncated.fired if truncated is not None else 0,
+        "warmup_runs": users,
+        "warmup_errors": len(warm["errors"]),
+        "warmup_first_errors": warm["errors"][:3],
         "server": up.kind,
         "latency_ms": latency_ms,
         "users": users,
@@ -259,6 +282,12 @@ def print_tenants_report(report: dict[str, Any]) -> None:
         f"shared library of {report['shared_skills']}, catalog_ttl={'default' if ttl is None else ttl}, "
         f"shared_catalog_ttl={shared_ttl}, gather_delay={_or_default(report.get('gather_delay'))})"
     )
+    if not report.get("manifests", True) or report.get("truncate_ranged"):
+        print(
+            f"no manifests: {not report['manifests']}, {report['truncated_responses']} ranged responses truncated "
+            f"({report['truncate_ranged']:.0%} of them); warm-up: {report['warmup_runs']} runs, "
+            f"{report['warmup_errors']} errors {report['warmup_first_errors']}"
+        )
     print(f"{'in flight':>10} {'runs':>6} {'runs/s':>8} {'p50 s':>8} {'p95 s':>8} {'req/run':>8} {'errors':>7}")
     for r in report["levels"]:
         print(
@@ -292,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
         help="S3Backend(shared_catalog_ttl=...): seconds, 'none', or 'default' (the tree's default)",
     )
     parser.add_argument("--gather-delay", type=float, help="the catalog's gather_delay (default: the tree's)")
+    parser.add_argument("--no-manifest", action="store_true", help="libraries as another tool writes them: no manifest")
+    parser.add_argument(
+        "--truncate-ranged", type=float, default=0.0, help="share of ranged GET responses cut short (0.2: 20 %%)"
+    )
     parser.add_argument("--out", type=Path, help="write the JSON report here")
     args = parser.parse_args(argv)
     levels = tuple(int(x) for x in args.concurrency.split(",") if x.strip())
@@ -306,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
             catalog_ttl=args.catalog_ttl,
             shared_catalog_ttl=_shared_ttl(args.shared_catalog_ttl),
             gather_delay=args.gather_delay,
+            manifests=not args.no_manifest,
+            truncate_ranged=args.truncate_ranged,
         )
     import s3skills
 
@@ -314,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=2) + "\n")
-    return 1 if any(r["errors"] for r in report["levels"]) else 0
+    return 1 if report["warmup_errors"] or any(r["errors"] for r in report["levels"]) else 0
 
 
 if __name__ == "__main__":

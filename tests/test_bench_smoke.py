@@ -94,6 +94,29 @@ def test_tenants_smoke_reports_each_level_with_rates_latencies_and_requests_per_
     assert "runs/s" in done.stdout
 
 
+def test_tenants_without_manifests_and_with_a_fifth_of_ranged_responses_cut_short_every_run_loads_its_skill(
+    tmp_path: Path,
+) -> None:
+    # Issue 21: with 20 % of the ranged responses truncated, every run still loads its skill (the
+    # warm-up's first index of each library reads every SKILL.md head with ranged GETs).
+    out = tmp_path / "tenants.json"
+    args = ["--users", "6", "--skills-per-user", "5", "--shared-skills", "10", "--concurrency", "6"]
+    args += ["--no-manifest", "--truncate-ranged", "0.2", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "tenants.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["manifests"] is False
+    assert report["truncated_responses"] > 0
+    assert report["warmup_errors"] == 0, report["warmup_first_errors"]
+    assert [row["errors"] for row in report["levels"]] == [0]
+
+
 def test_smoke_mode_runs_every_scenario_and_reports_both_trees(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(BENCH / "run.py"), "--smoke", "--out", str(tmp_path)],

@@ -177,6 +177,26 @@ async def test_truncated_ranged_reads_are_retried_and_every_skill_is_indexed(
         await store.aclose()
 
 
+async def test_a_body_cut_short_seven_times_running_is_read_on_the_eighth_and_not_after(
+    seaweed_proxy: tuple[SeaweedBucket, FaultProxy],
+) -> None:
+    # botocore's 4 attempts cover requests; a body cut short has its own budget (body_attempts,
+    # 8 by default), so a cold index of thousands of heads survives a fifth of them cut short.
+    bucket, proxy = seaweed_proxy
+    store = _store(bucket, proxy)
+    try:
+        await store.aput(f"{PREFIX}a/SKILL.md", skill_md("a"))
+        proxy.inject("truncate", count=7, match=_ranged)
+        head = await store.aget_range(f"{PREFIX}a/SKILL.md", 0, 4096)
+        assert head.data.decode().startswith("---\nname: a\n")
+        assert sum(r.fault == "truncate" for r in proxy.history) == 7
+        proxy.inject("truncate", count=8, match=_ranged)
+        with pytest.raises(StoreUnavailable):
+            await store.aget_range(f"{PREFIX}a/SKILL.md", 0, 4096)
+    finally:
+        await store.aclose()
+
+
 async def test_a_failed_index_build_backs_off_instead_of_retrying_on_every_call(
     seaweed_proxy: tuple[SeaweedBucket, FaultProxy],
 ) -> None:
