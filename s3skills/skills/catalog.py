@@ -460,6 +460,7 @@ class SkillCatalog:
             self._head,
             partial(_parse_all, source),
             concurrency=2 * self.limits.concurrency,
+            weight=_head_weight,
             limit=self.limits.max_skills_per_library,
         )
         return await self._apply_listing(index, source, prefix, objects, {e.skill_id: e for e in entries})
@@ -684,6 +685,11 @@ class SkillCatalog:
     def body_cache_bytes(self) -> int:
         """Bytes of SKILL.md bodies held in memory now."""
         return self._body_bytes
+
+
+def _head_weight(head: tuple[bytes, str] | str) -> int:
+    """The bytes a read head gives the parser (a skipped object's reason: nothing)."""
+    return len(head[0]) if isinstance(head, tuple) else 0
 
 
 def _parse_all(source: str, items: list[tuple[str, ObjectInfo, tuple[bytes, str] | str]]) -> list[SkillEntry]:

@@ -38,6 +38,8 @@ async def read_as_listed(
     *,
     concurrency: int,
     slice_size: int = 8,
+    weight: Callable[[H], int] | None = None,
+    slice_weight: int = 32_768,
     limit: int | None = None,
 ) -> tuple[list[ObjectInfo], list[R]]:
     """List, read and parse at once.
@@ -50,6 +52,10 @@ async def read_as_listed(
             on the loop one slice at a time).
         concurrency: Reads in flight.
         slice_size: Results parsed before the loop serves the reads again.
+        weight: The parsing cost of one read result (bytes to parse); a slice also ends
+            once it holds `slice_weight`, so big frontmatters are parsed one at a time
+            and never stall other tenants' requests for long.
+        slice_weight: The most weight parsed before the loop serves the reads again.
         limit: Read at most this many objects (the rest are listed, not read).
 
     Returns:
@@ -69,8 +75,12 @@ async def read_as_listed(
             await ready.wait()
             ready.clear()
             while done:
-                chunk = done[:slice_size]
-                del done[:slice_size]
+                size, load = 0, 0
+                while size < min(slice_size, len(done)) and (size == 0 or load < slice_weight):
+                    load += weight(done[size][2]) if weight is not None else 0
+                    size += 1
+                chunk = done[:size]
+                del done[:size]
                 results.extend(parse(chunk))
                 await asyncio.sleep(0)  # the reads go on between slices
             if finished.is_set() and not done:
