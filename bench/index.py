@@ -43,6 +43,7 @@ from typing import Any
 import aioboto3
 import mcp_list  # bench/mcp_list.py
 from botocore.config import Config as BotoConfig
+from fill import put_all
 from workload import NaiveS3
 
 from s3skills import S3Backend
@@ -97,23 +98,14 @@ def layout_of(size: int) -> list[tuple[str, str, int]]:
 
 async def fill(url: str, bucket: str, keys: tuple[str, str], size: int) -> list[str]:
     """Write the library with 64 PUTs in flight; returns the SKILL.md keys."""
-    session = aioboto3.Session(aws_access_key_id=keys[0], aws_secret_access_key=keys[1])
-    config = BotoConfig(max_pool_connections=64)
     skill_keys: list[str] = []
-    async with session.client("s3", endpoint_url=url, region_name="us-east-1", config=config) as client:
-        sem = asyncio.Semaphore(64)
-
-        async def put(key: str, body: bytes) -> None:
-            async with sem:
-                await client.put_object(Bucket=bucket, Key=key, Body=body)
-
-        jobs = []
-        for category, name, i in layout_of(size):
-            home = f"{PREFIX}{category}/{name}/"
-            skill_keys.append(home + "SKILL.md")
-            jobs.append(put(home + "SKILL.md", skill_md(category, name, i)))
-            jobs.append(put(home + "references/guide.md", b"# Guide\n\nMore detail.\n"))
-        await asyncio.gather(*jobs)
+    objects: list[tuple[str, bytes]] = []
+    for category, name, i in layout_of(size):
+        home = f"{PREFIX}{category}/{name}/"
+        skill_keys.append(home + "SKILL.md")
+        objects.append((home + "SKILL.md", skill_md(category, name, i)))
+        objects.append((home + "references/guide.md", b"# Guide\n\nMore detail.\n"))
+    await put_all(url, bucket, keys, objects)
     return skill_keys
 
 

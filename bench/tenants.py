@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import aioboto3
-from botocore.config import Config as BotoConfig
+from fill import put_all  # bench/fill.py: this script's directory is first on sys.path
 from langgraph.graph import END, START, StateGraph
 
 from s3skills import S3Backend
@@ -72,30 +72,21 @@ def user_of(i: int) -> str:
 
 async def fill(url: str, bucket: str, keys: tuple[str, str], users: int, per_user: int, shared: int) -> None:
     """The libraries and workspaces, 64 PUTs in flight, straight to the server."""
-    session = aioboto3.Session(aws_access_key_id=keys[0], aws_secret_access_key=keys[1])
-    config = BotoConfig(max_pool_connections=64)
-    async with session.client("s3", endpoint_url=url, region_name="us-east-1", config=config) as client:
-        sem = asyncio.Semaphore(64)
-
-        async def put(key: str, body: bytes) -> None:
-            async with sem:
-                await client.put_object(Bucket=bucket, Key=key, Body=body)
-
-        jobs = []
-        for s in range(shared):
-            home = f"{LAYOUT.shared_prefix(SHARED)}common/shared-{s:03d}/"
-            jobs.append(put(home + "SKILL.md", skill_md(f"shared-{s:03d}", s)))
-        for u in range(users):
-            user = user_of(u)
-            for s in range(per_user):
-                home = f"{LAYOUT.user_prefix(user)}mine/skill-{s:03d}/"
-                jobs.append(put(home + "SKILL.md", skill_md(f"skill-{s:03d}", s)))
-                jobs.append(put(home + "references/guide.md", b"# Guide\n\nMore detail.\n"))
-            ws = LAYOUT.workspace_prefix(user, THREAD)
-            for f in range(5):
-                text = "\n".join(f"line {i} of file {f}" + (f" {NEEDLE}" if i == 7 else "") for i in range(40))
-                jobs.append(put(f"{ws}notes/file-{f}.md", text.encode()))
-        await asyncio.gather(*jobs)
+    objects: list[tuple[str, bytes]] = []
+    for s in range(shared):
+        home = f"{LAYOUT.shared_prefix(SHARED)}common/shared-{s:03d}/"
+        objects.append((home + "SKILL.md", skill_md(f"shared-{s:03d}", s)))
+    for u in range(users):
+        user = user_of(u)
+        for s in range(per_user):
+            home = f"{LAYOUT.user_prefix(user)}mine/skill-{s:03d}/"
+            objects.append((home + "SKILL.md", skill_md(f"skill-{s:03d}", s)))
+            objects.append((home + "references/guide.md", b"# Guide\n\nMore detail.\n"))
+        ws = LAYOUT.workspace_prefix(user, THREAD)
+        for f in range(5):
+            text = "\n".join(f"line {i} of file {f}" + (f" {NEEDLE}" if i == 7 else "") for i in range(40))
+            objects.append((f"{ws}notes/file-{f}.md", text.encode()))
+    await put_all(url, bucket, keys, objects)
 
 
 class RunState(TypedDict, total=False):

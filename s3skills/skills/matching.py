@@ -246,7 +246,6 @@ class Bm25Index:
         self.weights = dict(FIELD_WEIGHTS if weights is None else weights)
         self.b = dict(FIELD_B if b is None else b)
         self.k1 = k1
-        self._by_id: list[SkillInfo] | None = None
         docs = [_fields(skill) for skill in self.skills]
         averages = {
             f: (sum(len(d[f]) for d in docs) / len(docs) if docs else 0.0) or 1.0
@@ -271,12 +270,6 @@ class Bm25Index:
             term: {p: tf * (self.k1 + 1) / (tf + self.k1) for p, tf in posting.items()}
             for term, posting in postings.items()
         }
-
-    def by_id(self) -> list[SkillInfo]:
-        """The skills sorted by id (computed once per index)."""
-        if self._by_id is None:
-            self._by_id = sorted(self.skills, key=lambda s: s.id)
-        return self._by_id
 
     def _idf(self, hits: int) -> float:
         total = len(self.skills)
