@@ -168,6 +168,38 @@ def test_resolver_reads_the_users_langgraph_api_builds() -> None:
     }
 
 
+def _example_agent_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("s3skills_example_agent", EXAMPLE / "agent.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("raw", ["-1", "soon", "nan", "inf", ""])
+def test_the_example_refuses_a_shared_catalog_ttl_that_is_not_seconds(
+    monkeypatch: pytest.MonkeyPatch, raw: str
+) -> None:
+    agent = _example_agent_module()
+    monkeypatch.setenv("S3SKILLS_SHARED_CATALOG_TTL", raw)
+    if raw == "":  # an empty variable counts as unset
+        assert agent._shared_catalog_ttl() == agent.SHARED_CATALOG_TTL
+        return
+    with pytest.raises(agent.ConfigError, match="S3SKILLS_SHARED_CATALOG_TTL"):
+        agent._shared_catalog_ttl()
+
+
+def test_the_example_takes_the_shared_catalog_ttl_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = _example_agent_module()
+    monkeypatch.delenv("S3SKILLS_SHARED_CATALOG_TTL", raising=False)
+    assert agent._shared_catalog_ttl() == agent.SHARED_CATALOG_TTL
+    monkeypatch.setenv("S3SKILLS_SHARED_CATALOG_TTL", "0")
+    assert agent._shared_catalog_ttl() == 0.0
+
+
 # --- `langgraph dev` with the example --------------------------------------------------------
 
 
@@ -492,6 +524,8 @@ def shared_deployment(moto_server: MotoServer) -> Iterator[Deployment]:
         S3SKILLS_BUCKET=bucket,
         S3SKILLS_ENDPOINT_URL=moto_server.endpoint_url,
         S3SKILLS_SHARED_PREFIX="org",
+        # The tests push to the shared library between runs and expect the next run to see it.
+        S3SKILLS_SHARED_CATALOG_TTL="0",
         S3SKILLS_SCRIPTED="1",
         S3SKILLS_DEV_TOKENS=json.dumps(TOKENS),
     )

@@ -11,6 +11,9 @@ Environment:
         `AWS_ENDPOINT_URL`, else AWS). Credentials come from the usual AWS chain.
     S3SKILLS_REGION: The region (else `AWS_REGION`, `AWS_DEFAULT_REGION`).
     S3SKILLS_SHARED_PREFIX: An organisation library under `shared/{prefix}/skills/`.
+    S3SKILLS_SHARED_CATALOG_TTL: Seconds the organisation library's index is trusted
+        without asking S3 (default 5; `0` asks on every model call, so a push to it
+        shows in the very next run).
     S3SKILLS_MODEL: The model, as `provider:name` (e.g. `anthropic:claude-sonnet-4-5`).
     S3SKILLS_SCRIPTED: `1` to use a scripted model instead (no provider, for tests and
         smoke checks): each run loads the first skill of its index, reads files from the
@@ -30,6 +33,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from s3skills import KeyLayout, S3Backend, create_skills_agent
+from s3skills.config import SHARED_CATALOG_TTL
 from s3skills.serve.langgraph import LangGraphAuthResolver
 from s3skills.testing.scripted import ScriptedChatModel, ScriptStep, tool_call
 
@@ -48,6 +52,19 @@ def _env(*names: str) -> str | None:
     return next((value for name in names if (value := os.environ.get(name))), None)
 
 
+def _shared_catalog_ttl() -> float:
+    raw = _env("S3SKILLS_SHARED_CATALOG_TTL")
+    if raw is None:
+        return SHARED_CATALOG_TTL
+    try:
+        ttl = float(raw)
+    except ValueError:
+        ttl = -1.0
+    if not ttl >= 0 or ttl == float("inf"):
+        raise ConfigError(f"S3SKILLS_SHARED_CATALOG_TTL must be a number of seconds >= 0, got {raw!r}")
+    return ttl
+
+
 @functools.cache
 def backend() -> S3Backend:
     """The one backend instance every run shares (built on first use)."""
@@ -59,6 +76,7 @@ def backend() -> S3Backend:
         endpoint_url=_env("S3SKILLS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
         region_name=_env("S3SKILLS_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
         shared_prefix=_env("S3SKILLS_SHARED_PREFIX"),
+        shared_catalog_ttl=_shared_catalog_ttl(),
         layout=LAYOUT,
         resolver=LangGraphAuthResolver(),
     )
