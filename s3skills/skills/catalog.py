@@ -42,21 +42,14 @@ import copy
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field, replace
-from functools import partial
+from dataclasses import dataclass, field
 
-from s3skills._loop import gather_limited
 from s3skills.config import Limits, VerifyMode
-from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
-from s3skills.ids import SKILL_FILE, SkillId
-from s3skills.skills.derived import weigh
+from s3skills.errors import Conflict, S3SkillsError
+from s3skills.skills.heads import DEFAULT_ENTRY_WEIGHT, HeadReader
+from s3skills.skills.listing import Lister
 from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest, awrite_manifest
-from s3skills.skills.model import InvalidSkill, SkillInfo
-from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
-from s3skills.skills.sketch import make_sketch
-from s3skills.skills.streaming import first_page_small, read_as_listed
-from s3skills.skills.versions import versions_by_skill
-from s3skills.storage import NotModified, ObjectBody, ObjectInfo, ObjectStore
+from s3skills.storage import NotModified, ObjectStore
 
 __all__ = ["GATHER_DELAY", "LibraryIndex", "SkillCatalog", "SkillEntry"]
 
@@ -64,8 +57,6 @@ GATHER_DELAY = 0.2
 """Default `SkillCatalog.gather_delay` (seconds), chosen from `bench/tenants.py` (bench/README.md)."""
 
 _CONTENDED = 1.0  # seconds a library counts as asked by concurrent callers after one shared a refresh
-
-_DEFAULT_WEIGHT = 1024  # an entry's own fields (id, key, ETag, SkillInfo), beyond its metadata
 
 
 @dataclass
@@ -182,7 +173,8 @@ class SkillCatalog:
         self.limits = limits or Limits()
         self.ttl = ttl
         self.shared_ttl = shared_ttl
-        self.head_bytes = head_bytes
+        self.heads = HeadReader(store, self.limits, head_bytes)
+        self.lister = Lister(store, self.limits, self.heads)
         self.max_libraries = max_libraries
         self.max_index_bytes = max_index_bytes
         self.failure_backoff = failure_backoff
@@ -209,7 +201,7 @@ class SkillCatalog:
 
     def _weighed(self, index: LibraryIndex) -> None:
         """Record what `index` holds now and drop the least recently used indexes past the budgets."""
-        index.weight = sum(e.weight or _DEFAULT_WEIGHT for e in index.entries.values())
+        index.weight = sum(e.weight or DEFAULT_ENTRY_WEIGHT for e in index.entries.values())
         self._trim()
 
     def _trim(self) -> None:
@@ -309,9 +301,9 @@ class SkillCatalog:
         if key is None:
             if index.entries:
                 objects, _ = await self.store.alist(prefix)
-                await self._apply_listing(index, source, prefix, objects)
+                await self.lister.aapply(index, source, prefix, objects)
             else:
-                await self._cold_listing(index, source, prefix)
+                await self.lister.acold(index, source, prefix)
         else:
             if index.writing is not None:  # our own manifest write: read what it wrote
                 with contextlib.suppress(Exception):
@@ -386,10 +378,10 @@ class SkillCatalog:
         index.reconcile = False
         base = {sid: e.etag for sid, e in index.entries.items()} if manifest is not None and manifest.valid else {}
         if index.entries:
-            objects = await self._list_parallel(prefix)
-            changed = await self._apply_listing(index, source, prefix, objects)
+            objects = await self.lister.alist(prefix)
+            changed = await self.lister.aapply(index, source, prefix, objects)
         else:
-            changed = await self._cold_listing(index, source, prefix)
+            changed = await self.lister.acold(index, source, prefix)
         index.verified_at = now
         stale_record = self.verify == "interval" and not (
             manifest is not None and manifest.verified_within(now, self.verify_interval)
@@ -428,94 +420,6 @@ class SkillCatalog:
                     ours.entries.pop(sid, None)
         index.manifest_etag = None  # the next refresh reads whatever won
 
-    async def _list_parallel(self, prefix: str) -> list[ObjectInfo]:
-        """Every object of a library: one LIST of its folders, then one per folder, concurrently.
-
-        A library of more top folders than twice the concurrency (many uncategorised
-        skills) is listed page after page instead, which is then fewer round trips.
-        """
-        top, folders = await self.store.alist(prefix, delimiter="/")
-        if len(folders) > 2 * self.limits.concurrency:
-            objects, _ = await self.store.alist(prefix)
-            return objects
-        jobs = [partial(self.store.alist, folder) for folder in folders]
-        listed = await gather_limited(jobs, self.limits.concurrency)
-        return [*top, *(obj for objects, _ in listed for obj in objects)]
-
-    async def _cold_listing(self, index: LibraryIndex, source: str, prefix: str) -> bool:
-        """A library known of nothing: LIST it page by page, reading each SKILL.md as its page arrives.
-
-        Twice `Limits.concurrency` reads are in flight (the connection pool `S3Backend`
-        sizes): on a 20 ms proxy, 64 reads in flight indexed 1,000 skills 1.0-1.3x faster
-        than 32 (bench/README.md, `bench/cold_vs_raw.py`).
-        """
-
-        def wanted(obj: ObjectInfo) -> str | None:
-            sid = SkillId.from_key(obj.key, prefix)
-            return None if sid is None else str(sid)
-
-        objects, entries = await read_as_listed(
-            first_page_small(self.store, prefix),
-            wanted,
-            self._head,
-            partial(_parse_all, source),
-            concurrency=2 * self.limits.concurrency,
-            weight=_head_weight,
-            limit=self.limits.max_skills_per_library,
-        )
-        return await self._apply_listing(index, source, prefix, objects, {e.skill_id: e for e in entries})
-
-    async def _apply_listing(
-        self,
-        index: LibraryIndex,
-        source: str,
-        prefix: str,
-        objects: list[ObjectInfo],
-        early: Mapping[str, SkillEntry] | None = None,
-    ) -> bool:
-        """Update the entries from a listing (changed SKILL.md read again); True if any changed.
-
-        `early`: entries already read for this listing (their ETag is checked against it).
-        """
-        found: dict[str, ObjectInfo] = {}
-        markers: set[str] = set()
-        tail = "/" + SKILL_FILE
-        for obj in objects:
-            if obj.key.startswith(prefix) and obj.key.endswith(tail):
-                markers.add(obj.key[len(prefix) : -len(SKILL_FILE)])
-            skill_id = SkillId.from_key(obj.key, prefix)
-            if skill_id is not None:
-                found[str(skill_id)] = obj
-        ends_before = {m for m in index.markers if m[:-1] not in index.entries}
-        ends_changed = {m for m in markers if m[:-1] not in found} != ends_before
-        index.markers = frozenset(markers)
-        keep = sorted(found)[: self.limits.max_skills_per_library]
-        index.truncated = len(found) - len(keep)
-        changed = [
-            (sid, found[sid]) for sid in keep if (e := index.entries.get(sid)) is None or e.etag != found[sid].etag
-        ]
-        ready = early or {}
-        fresh = [ready[sid] for sid, obj in changed if sid in ready and ready[sid].etag == obj.etag]
-        parsed = [
-            *fresh,
-            *await self._read_entries(
-                source, [(sid, obj) for sid, obj in changed if sid not in ready or ready[sid].etag != obj.etag]
-            ),
-        ]
-        entries = {sid: index.entries[sid] for sid in keep if sid in index.entries}
-        entries.update((e.skill_id, e) for e in parsed)
-        differs = bool(changed) or len(entries) != len(index.entries) or ends_changed
-        # Each skill's version id comes from the same listing (no request); an index read
-        # from the manifest alone keeps the versions it had (the skill's load lists it anyway).
-        index.entries = _with_versions(entries, versions_by_skill(prefix, objects, entries))
-        return differs
-
-    async def _read_entries(self, source: str, objects: list[tuple[str, ObjectInfo]]) -> list[SkillEntry]:
-        jobs = [partial(self._head, obj) for _, obj in objects]
-        heads = await gather_limited(jobs, self.limits.concurrency)
-        items = [(sid, obj, head) for (sid, obj), head in zip(objects, heads, strict=True)]
-        return await asyncio.to_thread(_parse_all, source, items) if items else []
-
     async def arefresh_entries(self, source: str, prefix: str, skill_ids: list[str]) -> None:
         """Read some skills' `SKILL.md` again, fix the cached index and the manifest.
 
@@ -547,51 +451,14 @@ class SkillCatalog:
             if index is not None:
                 index.manifest_etag = None
 
+    @property
+    def head_bytes(self) -> int:
+        """How much of a `SKILL.md` the first ranged GET reads."""
+        return self.heads.head_bytes
+
     async def aread_entries(self, source: str, prefix: str, skill_ids: list[str]) -> dict[str, SkillEntry | None]:
         """The current entries of some skills (1 ranged GET each; None: the SKILL.md is gone)."""
-
-        async def head(sid: str) -> tuple[str, ObjectInfo, tuple[bytes, str] | str] | None:
-            key = prefix + sid + "/" + SKILL_FILE
-            try:
-                probe = await self.store.aget_range(key, 0, self.head_bytes)
-            except NotFound:
-                return None
-            obj = ObjectInfo(key, probe.size, probe.etag)
-            whole = probe.size <= len(probe.data) and probe.size <= self.limits.max_skill_md_bytes
-            return sid, obj, (probe.data, probe.etag) if whole else await self._head(obj, probe)
-
-        found = await gather_limited([partial(head, sid) for sid in skill_ids], self.limits.concurrency)
-        items = [item for item in found if item is not None]
-        out: dict[str, SkillEntry | None] = dict.fromkeys(skill_ids)
-        if items:
-            out.update((e.skill_id, e) for e in await asyncio.to_thread(_parse_all, source, items))
-        return out
-
-    async def _head(self, obj: ObjectInfo, probe: ObjectBody | None = None) -> tuple[bytes, str] | str:
-        """The bytes of a SKILL.md needed to parse its frontmatter, or why it was skipped.
-
-        `probe` is the first `head_bytes` already read, if the caller has them.
-        """
-        if obj.size > self.limits.max_skill_md_bytes:
-            return f"SKILL.md is {obj.size} bytes; the limit is {self.limits.max_skill_md_bytes}"
-        try:
-            head = probe or await self.store.aget_range(obj.key, 0, self.head_bytes)
-            if head.size <= len(head.data):
-                return head.data, head.etag
-            prefix = frontmatter_prefix(head.data)
-            if prefix is not None:  # with the body the head holds (whole lines), for the sketch
-                cut = head.data.rfind(b"\n") + 1
-                return (head.data[:cut] if cut >= len(prefix) else prefix), head.etag
-            # The frontmatter is longer than the head: read up to its limit, no more.
-            limit = self.limits.max_frontmatter_bytes + self.head_bytes
-            more = await self.store.aget_range(obj.key, 0, limit)
-            if more.size > len(more.data) and frontmatter_prefix(more.data) is None:
-                return f"the frontmatter is over {self.limits.max_frontmatter_bytes} bytes"
-            return (frontmatter_prefix(more.data) or more.data), more.etag
-        except NotFound:
-            return "SKILL.md disappeared while the index was built"
-        except FileTooLarge as exc:
-            return str(exc)
+        return await self.heads.aentries(source, prefix, skill_ids)
 
     def invalidate(self, prefix: str | None = None) -> None:
         """Forget the age of cached indexes (one prefix, or all): the next query lists.
@@ -615,29 +482,9 @@ class SkillCatalog:
             prefix: The library prefix.
             bodies: Skill id -> (the `SKILL.md` bytes written, the ETag the PUT returned).
 
-        The same entry a reader would build from a ranged GET of the object (`_head`).
+        The same entry a reader would build from a ranged GET of the object.
         """
-        items = []
-        for sid, (data, etag) in bodies.items():
-            obj = ObjectInfo(prefix + sid + "/" + SKILL_FILE, len(data), etag)
-            items.append((sid, obj, self._head_of(data, etag)))
-        return {e.skill_id: e for e in await asyncio.to_thread(_parse_all, source, items)} if items else {}
-
-    def _head_of(self, data: bytes, etag: str) -> tuple[bytes, str] | str:
-        """What `_head` would read of an object holding `data` (its head, or why not)."""
-        if len(data) > self.limits.max_skill_md_bytes:
-            return f"SKILL.md is {len(data)} bytes; the limit is {self.limits.max_skill_md_bytes}"
-        head = data[: self.head_bytes]
-        if len(data) <= len(head):
-            return data, etag
-        found = frontmatter_prefix(head)
-        if found is not None:  # with the body the head holds (whole lines), as `_head` keeps it
-            cut = head.rfind(b"\n") + 1
-            return (head[:cut] if cut >= len(found) else found), etag
-        more = data[: self.limits.max_frontmatter_bytes + self.head_bytes]
-        if len(data) > len(more) and frontmatter_prefix(more) is None:
-            return f"the frontmatter is over {self.limits.max_frontmatter_bytes} bytes"
-        return (frontmatter_prefix(more) or more), etag
+        return await self.heads.aentries_of(source, prefix, bodies)
 
     async def abuild_entries(
         self, source: str, prefix: str, known: Mapping[str, SkillEntry] | None = None
@@ -650,8 +497,8 @@ class SkillCatalog:
         scratch = LibraryIndex(source, prefix)
         cached = self._indexes.get(prefix)
         scratch.entries = {**(cached.entries if cached is not None else {}), **(known or {})}
-        objects = await self._list_parallel(prefix)
-        await self._apply_listing(scratch, source, prefix, objects)
+        objects = await self.lister.alist(prefix)
+        await self.lister.aapply(scratch, source, prefix, objects)
         return scratch.entries
 
     # -- bodies --------------------------------------------------------------------------
@@ -685,49 +532,6 @@ class SkillCatalog:
     def body_cache_bytes(self) -> int:
         """Bytes of SKILL.md bodies held in memory now."""
         return self._body_bytes
-
-
-def _head_weight(head: tuple[bytes, str] | str) -> int:
-    """The bytes a read head gives the parser (a skipped object's reason: nothing)."""
-    return len(head[0]) if isinstance(head, tuple) else 0
-
-
-def _parse_all(source: str, items: list[tuple[str, ObjectInfo, tuple[bytes, str] | str]]) -> list[SkillEntry]:
-    """Parse fetched heads (CPU work: in a worker thread, or on the loop a few at a time)."""
-    out = []
-    for skill_id, obj, head in items:
-        if isinstance(head, str):
-            out.append(SkillEntry(skill_id, obj.key, obj.etag, obj.size, None, head))
-            continue
-        data, etag = head
-        try:
-            parsed = parse_skill_md(data, folder=SkillId.parse(skill_id).leaf)
-        except InvalidSkill as exc:
-            out.append(SkillEntry(skill_id, obj.key, etag, obj.size, None, str(exc)))
-            continue
-        info = SkillInfo(
-            id=skill_id,
-            metadata=parsed.metadata,
-            source=source,
-            etag=etag,
-            warnings=parsed.warnings,
-            sketch=make_sketch(parsed.body),
-        )
-        weight = weigh(parsed.metadata.model_dump(mode="json"), max_depth=1 << 16, limit=1 << 40)
-        weight = (weight or 0) + _DEFAULT_WEIGHT + len(info.sketch)
-        out.append(SkillEntry(skill_id, obj.key, etag, obj.size, info, None, weight=weight, checked=True))
-    return out
-
-
-def _with_versions(entries: dict[str, SkillEntry], versions: dict[str, str]) -> dict[str, SkillEntry]:
-    """The entries with each skill's current version id (computed from the listing: no request)."""
-    out = {}
-    for sid, entry in entries.items():
-        version = versions.get(sid)
-        if entry.info is not None and entry.info.version != version:
-            entry = replace(entry, info=replace(entry.info, version=version))
-        out[sid] = entry
-    return out
 
 
 def _background(coro: Coroutine[None, None, None]) -> asyncio.Task[None]:
