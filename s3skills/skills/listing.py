@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from s3skills._loop import gather_limited
 from s3skills.config import Limits
@@ -24,10 +24,15 @@ from s3skills.skills.streaming import first_page_small, read_as_listed
 from s3skills.skills.versions import versions_by_skill
 from s3skills.storage import ObjectInfo, ObjectStore
 
-if TYPE_CHECKING:
-    from s3skills.skills.catalog import LibraryIndex
+__all__ = ["Listed", "Lister", "with_versions"]
 
-__all__ = ["Lister", "with_versions"]
+
+class Listed(Protocol):
+    """What a listing updates: the catalog's `LibraryIndex` has these fields."""
+
+    entries: dict[str, SkillEntry]
+    markers: frozenset[str]
+    truncated: int
 
 
 class Lister:
@@ -58,7 +63,7 @@ class Lister:
         listed = await gather_limited(jobs, self.limits.concurrency)
         return [*top, *(obj for objects, _ in listed for obj in objects)]
 
-    async def acold(self, index: LibraryIndex, source: str, prefix: str) -> bool:
+    async def acold(self, index: Listed, source: str, prefix: str) -> bool:
         """A library known of nothing: LIST it page by page, reading each SKILL.md as its page arrives.
 
         Twice `Limits.concurrency` reads are in flight (the connection pool `S3Backend`
@@ -83,7 +88,7 @@ class Lister:
 
     async def aapply(
         self,
-        index: LibraryIndex,
+        index: Listed,
         source: str,
         prefix: str,
         objects: list[ObjectInfo],
