@@ -527,3 +527,30 @@ def test_skill_info_leaf_and_category(
 ) -> None:
     info = SkillInfo(id=skill_id, metadata=SkillMetadata(name="n", description="d", category=category))
     assert (info.leaf, info.category, info.source, info.etag) == (expected_leaf, expected_category, "user", "")
+
+
+@given(st.text(alphabet=":-?[]{}!*&ab \n,'\"", max_size=120))
+def test_the_cheap_precheck_never_skips_a_frontmatter_the_alias_and_depth_check_refuses(text: str) -> None:
+    from s3skills.skills import parse
+
+    if parse._FastLoader is None:
+        pytest.skip("PyYAML without libyaml: the event check is not used")
+    try:
+        parse._check_events(text, parse._FastLoader)
+    except parse._Refused:
+        assert parse._may_refuse(text)
+    except Exception:  # not YAML at all: the loader says why, as before
+        return
+
+
+def test_a_deep_block_frontmatter_without_aliases_is_still_refused() -> None:
+    nested = "\n".join("  " * i + f"k{i}:" for i in range(70)) + " x"
+    with pytest.raises(InvalidSkill, match="nested too deeply"):
+        parse_skill_md(f"---\nname: deep\ndescription: d\nextra:\n{nested}\n---\nbody\n")
+
+
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
+def test_the_sketch_finds_the_same_words_in_ascii_text_either_way(text: str) -> None:
+    from s3skills.skills import sketch
+
+    assert sketch._ASCII_WORD_RE.findall(text) == sketch._WORD_RE.findall(text)

@@ -91,6 +91,16 @@ _FrontmatterLoader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|T
 _CSafeLoader: Any = getattr(yaml, "CSafeLoader", None)
 
 
+def _may_refuse(text: str) -> bool:
+    """Whether `_check_events` could refuse `text` (False: it cannot, skip it).
+
+    An alias needs a `*`. Each level of nesting needs an indicator of its own (`:`, `?` or
+    `{` for a mapping, `-` or `[` for a sequence, or a `!` tag on an empty one), so text
+    with fewer of them than `_MAX_DEPTH` cannot nest that deep.
+    """
+    return "*" in text or sum(map(text.count, ":-?[{!")) + 1 >= _MAX_DEPTH
+
+
 def _check_events(text: str, loader: Any) -> None:
     """Aliases and depth checked on libyaml's events, as `_FrontmatterLoader.compose_node` does."""
     depth = 0
@@ -195,7 +205,8 @@ def _load_yaml(frontmatter: str, problems: list[Problem]) -> object:
     def load(text: str) -> object:
         if _FastLoader is not None:
             try:
-                _check_events(text, _FastLoader)
+                if _may_refuse(text):
+                    _check_events(text, _FastLoader)
                 return yaml.load(text, Loader=_FastLoader)  # noqa: S506 - a CSafeLoader subclass
             except _Refused:
                 raise

@@ -26,6 +26,7 @@ _HEADINGS_SHARE = 2 / 5  # at most this share of the sketch goes to headings
 _FENCE_RE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.DOTALL | re.MULTILINE)
 _HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
 _WORD_RE = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]{2}")
+_ASCII_WORD_RE = re.compile(_WORD_RE.pattern, re.ASCII)  # for ASCII text: the same matches
 _SKIP = frozenset(
     [
         "a",
@@ -154,7 +155,9 @@ def make_sketch(body: str, *, limit: int = MAX_SKETCH_CHARS) -> str:
     # of first appearance (of the first form folding to a word: that word's first
     # appearance), and the stable sort below keeps that order among equal counts.
     counts: Counter[str] = Counter()
-    for written, n in Counter(_WORD_RE.findall(_HEADING_RE.sub(" ", text))).items():
+    rest = _HEADING_RE.sub(" ", text)
+    finder = _ASCII_WORD_RE if rest.isascii() else _WORD_RE  # the same words, found faster
+    for written, n in Counter(finder.findall(rest)).items():
         word = written.casefold().strip("'-")
         if len(word) >= 3 and word not in _SKIP:
             counts[word] += n
