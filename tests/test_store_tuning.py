@@ -101,3 +101,39 @@ def test_the_store_reads_and_lists_with_its_tuned_client(bucket: str, moto_endpo
         await store.aclose_all()
 
     run_sync(scenario())
+
+
+async def _user_agents(endpoint: str, tuned: bool) -> list[str]:
+    from botocore.context import get_context, start_as_current_context
+
+    session = aioboto3.Session(aws_access_key_id="a", aws_secret_access_key="b")
+    async with session.client("s3", endpoint_url=endpoint, region_name="us-east-1") as client:
+        if tuned:
+            assert tune_client(client)
+        creator = client._user_agent_creator
+        out = [creator.to_string(), creator.to_string()]
+        with start_as_current_context():
+            context = get_context()
+            context.features.add("Z")
+            out.append(creator.to_string())
+            context.features.add("e")
+            out.append(creator.to_string())
+        out.append(creator.to_string())
+        return out
+
+
+def _features(user_agent: str) -> tuple[str, frozenset[str]]:
+    """The User-Agent with its `m/` component's features as a set (botocore joins a set)."""
+    parts = user_agent.split(" ")
+    found = [p for p in parts if p.startswith("m/")]
+    rest = " ".join(p for p in parts if not p.startswith("m/"))
+    return rest, frozenset(found[0][2:].split(",")) if found else frozenset()
+
+
+def test_a_tuned_client_sends_the_user_agent_botocore_builds_for_each_feature_set() -> None:
+    plain = run_sync(_user_agents("http://127.0.0.1:9001", tuned=False))
+    tuned = run_sync(_user_agents("http://127.0.0.1:9001", tuned=True))
+    assert [_features(u) for u in tuned] == [_features(u) for u in plain]
+    assert "Z" in _features(tuned[2])[1]
+    assert {"Z", "e"} <= _features(tuned[3])[1]  # a new feature set is built anew, not served stale
+    assert tuned[4] == tuned[0]  # back outside the request's context

@@ -15,9 +15,14 @@ from the session the application passed, which its other clients share):
   key) with dateutil. ISO 8601 and HTTP dates are parsed with the standard library
   instead; anything else (or a result without a time zone where botocore would give
   one) goes to botocore's parser, so the values are the same instants.
+- The User-Agent header. botocore builds it twice per request (once for the request,
+  again before sending, to add the features the request used), sanitising each of its
+  components every time: about 45 microseconds each, 0.9 s of CPU over a cold index of
+  10,000 skills. The string depends only on the client (fixed) and on that feature set,
+  so it is built once per feature set and reused.
 
-Both reach into botocore internals; when a botocore release moves them, the client is
-left as it is (slower, never wrong).
+All three reach into botocore internals; when a botocore release moves them, the client
+is left as it is (slower, never wrong).
 """
 
 from __future__ import annotations
@@ -47,8 +52,36 @@ def fast_timestamp(value: Any) -> datetime:
 
 
 def tune_client(client: Any) -> bool:
-    """Take the two wasted costs off `client` (an aiobotocore S3 client); False if it could not."""
-    return _cache_endpoints(client) & _fast_timestamps(client)
+    """Take the wasted costs off `client` (an aiobotocore S3 client); False if one could not be."""
+    return _cache_endpoints(client) & _fast_timestamps(client) & _cache_user_agent(client)
+
+
+_USER_AGENTS_KEPT = 64  # distinct feature sets whose User-Agent a client keeps
+
+
+def _cache_user_agent(client: Any) -> bool:
+    try:
+        from botocore.context import get_context
+
+        creator = client._user_agent_creator
+        build = creator.to_string
+        creator._client_features  # noqa: B018 - present, or this botocore builds it otherwise
+    except (AttributeError, ImportError):
+        return False
+    built: dict[frozenset[str], str] = {}
+
+    def to_string() -> str:
+        context = get_context()
+        features = frozenset(creator._client_features or ()) | frozenset(() if context is None else context.features)
+        value = built.get(features)
+        if value is None:
+            if len(built) >= _USER_AGENTS_KEPT:
+                built.clear()
+            value = built[features] = build()
+        return value  # type: ignore[no-any-return]
+
+    creator.to_string = to_string
+    return True
 
 
 def _cache_endpoints(client: Any) -> bool:
