@@ -53,7 +53,9 @@ def test_rollback_to_a_version_written_before_versioning_was_enabled_works(
 ) -> None:
     put(s3_client, bucket, {"SKILL.md": SKILL.format(1).encode()})
     s3_client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    put(s3_client, bucket, {"SKILL.md": SKILL.format(2).encode(), "forms.md": b"f"})
+    # SKILL.md last, as writers put it: a file written after it (a second later, under load)
+    # would be a version of its own.
+    put(s3_client, bucket, {"forms.md": b"f", "SKILL.md": SKILL.format(2).encode()})
     versions = json.loads(cli("--json", "history", "pdf")[1])["versions"]
     assert len(versions) == 2
     code, out, err = cli("rollback", "pdf", "--to", versions[1]["version"])
