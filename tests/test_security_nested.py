@@ -200,6 +200,7 @@ async def test_mcp_get_and_read_never_serve_a_nested_folder_that_does_not_parse_
 def test_a_fresh_reader_of_the_manifest_still_ends_a_skill_at_a_skill_md_deeper_than_an_id(store: KeyLogStore) -> None:
     writer = S3Backend("memory", store=store, shared_prefix="org")
     _as_ana(lambda: writer.skills.index(), [])  # builds the manifest from a LIST
+    writer.skills.flush()  # ... and stores it after the answer: wait for it, as a CLI command does
     reader = S3Backend("memory", store=store, shared_prefix="org")  # another process: the manifest only
     store.take()
     got = _as_ana(lambda: reader.read("/skills/pdf/a/b/deep.md"), ["pdf"])
