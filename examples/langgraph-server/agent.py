@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import re
 from typing import Any
@@ -59,8 +60,8 @@ def _shared_catalog_ttl() -> float:
     try:
         ttl = float(raw)
     except ValueError:
-        ttl = -1.0
-    if not ttl >= 0 or ttl == float("inf"):
+        ttl = math.nan
+    if not (math.isfinite(ttl) and ttl >= 0):
         raise ConfigError(f"S3SKILLS_SHARED_CATALOG_TTL must be a number of seconds >= 0, got {raw!r}")
     return ttl
 

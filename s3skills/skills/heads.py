@@ -65,10 +65,8 @@ class HeadReader:
             head = probe or await self.store.aget_range(obj.key, 0, self.head_bytes)
             if head.size <= len(head.data):
                 return head.data, head.etag
-            prefix = frontmatter_prefix(head.data)
-            if prefix is not None:  # with the body the head holds (whole lines), for the sketch
-                cut = head.data.rfind(b"\n") + 1
-                return (head.data[:cut] if cut >= len(prefix) else prefix), head.etag
+            if (whole := _holding_frontmatter(head.data)) is not None:
+                return whole, head.etag
             # The frontmatter is longer than the head: read up to its limit, no more.
             limit = self.limits.max_frontmatter_bytes + self.head_bytes
             more = await self.store.aget_range(obj.key, 0, limit)
@@ -87,10 +85,8 @@ class HeadReader:
         head = data[: self.head_bytes]
         if len(data) <= len(head):
             return data, etag
-        found = frontmatter_prefix(head)
-        if found is not None:  # with the body the head holds (whole lines), as `aread` keeps it
-            cut = head.rfind(b"\n") + 1
-            return (head[:cut] if cut >= len(found) else found), etag
+        if (whole := _holding_frontmatter(head)) is not None:
+            return whole, etag
         more = data[: self.limits.max_frontmatter_bytes + self.head_bytes]
         if len(data) > len(more) and frontmatter_prefix(more) is None:
             return f"the frontmatter is over {self.limits.max_frontmatter_bytes} bytes"
@@ -136,6 +132,16 @@ class HeadReader:
             obj = ObjectInfo(prefix + sid + "/" + SKILL_FILE, len(data), etag)
             items.append((sid, obj, self.of_bytes(data, etag)))
         return {e.skill_id: e for e in await asyncio.to_thread(parse_heads, source, items)} if items else {}
+
+
+def _holding_frontmatter(head: bytes) -> bytes | None:
+    """A head that holds the whole frontmatter, cut to whole lines (the body it holds feeds
+    the sketch); None when the frontmatter goes on past it."""
+    prefix = frontmatter_prefix(head)
+    if prefix is None:
+        return None
+    cut = head.rfind(b"\n") + 1
+    return head[:cut] if cut >= len(prefix) else prefix
 
 
 def head_weight(head: Head) -> int:

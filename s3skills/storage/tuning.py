@@ -65,9 +65,10 @@ def _cache_user_agent(client: Any) -> bool:
 
         creator = client._user_agent_creator
         build = creator.to_string
-        creator._client_features  # noqa: B018 - present, or this botocore builds it otherwise
     except (AttributeError, ImportError):
         return False
+    if not hasattr(creator, "_client_features"):
+        return False  # this botocore builds the header from other state: leave it as it is
     built: dict[frozenset[str], str] = {}
 
     def to_string() -> str:
