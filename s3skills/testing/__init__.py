@@ -13,6 +13,7 @@ server replicas (and can add a header to each).
 
 from s3skills.testing.balancer import RoundRobinProxy
 from s3skills.testing.builders import DEFAULT_DESCRIPTION, skill_md, write_file
+from s3skills.testing.corpus import CorpusNotFound, RealRepository, real_repositories, real_skills_root
 from s3skills.testing.faults import FaultKind, FaultRule, ProxyRequest, RequestMatcher, RequestRecord, match_request
 from s3skills.testing.localstack import (
     LOCALSTACK_REQUIREMENTS,
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_DESCRIPTION",
     "LOCALSTACK_REQUIREMENTS",
     "LOOPBACK",
+    "CorpusNotFound",
     "FaultKind",
     "FaultProxy",
     "FaultRule",
@@ -54,6 +56,7 @@ __all__ = [
     "MemoryObjectStore",
     "MotoServer",
     "ProxyRequest",
+    "RealRepository",
     "RequestMatcher",
     "RequestRecord",
     "RoundRobinProxy",
@@ -70,6 +73,8 @@ __all__ = [
     "make_bucket",
     "make_client",
     "match_request",
+    "real_repositories",
+    "real_skills_root",
     "skill_md",
     "tool_call",
     "unique_bucket_name",
