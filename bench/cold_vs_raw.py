@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 
 import aioboto3
 import index as ib  # bench/index.py: this script's directory is first on sys.path
-import run as br  # bench/run.py
+import upstream  # bench/upstream.py
 
 from s3skills._loop import run_sync
 from s3skills.config import Config, Limits
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--proxy", choices=("process", "thread"), default="process", help="where the proxy runs")
     args = parser.parse_args(argv)
     size = args.skills
-    with br.start_upstream(args.server) as up, proxy_url(up.url, args.latency_ms / 1000, args.proxy) as url:
+    with upstream.start_upstream(args.server) as up, proxy_url(up.url, args.latency_ms / 1000, args.proxy) as url:
         keys = (up.access_key, up.secret_key)
         bucket = make_bucket(up.url, f"cold-{size}-{int(time.time())}", access_key=keys[0], secret_key=keys[1])
         skill_keys = run_sync(ib.fill(up.url, bucket, keys, size))

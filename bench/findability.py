@@ -52,7 +52,7 @@ from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
 
 try:  # the ranking seam (issue 19); absent in older versions the bench may be run against
-    from s3skills.skills import ranking
+    from s3skills.skills.ranking import rankers as ranking
 except ImportError:  # pragma: no cover - only when measuring an older s3skills
     ranking = None  # type: ignore[assignment]
 from s3skills.skills import usage
@@ -329,7 +329,7 @@ def make_ranker(name: str) -> Any:
     """None for the default (lexical) ranker; the hybrid one embeds with MiniLM."""
     if name == "lexical":
         return None
-    from s3skills.skills.embedding import HybridRanker, MiniLMEncoder
+    from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
 
     return HybridRanker(MiniLMEncoder(), background=False)
 

@@ -3,13 +3,13 @@
 For each candidate weighting it ranks the library (`--size` skills, built as
 bench/findability.py builds it) for every dev request and reports where the right skill
 lands: top 1, top 10, top 25 (about what the prompt index describes) and top 50 (page 1
-of list_skills). The weights in `s3skills.skills.matching.FIELD_WEIGHTS` were chosen with it.
+of list_skills). The weights in `s3skills.skills.ranking.matching.FIELD_WEIGHTS` were chosen with it.
 
     python bench/findability_tune.py --size 10000
     python bench/findability_tune.py --size 10000 --priors   # the priors' weights instead
 
 With `--hybrid` it tries `HybridRanker`'s fusion constant and dense weight
-(`s3skills.skills.embedding.RRF_K`, `DENSE_WEIGHT`) with the MiniLM encoder (needs the
+(`s3skills.skills.ranking.embedding.RRF_K`, `DENSE_WEIGHT`) with the MiniLM encoder (needs the
 `embeddings` extra; embedding 10,000 skills takes a minute or two):
 
     python bench/findability_tune.py --size 10000 --hybrid
@@ -29,8 +29,8 @@ import sys
 import findability
 
 from s3skills.fs import S3Backend
-from s3skills.skills import ranking
-from s3skills.skills.matching import Bm25Index
+from s3skills.skills.ranking import rankers as ranking
+from s3skills.skills.ranking.matching import Bm25Index
 from s3skills.testing import MemoryObjectStore
 
 
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _tune_hybrid(skills: list[object], args: argparse.Namespace) -> int:
-    from s3skills.skills.embedding import HybridRanker, MiniLMEncoder
+    from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
 
     cases = [c for c in findability.load_cases() if c.split == "dev"]
     ranker = HybridRanker(MiniLMEncoder(), background=False)

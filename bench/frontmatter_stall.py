@@ -18,7 +18,7 @@ import statistics
 import time
 
 from s3skills import S3Backend
-from s3skills.skills import parse
+from s3skills.skills.format import parse
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore
 

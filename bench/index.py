@@ -51,7 +51,7 @@ from s3skills._loop import run_sync
 from s3skills.config import Config
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillLibrary
-from s3skills.skills.manifest import decode_manifest
+from s3skills.skills.index.manifest import decode_manifest
 from s3skills.storage import S3ObjectStore
 from s3skills.tenancy import Tenant
 from s3skills.testing import FaultProxy, make_bucket
@@ -249,7 +249,7 @@ def one_size(up: Any, proxy: FaultProxy, size: int, repeat: int, baseline_max: i
     extra["load + SKILL.md read"] = meter.run(lambda: (loader.load(first), loader.skill_md(first)))
     mcp: dict[str, Any] = {}
     if size <= baseline_max:
-        from s3skills.skills.digests import book_key
+        from s3skills.skills.index.digests import book_key
 
         mcp = mcp_list.measure(lib, USER, book_key(LAYOUT, PREFIX), meter)
     run_sync(store.aclose_all())

@@ -296,7 +296,7 @@ def _shared_ttl(text: str) -> float | str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import run as bench_run  # bench/run.py: the servers
+    import upstream  # bench/upstream.py: the servers
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--server", choices=("moto", "moto-thread", "seaweedfs"), default="seaweedfs")
@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the JSON report here")
     args = parser.parse_args(argv)
     levels = tuple(int(x) for x in args.concurrency.split(",") if x.strip())
-    with bench_run.start_upstream(args.server) as up:
+    with upstream.start_upstream(args.server) as up:
         report = run_tenants(
             up,
             latency_ms=args.latency_ms,

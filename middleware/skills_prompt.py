@@ -12,7 +12,7 @@ instructions under the agent. Checking it costs no request (the pinned ETag is
 compared with the index's); a pinned older version is read once, then cached.
 
 The index is ranked for the conversation: the latest user message, with the two before
-it at a lower weight (`s3skills.skills.ranking.order_for`), by the `ranker` (BM25F over
+it at a lower weight (`s3skills.skills.ranking.rankers.order_for`), by the `ranker` (BM25F over
 name, description and the body sketch the manifest carries, by default: no request per
 call). Among the skills that match, those the user has used (this process's usage log,
 keyed by the resolved user id) and those in the category of a skill the thread loaded
@@ -46,8 +46,9 @@ from s3skills.aio import run_sync
 from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
-from s3skills.skills import SkillChanged, SkillInfo, SkillRegistry, render, tool_name
-from s3skills.skills.ranking import EARLIER_TURNS, Ranker, category_counts, order_for, prior_for
+from s3skills.skills import SkillChanged, SkillInfo, SkillRegistry, tool_name
+from s3skills.skills.format import render
+from s3skills.skills.ranking.rankers import EARLIER_TURNS, Ranker, category_counts, order_for, prior_for
 from s3skills.skills.usage import skill_uses
 from s3skills.tenancy import SkillPin, merge_loaded_skills, merge_skill_versions, thread_skills
 
@@ -139,8 +140,8 @@ def ranked_for(
     """`skills` without `exclude`, the matches of the request first (best first), the rest by id.
 
     `request` is the latest user message, or the user's turns newest first (the earlier
-    ones count less: `s3skills.skills.ranking.order_for`); `prior` raises the skills the
-    user uses (`s3skills.skills.ranking.prior_for`).
+    ones count less: `s3skills.skills.ranking.rankers.order_for`); `prior` raises the skills the
+    user uses (`s3skills.skills.ranking.rankers.prior_for`).
     """
     turns = [request] if isinstance(request, str) else list(request)
     return order_for(turns, skills, exclude, ranker=ranker, prior=prior)

@@ -60,15 +60,15 @@ if TYPE_CHECKING:
         parse_skill_md,
         usage_stats,
     )
-    from s3skills.skills.executable import CodeSkill, PromptSkill, SkillContext, SkillResult
+    from s3skills.skills.code.executable import CodeSkill, PromptSkill, SkillContext, SkillResult
     from s3skills.storage import ObjectStore, RequestCounter, S3ObjectStore
     from s3skills.tenancy import Identity, Tenant, TenantResolver, context_identity
 
 _LAZY: dict[str, str] = {
-    "CodeSkill": "s3skills.skills.executable",
-    "PromptSkill": "s3skills.skills.executable",
-    "SkillContext": "s3skills.skills.executable",
-    "SkillResult": "s3skills.skills.executable",
+    "CodeSkill": "s3skills.skills.code.executable",
+    "PromptSkill": "s3skills.skills.code.executable",
+    "SkillContext": "s3skills.skills.code.executable",
+    "SkillResult": "s3skills.skills.code.executable",
     "Config": "s3skills.config",
     "Identity": "s3skills.tenancy",
     "InvalidSkill": "s3skills.skills",

@@ -12,7 +12,7 @@ from langchain_core.language_models import BaseChatModel
 from s3skills.fs import S3Backend
 from s3skills.middleware.skills_prompt import IndexFormat, SkillsPromptMiddleware
 from s3skills.skills import Ranker, SkillRegistry, tool_name
-from s3skills.skills.executable import ExecutableSkill
+from s3skills.skills.code.executable import ExecutableSkill
 from s3skills.tools.skill_tools import skill_tools
 from s3skills.tools.use_skill import USE_SKILL, SkillExecutionMiddleware
 
@@ -67,7 +67,7 @@ def create_skills_agent(
             1 % of the model's context window, never below 6,000.
         ranker: Orders the index for the conversation and `list_skills` searches
             (`s3skills.skills.Ranker`); the local lexical ranker by default, or
-            `s3skills.skills.embedding.HybridRanker` for meaning as well as words.
+            `s3skills.skills.ranking.embedding.HybridRanker` for meaning as well as words.
         registry: Code skills (their tools appear once their skill is loaded).
         scripts: Enable `run_skill_script`, which runs tenant-supplied code
             (not a sandbox: read docs/THREAT_MODEL.md first).

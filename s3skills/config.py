@@ -19,7 +19,7 @@ __all__ = ["SHARED_CATALOG_TTL", "Config", "Limits", "SkillsMode", "VerifyMode"]
 SkillsMode = Literal["gated", "library"]
 
 VerifyMode = Literal["always", "interval", "never"]
-"""When a library's manifest is checked against a LIST (see `s3skills.skills.catalog`)."""
+"""When a library's manifest is checked against a LIST (see `s3skills.skills.index.catalog`)."""
 
 MiB = 1024 * 1024
 

@@ -25,7 +25,7 @@ the reducers `merge_loaded_skills` / `merge_skill_versions`, which use the same
 rules): ids must be canonical `SkillId`s, pins must match `SkillPin`'s schema,
 `current_skill` must be one of the loaded skills; anything else is dropped with a
 log line, never raised. A pin is still only a claim: a pinned read checks what the
-store returns against it (`s3skills.skills.pinned`).
+store returns against it (`s3skills.skills.versions.pinned`).
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ class SkillPin:
     """The version of a skill a thread loaded: reads serve it until the skill is loaded again.
 
     Attributes:
-        version: The skill's short version id (`s3skills.skills.versions.version_id_of`).
+        version: The skill's short version id (`s3skills.skills.versions.history.version_id_of`).
         files: Path relative to the skill folder -> the file as loaded.
     """
 
@@ -130,7 +130,7 @@ class SkillPin:
         bounded in length; a bad value makes the whole pin malformed. A file whose path is
         not a plain relative path (`..`, `.`, empty or control segments) is left out: no
         virtual path can name it, so it is never read. Every pinned read is still checked
-        against the store (`s3skills.skills.pinned`).
+        against the store (`s3skills.skills.versions.pinned`).
         """
         if not isinstance(value, Mapping):
             return None

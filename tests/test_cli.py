@@ -330,7 +330,7 @@ def test_enable_reports_a_concurrent_change(
     write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf"))
     cli.json("push", str(tmp_path / "lib"))
     key = PREFIX + "pdf/SKILL.md"
-    from s3skills.skills import writers
+    from s3skills.skills.index import writers
 
     real_render = writers.render_skill_md
 

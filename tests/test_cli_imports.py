@@ -101,7 +101,7 @@ def test_list_imports_no_agent_framework(moto_endpoint: str, bucket: str, s3_cli
     )
     assert proc.returncode == 0, proc.stderr
     assert [s["id"] for s in json.loads(proc.stdout)["skills"]] == ["pdf"]
-    assert "s3skills.skills.catalog" in modules
+    assert "s3skills.skills.index.catalog" in modules
     assert _heavy(modules) == []
 
 

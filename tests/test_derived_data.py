@@ -27,10 +27,10 @@ from s3skills.config import Config
 from s3skills.errors import SkillError
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillCatalog, SkillLibrary
-from s3skills.skills.derived import decode_cost, load_json, weigh
-from s3skills.skills.digests import BOOK_SCHEMA, DigestBooks, Record, book_key, decode_book, encode_book
-from s3skills.skills.manifest import MANIFEST_SCHEMA, decode_manifest
-from s3skills.skills.sketch import MAX_SKETCH_CHARS as SKETCH_MAX_CHARS
+from s3skills.skills.index.derived import decode_cost, load_json, weigh
+from s3skills.skills.index.digests import BOOK_SCHEMA, DigestBooks, Record, book_key, decode_book, encode_book
+from s3skills.skills.index.manifest import MANIFEST_SCHEMA, decode_manifest
+from s3skills.skills.ranking.sketch import MAX_SKETCH_CHARS as SKETCH_MAX_CHARS
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, ScriptedChatModel, builders, tool_call
 

@@ -1,4 +1,4 @@
-"""`HybridRanker` (s3skills.skills.embedding): BM25F fused with an encoder's similarity.
+"""`HybridRanker` (s3skills.skills.ranking.embedding): BM25F fused with an encoder's similarity.
 
 These tests run with a real, dependency-light `Encoder`: hashed character trigrams
 (numpy), which relates a misspelt request to the skill it means, something BM25F's whole
@@ -24,7 +24,7 @@ from s3skills.aio import run_sync
 from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.skills import LexicalRanker, Ranker, SkillInfo, SkillMetadata
-from s3skills.skills.embedding import HybridRanker, skill_text
+from s3skills.skills.ranking.embedding import HybridRanker, skill_text
 from s3skills.testing import MemoryObjectStore
 from s3skills.tools import skill_tools
 
@@ -142,7 +142,7 @@ def test_a_failing_encoder_never_fails_a_ranking_it_is_answered_lexically(
     encoder: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     ranker = HybridRanker(encoder, background=False)
-    with caplog.at_level(logging.ERROR, logger="s3skills.skills.embedding"):
+    with caplog.at_level(logging.ERROR, logger="s3skills.skills.ranking.embedding"):
         ranked = ranker.rank("newsletter", LIBRARY)
     assert list(ranked) == list(LexicalRanker().rank("newsletter", LIBRARY))
     assert "ranked lexically" in caplog.text

@@ -16,7 +16,7 @@ import pytest
 
 from s3skills.examples import LIBRARY, skill_ids
 from s3skills.layout import KeyLayout
-from s3skills.skills.parse import parse_skill_md, validate_skill_md
+from s3skills.skills.format.parse import parse_skill_md, validate_skill_md
 
 SEEDS = KeyLayout.seeds()  # these tests arrange raw keys in the seeds' layout
 

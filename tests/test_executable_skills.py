@@ -31,7 +31,7 @@ from s3skills import (
     create_skills_agent,
     usage_stats,
 )
-from s3skills.skills.executable import SkillTimeout, SkillToolError
+from s3skills.skills.code.executable import SkillTimeout, SkillToolError
 from s3skills.skills.usage import reset_usage
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
 

@@ -15,10 +15,11 @@ from s3skills.aio import run_sync
 from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.middleware.skills_prompt import budget_for, ranked_for, recent_requests
-from s3skills.skills import LexicalRanker, Ranker, SkillInfo, SkillMetadata, render
-from s3skills.skills.manifest import decode_manifest
-from s3skills.skills.matching import rank
-from s3skills.skills.sketch import MAX_SKETCH_CHARS, make_sketch
+from s3skills.skills import LexicalRanker, Ranker, SkillInfo, SkillMetadata
+from s3skills.skills.format import render
+from s3skills.skills.index.manifest import decode_manifest
+from s3skills.skills.ranking.matching import rank
+from s3skills.skills.ranking.sketch import MAX_SKETCH_CHARS, make_sketch
 from s3skills.storage import RequestCounter
 from s3skills.testing import MemoryObjectStore
 from s3skills.testing.scripted import ScriptedChatModel
@@ -318,7 +319,7 @@ def test_the_skill_a_user_uses_ranks_above_an_equal_match_and_only_for_that_user
 
 
 def test_a_skill_in_the_category_the_thread_loaded_ranks_above_an_equal_match() -> None:
-    from s3skills.skills.ranking import prior_for
+    from s3skills.skills.ranking.rankers import prior_for
 
     library = [
         info("documents/xlsx", "Fix totals in spreadsheets."),

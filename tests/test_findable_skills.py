@@ -15,8 +15,9 @@ from s3skills import S3Backend, create_skills_agent
 from s3skills.aio import run_sync
 from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
-from s3skills.skills import SkillInfo, SkillMetadata, render
-from s3skills.skills.matching import bm25_index
+from s3skills.skills import SkillInfo, SkillMetadata
+from s3skills.skills.format import render
+from s3skills.skills.ranking.matching import bm25_index
 from s3skills.testing import MemoryObjectStore
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
 from s3skills.tools import skill_tools

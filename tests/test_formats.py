@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from s3skills.skills import SkillInfo, SkillMetadata
-from s3skills.skills.render import format_grouped, format_xml, format_yaml
+from s3skills.skills.format.render import format_grouped, format_xml, format_yaml
 
 Formatter = Callable[[Sequence[SkillInfo], int], str]
 FORMATS: list[Formatter] = [format_yaml, format_grouped, format_xml]

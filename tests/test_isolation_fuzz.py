@@ -532,8 +532,8 @@ import pytest  # noqa: E402
 from s3skills.errors import S3SkillsError  # noqa: E402
 from s3skills.layout import KeyLayout  # noqa: E402
 from s3skills.serve.library_source import LibrarySkillSource  # noqa: E402
-from s3skills.skills.digests import BOOK_SCHEMA, book_key  # noqa: E402
-from s3skills.skills.manifest import MANIFEST_SCHEMA  # noqa: E402
+from s3skills.skills.index.digests import BOOK_SCHEMA, book_key  # noqa: E402
+from s3skills.skills.index.manifest import MANIFEST_SCHEMA  # noqa: E402
 
 DERIVED_CANARIES = (*CANARIES, "CANARY-NESTED")
 DERIVED_FILES: dict[str, bytes] = {

@@ -213,3 +213,138 @@ def test_there_is_no_import_cycle() -> None:
     for node in sorted(graph):
         if node not in state and (cycle := visit(node)):
             pytest.fail("import cycle: " + " -> ".join(cycle))
+
+
+# -- the rooms of the skills layer --------------------------------------------------------------
+
+# Lowest first. A module of `s3skills.skills` may import its own room, the rooms of lower ranks, and
+# nothing of a room of its own rank (siblings stay independent). The top (`library`, `reads`,
+# `results`, the package itself) is the seam every front end and adapter uses.
+SKILL_ROOMS: list[tuple[str, ...]] = [
+    ("s3skills.skills.format", "s3skills.skills.usage"),
+    ("s3skills.skills.ranking", "s3skills.skills.versions"),
+    ("s3skills.skills.index",),
+    ("s3skills.skills.code",),
+    ("s3skills.skills.library", "s3skills.skills.reads", "s3skills.skills.results", "s3skills.skills"),
+]
+
+
+def room_of(module: str) -> tuple[int, str] | None:
+    """(rank, room) of a module of the skills layer (the longest matching room), else None."""
+    best: tuple[int, str] | None = None
+    for rank, rooms in enumerate(SKILL_ROOMS):
+        for room in rooms:
+            if (module == room or module.startswith(room + ".")) and (best is None or len(room) > len(best[1])):
+                best = (rank, room)
+    return best
+
+
+def room_violations(module: str, path: Path) -> list[str]:
+    """What a skills-layer `module` imports against the rooms' order."""
+    own = room_of(module)
+    if own is None or own[1] == "s3skills.skills":
+        return []  # the package re-exports the public names of every room
+    bad = []
+    for target, line in imports_of(module, path):
+        theirs = room_of(target) if target in MODULES else None
+        if theirs is None or theirs[1] == own[1]:
+            continue
+        if theirs[0] > own[0]:
+            bad.append(f"line {line}: {target} is in a higher room ({theirs[1]})")
+        elif theirs[0] == own[0] and own[0] < len(SKILL_ROOMS) - 1:  # the seam's modules work together
+            bad.append(f"line {line}: {target} is a sibling room ({theirs[1]})")
+    return bad
+
+
+SKILL_MODULES = sorted(m for m in MODULES if room_of(m) is not None)
+
+
+def test_every_skills_module_has_a_room() -> None:
+    homeless = [m for m in MODULES if m.startswith("s3skills.skills.") and room_of(m) in (None, (4, "s3skills.skills"))]
+    assert not homeless, f"modules of s3skills.skills in no room: {homeless}"
+    assert "s3skills.skills.format.parse" in SKILL_MODULES
+    assert "s3skills.skills.index.catalog" in SKILL_MODULES
+
+
+@pytest.mark.parametrize("module", SKILL_MODULES)
+def test_skills_rooms_import_downwards(module: str) -> None:
+    bad = room_violations(module, MODULES[module])
+    assert not bad, f"{module} imports against the skills layer's rooms:\n" + "\n".join(bad)
+
+
+def test_the_room_check_catches_a_wrong_import(tmp_path: Path) -> None:
+    """The rooms' contract can fail: the format importing the index, ranking importing versions."""
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from s3skills.skills.index.catalog import SkillCatalog\nfrom s3skills.skills.library import SkillLibrary\n",
+        encoding="utf-8",
+    )
+    assert len(room_violations("s3skills.skills.format.bad", bad)) == 2
+    sibling = tmp_path / "sibling.py"
+    sibling.write_text("from s3skills.skills.versions.history import SkillVersion\n", encoding="utf-8")
+    assert "sibling room" in room_violations("s3skills.skills.ranking.bad", sibling)[0]
+
+
+@pytest.mark.parametrize("room", ["s3skills.skills.ranking", "s3skills.skills.versions", "s3skills.skills.format"])
+def test_ranking_versions_and_format_never_import_a_front_end_or_adapter(room: str) -> None:
+    above = RANK["skills"]
+    bad = [
+        f"{module} line {line}: {target}"
+        for module in SKILL_MODULES
+        if module.startswith(room + ".")
+        for target, line in imports_of(module, MODULES[module])
+        if (theirs := layer_of(target)) is not None and RANK[theirs[0]] > above
+    ]
+    assert not bad, "\n".join(bad)
+
+
+# -- scripts beside the package ------------------------------------------------------------------
+
+
+def _script_graph(folder: Path) -> dict[str, set[str]]:
+    """Which scripts of `folder` import which others (by bare name, anywhere in the file)."""
+    names = {p.stem: p for p in folder.glob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in names}
+    for name, path in names.items():
+        for target, _ in imports_of(name, path):
+            head = target.split(".")[0]
+            if head in names and head != name:
+                graph[name].add(head)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+SCRIPT_FOLDERS = sorted({p.parent for p in (*ROOT.glob("bench/*.py"), *ROOT.glob("examples/**/*.py"))})
+
+
+@pytest.mark.parametrize("folder", SCRIPT_FOLDERS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_scripts_beside_the_package_have_no_import_cycle(folder: Path) -> None:
+    found = _cycle(_script_graph(folder))
+    assert found is None, "import cycle: " + " -> ".join(found or [])
+
+
+def test_the_script_cycle_check_catches_a_cycle(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text("import b\n", encoding="utf-8")
+    (tmp_path / "b.py").write_text("def f():\n    import a\n", encoding="utf-8")
+    assert _cycle(_script_graph(tmp_path)) == ["a", "b", "a"]

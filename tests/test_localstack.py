@@ -24,7 +24,7 @@ import pytest
 from cli_harness import Cli
 
 from s3skills.errors import StoreError
-from s3skills.skills.versions import FileVersion, SkillVersion, restore
+from s3skills.skills.versions.history import FileVersion, SkillVersion, restore
 from s3skills.storage import ObjectVersion, S3ObjectStore
 from s3skills.testing import (
     LOCALSTACK_REQUIREMENTS,

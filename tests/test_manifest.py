@@ -22,7 +22,7 @@ from s3skills.config import Config, VerifyMode
 from s3skills.errors import SkillError
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillCatalog, SkillLibrary
-from s3skills.skills.writers import anote_changed
+from s3skills.skills.index.writers import anote_changed
 from s3skills.storage import ListPage, RequestCounter, S3ObjectStore
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, SeaweedBucket, builders

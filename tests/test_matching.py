@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from s3skills.skills import SkillInfo, SkillMetadata
-from s3skills.skills.matching import closest_ids, language_of, rank, tokenize
+from s3skills.skills.ranking.matching import closest_ids, language_of, rank, tokenize
 
 
 def skill(skill_id: str, description: str, **fields: Any) -> SkillInfo:

@@ -22,7 +22,7 @@ from s3skills.errors import AccessDenied
 from s3skills.serve.library_source import LibrarySkillSource
 from s3skills.serve.server import SkillsServer
 from s3skills.skills import SkillLibrary
-from s3skills.skills.digests import BOOK_SCHEMA, DigestBooks, Record, book_key, decode_book, encode_book
+from s3skills.skills.index.digests import BOOK_SCHEMA, DigestBooks, Record, book_key, decode_book, encode_book
 from s3skills.storage import ObjectStore, RequestCounter
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, skill_md, write_file

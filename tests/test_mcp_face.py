@@ -299,7 +299,7 @@ async def test_every_enabled_skill_is_a_prompt_holding_its_skill_md(library: str
 async def test_the_tools_face_searches_with_the_ranker_the_server_was_given(library: str, moto_endpoint: str) -> None:
     from test_embedding_ranker import TrigramEncoder
 
-    from s3skills.skills.embedding import HybridRanker
+    from s3skills.skills.ranking.embedding import HybridRanker
 
     query = {"query": "writting documments"}  # misspelt: no word in common with the skill once stemmed
     async with _client(library, moto_endpoint) as plain:

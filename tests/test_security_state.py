@@ -24,7 +24,7 @@ from s3skills.ids import SkillId
 from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.middleware.skills_prompt import merge_loaded_skills, merge_skill_versions
-from s3skills.skills.pinned import PinMismatch
+from s3skills.skills.versions.pinned import PinMismatch
 from s3skills.tenancy import PinnedFile, SkillPin, thread_skills
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
 

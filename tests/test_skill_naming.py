@@ -1,12 +1,12 @@
-"""The rule of which skills the MCP skills extension can list (`s3skills.skills.naming`), and
+"""The rule of which skills the MCP skills extension can list (`s3skills.skills.format.naming`), and
 the YAML 1.2 reading of frontmatter that the extension's entries carry."""
 
 from __future__ import annotations
 
 import pytest
 
-from s3skills.skills.frontmatter import frontmatter_json
-from s3skills.skills.naming import naming_problem, unservable_reason
+from s3skills.skills.format.frontmatter import frontmatter_json
+from s3skills.skills.format.naming import naming_problem, unservable_reason
 
 
 @pytest.mark.parametrize("name", ["pdf", "a", "pdf-tools", "x1-2-3", "a" * 64, "0day"])

@@ -7,8 +7,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from s3skills.errors import S3SkillsError
-from s3skills.skills.model import MAX_SKILL_MD_BYTES, InvalidSkill, SkillInfo, SkillMetadata
-from s3skills.skills.parse import (
+from s3skills.skills.format.model import MAX_SKILL_MD_BYTES, InvalidSkill, SkillInfo, SkillMetadata
+from s3skills.skills.format.parse import (
     frontmatter_complete,
     frontmatter_prefix,
     get_skill_doc,
@@ -531,7 +531,7 @@ def test_skill_info_leaf_and_category(
 
 @given(st.text(alphabet=":-?[]{}!*&ab \n,'\"", max_size=120))
 def test_the_cheap_precheck_never_skips_a_frontmatter_the_alias_and_depth_check_refuses(text: str) -> None:
-    from s3skills.skills import parse
+    from s3skills.skills.format import parse
 
     if parse._FastLoader is None:
         pytest.skip("PyYAML without libyaml: the event check is not used")
@@ -551,6 +551,6 @@ def test_a_deep_block_frontmatter_without_aliases_is_still_refused() -> None:
 
 @given(st.text(alphabet=st.characters(max_codepoint=127), max_size=300))
 def test_the_sketch_finds_the_same_words_in_ascii_text_either_way(text: str) -> None:
-    from s3skills.skills import sketch
+    from s3skills.skills.ranking import sketch
 
     assert sketch._ASCII_WORD_RE.findall(text) == sketch._WORD_RE.findall(text)

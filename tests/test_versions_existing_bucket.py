@@ -20,7 +20,7 @@ from s3skills.cli import main
 from s3skills.config import Config
 from s3skills.errors import SkillError
 from s3skills.layout import KeyLayout
-from s3skills.skills.versions import (
+from s3skills.skills.versions.history import (
     NULL_VERSION,
     SkillChanged,
     current_version,

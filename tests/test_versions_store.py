@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from s3skills.errors import Conflict, NotFound, SkillError, StoreError
-from s3skills.skills.versions import (
+from s3skills.skills.versions.history import (
     SkillChanged,
     SkillVersion,
     current_version,

@@ -23,8 +23,9 @@ from s3skills.aio import run_sync
 from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
-from s3skills.skills import SkillInfo, SkillLibrary, SkillRegistry, SkillVersion, log_usage, render, tool_name
-from s3skills.skills.ranking import Ranker, prior_for
+from s3skills.skills import SkillInfo, SkillLibrary, SkillRegistry, SkillVersion, log_usage, tool_name
+from s3skills.skills.format import render
+from s3skills.skills.ranking.rankers import Ranker, prior_for
 from s3skills.skills.usage import skill_uses
 from s3skills.tenancy import SKILL_VERSIONS_KEY, thread_skills
 

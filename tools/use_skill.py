@@ -41,7 +41,7 @@ from s3skills.errors import S3SkillsError, SkillError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
 from s3skills.skills import SkillRegistry, log_usage
-from s3skills.skills.executable import (
+from s3skills.skills.code.executable import (
     ExecutableSkill,
     PromptSkill,
     SkillContext,
@@ -49,7 +49,7 @@ from s3skills.skills.executable import (
     SkillToolError,
     make_context,
 )
-from s3skills.skills.execution import arun_skill, enter_skill, run_skill
+from s3skills.skills.code.execution import arun_skill, enter_skill, run_skill
 from s3skills.tenancy import Tenant, run_config, thread_skills
 
 __all__ = ["USE_SKILL", "SkillExecutionMiddleware", "UseSkillInput"]

@@ -19,9 +19,9 @@ from s3skills.cli.shared import human_size, problem_line, resolve_skill
 from s3skills.errors import Conflict, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
-from s3skills.skills.model import MAX_SKILL_MD_BYTES
-from s3skills.skills.severity import Severity, Tally, severity_of, severity_of_skill_problem
-from s3skills.skills.versions import version_from_listing
+from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
+from s3skills.skills.format.severity import Severity, Tally, severity_of, severity_of_skill_problem
+from s3skills.skills.versions.history import version_from_listing
 
 if TYPE_CHECKING:
     from s3skills.storage import ObjectInfo

@@ -19,9 +19,9 @@ from s3skills.cli.versions import pushed_versions
 from s3skills.errors import SkillError
 from s3skills.ids import SKILL_FILE
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
-from s3skills.skills.model import MAX_SKILL_MD_BYTES
-from s3skills.skills.naming import unservable_reason
-from s3skills.skills.severity import SEVERITIES, Severity, Tally, severity_of
+from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
+from s3skills.skills.format.naming import unservable_reason
+from s3skills.skills.format.severity import SEVERITIES, Severity, Tally, severity_of
 from s3skills.transfer.localtree import Finding, check_relative_path, read_local, scan_tree
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """The version commands: `history`, `rollback`, `diff`, `versioning enable|status`.
 
 A skill's version is the set of its files' object versions, shown as a short id
-(`s3skills.skills.versions`). History and rollback need the bucket's versioning on
+(`s3skills.skills.versions.history`). History and rollback need the bucket's versioning on
 (`s3skills versioning enable`); without it only the current version exists. Objects
 written before versioning was enabled (S3's VersionId `"null"`) are versions like any
 other: the first push of an existing bucket can be compared with and rolled back to.
@@ -19,7 +19,7 @@ from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.cli.shared import human_size, resolve_skill
 from s3skills.errors import Conflict, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
-from s3skills.skills.versions import (
+from s3skills.skills.versions.history import (
     FileVersion,
     SkillVersion,
     current_version,

@@ -17,7 +17,8 @@ from s3skills.errors import InvalidPath, NotFound, SkillError, TenantError
 from s3skills.fs.mounts import Location, Mounts
 from s3skills.ids import SkillId
 from s3skills.paths import VPath
-from s3skills.skills import SkillLibrary, render
+from s3skills.skills import SkillLibrary
+from s3skills.skills.format import render
 from s3skills.storage import ObjectStore
 from s3skills.tenancy import Tenant
 

@@ -20,7 +20,7 @@ from s3skills.fs import fileops
 from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, loaded_skill_of, mounts_of
 from s3skills.ids import SkillId
 from s3skills.paths import VPath
-from s3skills.skills.pinned import read_verified
+from s3skills.skills.versions.pinned import read_verified
 from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore
 from s3skills.tenancy import Tenant
 

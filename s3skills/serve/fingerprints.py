@@ -22,7 +22,7 @@ from s3skills.errors import NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE
 from s3skills.serve.entries import DigestCache, Fingerprint
 from s3skills.serve.source import SkillFile, SkillSource
-from s3skills.skills.digests import Record, record_of
+from s3skills.skills.index.digests import Record, record_of
 
 __all__ = ["Fingerprinter", "fingerprint_from", "fingerprint_of"]
 

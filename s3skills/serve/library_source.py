@@ -7,7 +7,7 @@ A skill's file listing costs one LIST of its folder, a page of skills one LIST p
 valid relative path are left out.
 
 Fingerprints the server computed are kept in each library's digest book
-(`s3skills.skills.digests`): recalling them costs one GET per library involved.
+(`s3skills.skills.index.digests`): recalling them costs one GET per library involved.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from s3skills.serve.fingerprints import fingerprint_from
 from s3skills.serve.source import SkillFile
 from s3skills.skills import SkillFile as LibraryFile
 from s3skills.skills import SkillInfo, SkillLibrary
-from s3skills.skills.digests import DigestBooks, Record
+from s3skills.skills.index.digests import DigestBooks, Record
 from s3skills.tenancy import Tenant
 
 __all__ = ["MAX_FILE_BYTES", "LibrarySkillSource", "check_file_path"]

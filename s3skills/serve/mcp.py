@@ -46,7 +46,7 @@ from s3skills.serve.auth import JsonFileTokenVerifier
 from s3skills.serve.library_source import LibrarySkillSource
 from s3skills.serve.server import SkillsServer
 from s3skills.skills import SkillLibrary
-from s3skills.skills.naming import unservable_skills
+from s3skills.skills.format.naming import unservable_skills
 from s3skills.storage import S3ObjectStore
 
 __all__ = ["aclose_server", "http_app", "library_source", "main", "run_http", "run_stdio"]
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.ranker == "hybrid":
         if importlib.util.find_spec("sentence_transformers") is None:
             parser.error('--ranker hybrid needs the embeddings extra: pip install "s3skills[embeddings]"')
-        from s3skills.skills.embedding import HybridRanker, MiniLMEncoder
+        from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
 
         ranker = HybridRanker(MiniLMEncoder())
     if args.transport == "stdio":

@@ -5,7 +5,7 @@ It declares `io.modelcontextprotocol/skills` (with `directoryRead`) under
 `initialize` handshake alike (`s3skills.serve.protocol.declare_extensions`), and serves:
 
 * `skills/list` (paginated, `nextCursor`) and `skills/get`: one entry per enabled skill
-  whose name the extension accepts (`s3skills.skills.naming`), with its `skill://` URI,
+  whose name the extension accepts (`s3skills.skills.format.naming`), with its `skill://` URI,
   its frontmatter as a YAML 1.2 parser reads the file, and the complete manifest of its
   files, nested skills' files included (`sha256:` digest and size of each);
 * `resources/read` of every file of a skill, as text or as a base64 blob;
@@ -69,7 +69,7 @@ from s3skills.serve.protocol import (
 )
 from s3skills.serve.source import SkillFile, SkillSource
 from s3skills.skills import Ranker, SkillInfo
-from s3skills.skills.naming import unservable_reason
+from s3skills.skills.format.naming import unservable_reason
 
 __all__ = ["EXTENSION_ID", "MAX_SKILL_BYTES", "MAX_SKILL_FILES", "SkillsServer"]
 

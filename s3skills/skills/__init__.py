@@ -1,15 +1,15 @@
 """The skills layer: `SkillLibrary` (the seam), the catalog, SKILL.md parsing and rendering,
 matching, code skills, versions and usage events."""
 
-from s3skills.skills.catalog import LibraryIndex, SkillCatalog, SkillEntry
-from s3skills.skills.embedding import Encoder, HybridRanker, MiniLMEncoder
+from s3skills.skills.code.registry import Skill, SkillRegistry, merge_index, skill_id_of, tool_name
+from s3skills.skills.format.model import InvalidSkill, ParsedSkill, Problem, SkillInfo, SkillMetadata, SkillProblem
+from s3skills.skills.format.parse import get_skill_doc, parse_skill_md, render_skill_md, validate_skill_md
+from s3skills.skills.index.catalog import LibraryIndex, SkillCatalog, SkillEntry
 from s3skills.skills.library import LoadResult, SkillFile, SkillHome, SkillLibrary, SkillPage, check_leaf_clash
-from s3skills.skills.model import InvalidSkill, ParsedSkill, Problem, SkillInfo, SkillMetadata, SkillProblem
-from s3skills.skills.parse import get_skill_doc, parse_skill_md, render_skill_md, validate_skill_md
-from s3skills.skills.ranking import LexicalRanker, Ranker
-from s3skills.skills.registry import Skill, SkillRegistry, merge_index, skill_id_of, tool_name
+from s3skills.skills.ranking.embedding import Encoder, HybridRanker, MiniLMEncoder
+from s3skills.skills.ranking.rankers import LexicalRanker, Ranker
 from s3skills.skills.usage import SkillUsage, log_usage, usage_stats
-from s3skills.skills.versions import FileVersion, SkillChanged, SkillVersion, read_pinned, version_id_of
+from s3skills.skills.versions.history import FileVersion, SkillChanged, SkillVersion, read_pinned, version_id_of
 
 __all__ = [
     "Encoder",

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 
 from s3skills.errors import SkillError
 from s3skills.ids import SkillId
-from s3skills.skills.model import SkillInfo
-from s3skills.skills.versions import SkillVersion
+from s3skills.skills.format.model import SkillInfo
+from s3skills.skills.index.catalog import LibraryIndex, SkillEntry
+from s3skills.skills.versions.history import SkillVersion
 from s3skills.storage import ObjectInfo
 from s3skills.tenancy import SkillPin
 
 __all__ = [
+    "Known",
     "LoadResult",
     "SkillFile",
     "SkillHome",
@@ -26,6 +28,16 @@ __all__ = [
     "shared_prefix",
     "sort_into_homes",
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """A skill of a tenant's merged index, with the entry and library it came from (None: code)."""
+
+    info: SkillInfo
+    entry: SkillEntry | None
+    prefix: str | None
+    library: LibraryIndex | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,7 +169,7 @@ def usage_stats(by: Literal["skill", "version"] = "skill") -> dict[str, SkillUsa
 def skill_uses(user_id: str | None) -> dict[str, int]:
     """How often `user_id` used each skill successfully (loads, script runs, executions)
     among the records this process keeps; {} for no user. The prompt index ranks a
-    user's skills higher with it (`s3skills.skills.ranking.prior_for`)."""
+    user's skills higher with it (`s3skills.skills.ranking.rankers.prior_for`)."""
     if not user_id:
         return {}
     with _recorder.lock_:

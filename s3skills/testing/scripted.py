@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import ConfigDict, Field, PrivateAttr
 
-from s3skills.skills.registry import tool_name
+from s3skills.skills.code.registry import tool_name
 
 __all__ = ["ScriptStep", "ScriptedChatModel", "tool_call"]
 

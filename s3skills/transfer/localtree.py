@@ -42,10 +42,8 @@ followed.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
-import stat
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -56,8 +54,16 @@ from s3skills.config import Limits
 from s3skills.errors import InvalidPath, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.paths import VPath, check_identity
-from s3skills.skills.parse import validate_skill_md
+from s3skills.skills.format.parse import validate_skill_md
 from s3skills.transfer.duplicates import resolve_duplicates
+from s3skills.transfer.localfiles import (
+    Unreadable,
+    check_file,
+    file_md5,
+    read_checked,
+    read_local,
+    resolved_link,
+)
 
 __all__ = [
     "GENERIC_CONTAINERS",
@@ -269,7 +275,7 @@ def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int 
             if name in JUNK_NAMES:
                 tree.ignored.append(Item(rel + "/", "junk"))
             elif sub.is_symlink():
-                target = _resolved(sub)
+                target = resolved_link(sub)
                 if target is None:
                     tree.refused.append(Item(rel + "/", "symlink loop"))
                 elif target.is_relative_to(real):
@@ -286,7 +292,7 @@ def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int 
             if name in JUNK_NAMES or name.endswith(_JUNK_SUFFIXES):
                 tree.ignored.append(Item(rel, "junk"))
                 continue
-            checked = _check_file(path, real, max_file_bytes)
+            checked = check_file(path, real, max_file_bytes)
             why = checked if isinstance(checked, str) else check_relative_path(rel)
             if why is not None:
                 tree.refused.append(Item(rel, why))
@@ -297,104 +303,7 @@ def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int 
     return tree
 
 
-def _mib(size: int) -> str:
-    """`60.0 MiB`, `1.0 KiB` or `12 B`."""
-    if size >= 2**20:
-        return f"{size / 2**20:.1f} MiB"
-    return f"{size / 1024:.1f} KiB" if size >= 1024 else f"{size} B"
-
-
 _Candidate = tuple[Path, str, int, tuple[int, int]]  # the file to open, its rel, size, identity
-
-
-def _resolved(path: Path) -> Path | None:
-    """Where a symlink leads (resolved all the way), or None for a symlink loop."""
-    try:
-        return path.resolve()
-    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError on a loop, 3.13 OSError
-        return None
-
-
-def _check_file(path: Path, real_root: Path, max_file_bytes: int) -> str | tuple[Path, int, tuple[int, int]]:
-    """Why a file is refused, or the path to open, its size and identity (one `fstat`)."""
-    target = path
-    if path.is_symlink():
-        resolved = _resolved(path)
-        if resolved is None:
-            return "symlink loop"
-        if not resolved.is_relative_to(real_root):
-            return "symlink to a file outside the tree"
-        target = resolved
-    try:
-        fd = _open_nofollow(target)
-    except OSError as exc:
-        return "broken symlink" if target is not path else _why_not_opened(exc)
-    try:
-        info = os.fstat(fd)
-    finally:
-        os.close(fd)
-    if not stat.S_ISREG(info.st_mode):
-        return "not a regular file"
-    if info.st_size > max_file_bytes:
-        size = info.st_size
-        return f"too large: the file is {_mib(size)} ({size} bytes); the limit is {_mib(max_file_bytes)}"
-    return target, info.st_size, (info.st_dev, info.st_ino)
-
-
-def _why_not_opened(exc: OSError) -> str:
-    if exc.errno in (errno.ELOOP, errno.EMLINK):
-        return "symlink: not followed"
-    return f"cannot be read: {exc.strerror or exc}"
-
-
-def _open_nofollow(path: Path) -> int:
-    """A read-only descriptor of `path` itself: never through a symlink; a FIFO does not block."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
-    return os.open(path, flags)
-
-
-def read_local(path: Path, max_bytes: int, identity: tuple[int, int] | None = None) -> bytes:
-    """The bytes of a local file, read from one descriptor opened without following a symlink.
-
-    Args:
-        path: The file (a symlink there is refused, not followed).
-        max_bytes: Larger files are refused; at most `max_bytes + 1` bytes are read.
-        identity: `(st_dev, st_ino)` the file must still have (what a scan saw).
-
-    Raises:
-        SkillError: A symlink, not a regular file (a FIFO, `/dev/zero`), another file
-            than the one scanned, or over `max_bytes`.
-    """
-    try:
-        return _read(path, max_bytes, identity)
-    except _Unreadable as exc:
-        raise SkillError(f"{path}: {exc}") from None
-
-
-class _Unreadable(Exception):
-    """Why a local file is not read (for a report line)."""
-
-
-def _read(path: Path, max_bytes: int, identity: tuple[int, int] | None) -> bytes:
-    try:
-        fd = _open_nofollow(path)
-    except OSError as exc:
-        raise _Unreadable(_why_not_opened(exc)) from None
-    with os.fdopen(fd, "rb", buffering=0) as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise _Unreadable("not a regular file")
-        if identity is not None and (info.st_dev, info.st_ino) != identity:
-            raise _Unreadable("replaced after the scan (scan again)")
-        chunks: list[bytes] = []
-        left = max_bytes + 1
-        while left > 0 and (chunk := handle.read(min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-    data = b"".join(chunks)
-    if len(data) > max_bytes:
-        raise _Unreadable(f"the file is over {max_bytes} bytes")
-    return data
 
 
 def local_md5(file: LocalFile, max_bytes: int) -> str:
@@ -481,8 +390,8 @@ def _assign(tree: LocalTree, candidates: list[_Candidate], category: str | None,
         rel = f"{folder}/{SKILL_FILE}" if folder else SKILL_FILE
         path, ident = skill_md[rel]
         try:
-            data = _read(path, max_file_bytes, ident)
-        except _Unreadable as exc:  # replaced since it was listed, or grew
+            data = read_checked(path, max_file_bytes, ident)
+        except Unreadable as exc:  # replaced since it was listed, or grew
             tree.refused.append(Item(rel, str(exc)))
             tree.refused_ids[folder] = skill_id
             blocked.add(folder)
@@ -538,12 +447,3 @@ def _clashes(by_id: dict[str, list[str]], categories: dict[str, list[str]]) -> d
             for skill_id in (name, *inner):
                 out.setdefault(skill_id, why)
     return out
-
-
-def file_md5(path: Path) -> str:
-    """The hex MD5 of a file (what S3 reports as the ETag of a single-part upload)."""
-    digest = hashlib.md5(usedforsecurity=False)
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()

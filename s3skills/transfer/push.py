@@ -22,10 +22,10 @@ from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.layout import KeyLayout
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
-from s3skills.skills.digests import DigestBooks, Record, record_of
-from s3skills.skills.model import MAX_SKILL_MD_BYTES
-from s3skills.skills.severity import SEVERITIES, severity_of
-from s3skills.skills.writers import anote_changed
+from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
+from s3skills.skills.format.severity import SEVERITIES, severity_of
+from s3skills.skills.index.digests import DigestBooks, Record, record_of
+from s3skills.skills.index.writers import anote_changed
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.transfer.localtree import (
     MAX_FILE_BYTES,
@@ -193,7 +193,7 @@ async def apush_tree(
             skills is still read, to report conflicts and disabled skills; conflicts are
             listed in the report instead of raising).
         force: Push skills whose `SKILL.md` has fatal problems or errors (the severity
-            table, `s3skills.skills.severity`), and leave out unsafe files and ambiguous
+            table, `s3skills.skills.format.severity`), and leave out unsafe files and ambiguous
             skills instead of refusing the whole tree.
         replace: Replace remote skills pushed from another folder (a folder pulled
             from the library replaces the copy it was pulled from without it).

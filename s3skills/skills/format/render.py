@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from xml.sax.saxutils import escape
 
-from s3skills.skills.model import SkillInfo
+from s3skills.skills.format.model import SkillInfo
 
 __all__ = ["FIND_HINT", "format_grouped", "format_ranked", "format_xml", "format_yaml", "one_line", "shorten"]
 
@@ -321,7 +321,7 @@ def format_ranked(
         index_format: `xml`, `yaml` or `grouped`.
         description_chars: The longest description shown when not all fit.
         category_counts: How many of `skills` each category holds, when the caller
-            has them at hand (`s3skills.skills.ranking.category_counts`); else counted.
+            has them at hand (`s3skills.skills.ranking.rankers.category_counts`); else counted.
     """
     if index_format not in _ASSEMBLERS:
         raise ValueError(f"index_format must be one of {sorted(_ASSEMBLERS)}")

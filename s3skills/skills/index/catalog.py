@@ -5,12 +5,12 @@ A library is a key prefix (`users/ana/skills/`); a skill is a folder holding
 a library costs one LIST per 1,000 keys; only the `SKILL.md` objects whose ETag
 changed are read again, with a ranged GET of their head when that holds the whole
 frontmatter. Parsing runs in a worker thread, except a cold listing's, which runs on
-the loop a few heads at a time (`s3skills.skills.streaming`): either way a library of
+the loop a few heads at a time (`s3skills.skills.index.streaming`): either way a library of
 large frontmatters stalls other tenants only briefly. With a TTL, a refresh inside the
 TTL costs nothing; the shared library may have a TTL of its own (`shared_ttl`: every
 tenant reads it), while the user's library is asked on every query.
 
-With a manifest (`s3skills.skills.manifest`, on when the catalog is given
+With a manifest (`s3skills.skills.index.manifest`, on when the catalog is given
 `manifest_key`), indexing a library is one conditional GET of its manifest: 304 when
 unchanged, no LIST. `verify` says when the manifest is checked against a LIST of
 the library (in parallel by category folder), changed `SKILL.md` files read again
@@ -27,7 +27,7 @@ callers share it, each answered with what the store held after it asked. A manif
 rebuilt by a refresh is written in the background, after the answer (`aflush` waits
 for those writes). A library known of nothing is listed page by page, the first page
 small, each `SKILL.md` head read and parsed as its page arrives
-(`s3skills.skills.streaming`).
+(`s3skills.skills.index.streaming`).
 
 Bodies of `SKILL.md` are cached by (key, ETag) within a byte budget shared by all
 tenants. The catalog knows prefixes, not tenants: `s3skills.skills.SkillLibrary`
@@ -41,14 +41,15 @@ import contextlib
 import copy
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 
 from s3skills.config import Limits, VerifyMode
 from s3skills.errors import Conflict, S3SkillsError
-from s3skills.skills.heads import DEFAULT_ENTRY_WEIGHT, HeadReader
-from s3skills.skills.listing import Lister
-from s3skills.skills.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest, awrite_manifest
+from s3skills.skills.index.bodies import BodyCache
+from s3skills.skills.index.heads import DEFAULT_ENTRY_WEIGHT, HeadReader
+from s3skills.skills.index.listing import Lister
+from s3skills.skills.index.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest, awrite_manifest
 from s3skills.storage import NotModified, ObjectStore
 
 __all__ = ["GATHER_DELAY", "LibraryIndex", "SkillCatalog", "SkillEntry"]
@@ -180,8 +181,7 @@ class SkillCatalog:
         self.failure_backoff = failure_backoff
         self.clock = clock
         self._indexes: OrderedDict[str, LibraryIndex] = OrderedDict()
-        self._bodies: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
-        self._body_bytes = 0
+        self.bodies = BodyCache(store, self.limits)
 
     # -- indexes -------------------------------------------------------------------------
 
@@ -470,68 +470,21 @@ class SkillCatalog:
                 index.refreshed_at = None
                 index.generation += 1
 
-    # -- what writers hand over ---------------------------------------------------------------
-
-    async def aentries_of(
-        self, source: str, prefix: str, bodies: Mapping[str, tuple[bytes, str]]
-    ) -> dict[str, SkillEntry]:
-        """The entries of `SKILL.md` files a writer just stored, from their bytes (no request).
-
-        Args:
-            source: `user` or `shared`.
-            prefix: The library prefix.
-            bodies: Skill id -> (the `SKILL.md` bytes written, the ETag the PUT returned).
-
-        The same entry a reader would build from a ranged GET of the object.
-        """
-        return await self.heads.aentries_of(source, prefix, bodies)
-
-    async def abuild_entries(
-        self, source: str, prefix: str, known: Mapping[str, SkillEntry] | None = None
-    ) -> dict[str, SkillEntry]:
-        """Every entry of a library from a LIST of it, for a writer creating its manifest.
-
-        Only the `SKILL.md` files whose listed ETag matches no entry in `known` (nor in
-        the cached index) are read: 1 ranged GET each.
-        """
-        scratch = LibraryIndex(source, prefix)
-        cached = self._indexes.get(prefix)
-        scratch.entries = {**(cached.entries if cached is not None else {}), **(known or {})}
-        objects = await self.lister.alist(prefix)
-        await self.lister.aapply(scratch, source, prefix, objects)
-        return scratch.entries
-
     # -- bodies --------------------------------------------------------------------------
 
     async def abody(self, entry: SkillEntry) -> tuple[str, str]:
-        """The text of a skill's `SKILL.md` and the ETag it was read with.
-
-        An ETag other than the entry's means the index (or manifest) was stale.
-
-        Raises:
-            NotFound: The `SKILL.md` is gone.
-        """
-        cache_key = (entry.key, entry.etag)
-        hit = self._bodies.get(cache_key)
-        if hit is not None:
-            self._bodies.move_to_end(cache_key)
-            return hit[0], entry.etag
-        body = await self.store.aget(entry.key, max_bytes=self.limits.max_skill_md_bytes)
-        text = body.data.decode("utf-8-sig", errors="replace")
-        if body.etag != entry.etag:
-            return text, body.etag
-        if len(body.data) <= self.limits.body_cache_bytes // 4:
-            self._bodies[cache_key] = (text, len(body.data))
-            self._body_bytes += len(body.data)
-            while self._body_bytes > self.limits.body_cache_bytes and self._bodies:
-                _, (_, size) = self._bodies.popitem(last=False)
-                self._body_bytes -= size
-        return text, body.etag
+        """The text of a skill's `SKILL.md` and its ETag, from the body cache (see `BodyCache.aget`)."""
+        return await self.bodies.aget(entry)
 
     @property
     def body_cache_bytes(self) -> int:
         """Bytes of SKILL.md bodies held in memory now."""
-        return self._body_bytes
+        return self.bodies.size
+
+    def known_entries(self, prefix: str) -> dict[str, SkillEntry]:
+        """The entries this catalog holds for `prefix`, however old (no request; empty if none)."""
+        index = self._indexes.get(prefix)
+        return dict(index.entries) if index is not None else {}
 
 
 def _background(coro: Coroutine[None, None, None]) -> asyncio.Task[None]:

@@ -34,8 +34,8 @@ from functools import lru_cache
 from operator import attrgetter
 from typing import Any, Literal
 
-from s3skills.skills.identity import IdentityCache
-from s3skills.skills.model import SkillInfo
+from s3skills.skills.format.model import SkillInfo
+from s3skills.skills.ranking.identity import IdentityCache
 
 __all__ = [
     "FIELD_B",

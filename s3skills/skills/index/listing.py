@@ -1,11 +1,11 @@
 """Indexing a library from a LIST: which `SKILL.md` files changed, and what ends a skill.
 
 `Lister` turns a listing of a library prefix into the catalog's entries: it reads again
-only the `SKILL.md` whose ETag changed (`s3skills.skills.heads`), drops the skills past
+only the `SKILL.md` whose ETag changed (`s3skills.skills.index.heads`), drops the skills past
 `Limits.max_skills_per_library`, records every folder holding a `SKILL.md` (what ends a
 skill, parsed or not) and each skill's version id from the same listing (no request). A
 library known of nothing is listed page by page, each head read as its page arrives
-(`s3skills.skills.streaming`); a known one is listed in parallel by category folder.
+(`s3skills.skills.index.streaming`); a known one is listed in parallel by category folder.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from typing import Protocol
 from s3skills._loop import gather_limited
 from s3skills.config import Limits
 from s3skills.ids import SKILL_FILE, SkillId
-from s3skills.skills.heads import HeadReader, head_weight, parse_heads
-from s3skills.skills.manifest import SkillEntry
-from s3skills.skills.streaming import first_page_small, read_as_listed
-from s3skills.skills.versions import versions_by_skill
+from s3skills.skills.index.heads import HeadReader, head_weight, parse_heads
+from s3skills.skills.index.manifest import SkillEntry
+from s3skills.skills.index.streaming import first_page_small, read_as_listed
+from s3skills.skills.versions.history import versions_by_skill
 from s3skills.storage import ObjectInfo, ObjectStore
 
 __all__ = ["Listed", "Lister", "with_versions"]

@@ -1,6 +1,6 @@
 """SKILL.md files: parse, check and write the Agent Skills frontmatter (pure, no I/O).
 
-The model these produce lives in `s3skills.skills.model`.
+The model these produce lives in `s3skills.skills.format.model`.
 
 A SKILL.md is a YAML frontmatter block between two `---` lines followed by a Markdown
 body (agentskills.io/specification). Loading is lenient where that is harmless, as the
@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from s3skills.skills.model import (
+from s3skills.skills.format.model import (
     COMPATIBILITY_MAX_CHARS,
     DESCRIPTION_MAX_CHARS,
     MAX_FRONTMATTER_BYTES,

@@ -9,7 +9,7 @@ each call, and the two rankings (BM25F and cosine similarity) are fused by recip
 rank (`RRF_K`, `DENSE_WEIGHT`, chosen on the findability bench's dev split, never its test
 split: `bench/findability_tune.py --hybrid`).
 
-    from s3skills.skills.embedding import HybridRanker, MiniLMEncoder
+    from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
 
     ranker = HybridRanker(MiniLMEncoder())         # pip install "s3skills[embeddings]"
     agent = create_skills_agent(model, backend, ranker=ranker)
@@ -38,9 +38,9 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from s3skills.skills.identity import IdentityCache
-from s3skills.skills.matching import bm25_index
-from s3skills.skills.model import SkillInfo
+from s3skills.skills.format.model import SkillInfo
+from s3skills.skills.ranking.identity import IdentityCache
+from s3skills.skills.ranking.matching import bm25_index
 
 if TYPE_CHECKING:
     import numpy as np

@@ -14,7 +14,7 @@
   also callable directly) serves both.
 - `PromptSkill`: an S3 skill; running it hands back its SKILL.md instructions.
 
-`s3skills.skills.execution` runs one skill under the limits: a nesting depth (a
+`s3skills.skills.code.execution` runs one skill under the limits: a nesting depth (a
 skill calling itself, directly or through another, is refused), a time limit,
 and every exception turned into `SkillResult(success=False, error=...)`. Each
 run is recorded in the usage log (`skill_execution`). The LangChain wiring (the
@@ -34,7 +34,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
@@ -43,11 +43,27 @@ from langchain_core.runnables import RunnableConfig
 from s3skills._loop import run_sync
 from s3skills.errors import NotFound, SkillError
 from s3skills.paths import VPath
-from s3skills.skills.model import SkillInfo, SkillMetadata
+from s3skills.skills.format.model import SkillInfo, SkillMetadata
 from s3skills.tenancy import Tenant
 
-if TYPE_CHECKING:
-    from s3skills.skills.library import SkillLibrary
+
+class _HasPath(Protocol):
+    @property
+    def path(self) -> str: ...
+
+
+class _HasData(Protocol):
+    @property
+    def data(self) -> bytes: ...
+
+
+class SkillFileSource(Protocol):
+    """What `ctx.files` reads a skill's folder through (`SkillLibrary` is one)."""
+
+    async def afiles(self, name: str, *, tenant: Tenant | None = None) -> Sequence[_HasPath]: ...
+
+    async def aopen(self, name: str, path: str, *, tenant: Tenant | None = None) -> _HasData: ...
+
 
 __all__ = [
     "CodeSkill",
@@ -313,7 +329,7 @@ class SkillFiles:
     refused. A code skill has no files (it never maps to S3 keys).
     """
 
-    def __init__(self, library: SkillLibrary, skill_id: str, tenant: Tenant, guard: _Guard) -> None:
+    def __init__(self, library: SkillFileSource, skill_id: str, tenant: Tenant, guard: _Guard) -> None:
         self._library = library
         self.skill_id = skill_id
         self._tenant = tenant
@@ -395,7 +411,7 @@ def make_context(
     *,
     skill_id: str,
     input: Any,
-    library: SkillLibrary,
+    library: SkillFileSource,
     dispatcher: ToolDispatcher,
     tools_required: Sequence[str],
     model: BaseChatModel | None,

@@ -1,6 +1,6 @@
 """A `SKILL.md`'s frontmatter as written, as a JSON object (what the MCP skills extension lists).
 
-Unlike `s3skills.skills.parse`, which validates a skill's metadata into `SkillMetadata`,
+Unlike `s3skills.skills.format.parse`, which validates a skill's metadata into `SkillMetadata`,
 this keeps every field with the types a YAML parser reads, so a host that parses the file
 itself finds the same values. The digest book keeps it beside each `SKILL.md`'s digest.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from s3skills.skills.yaml12 import Yaml12SafeLoader
+from s3skills.skills.format.yaml12 import Yaml12SafeLoader
 
 __all__ = ["frontmatter_json"]
 

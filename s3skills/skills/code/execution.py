@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from s3skills.errors import SkillError
-from s3skills.skills.executable import ExecutableSkill, SkillContext, SkillRecursion, SkillResult
+from s3skills.skills.code.executable import ExecutableSkill, SkillContext, SkillRecursion, SkillResult
 from s3skills.skills.usage import log_usage
 
 __all__ = ["arun_skill", "enter_skill", "run_skill"]

@@ -19,15 +19,16 @@ the VersionId read and the ETag the store returned), never by the pin's claim al
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from s3skills.errors import InvalidPath
 from s3skills.paths import VPath, join_key
-from s3skills.skills.versions import SkillChanged, read_pinned
+from s3skills.skills.versions.history import SkillChanged, read_pinned
 from s3skills.storage import ObjectBody, ObjectStore
 from s3skills.tenancy import SkillPin
 
-__all__ = ["PinMismatch", "VerifiedKey", "pinned_key", "read_verified", "verified_key"]
+__all__ = ["PinMismatch", "PinnedTexts", "VerifiedKey", "pinned_key", "read_verified", "verified_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ async def read_verified(
     Raises:
         InvalidPath: `path` is not plainly inside the folder.
         PinMismatch: The object read does not carry the pinned ETag.
-        NotFound, SkillChanged: See `s3skills.skills.versions.read_pinned`.
+        NotFound, SkillChanged: See `s3skills.skills.versions.history.read_pinned`.
     """
     key = pinned_key(prefix, path)
     body = await read_pinned(store, key, path, pin, max_bytes=max_bytes)
@@ -100,3 +101,33 @@ async def read_verified(
             "the stored file): reload the skill with cargar_habilidad to read its current version."
         )
     return body, VerifiedKey(key, pinned.version_id, body.etag)
+
+
+class PinnedTexts:
+    """Older `SKILL.md` instructions read by VersionId, keyed by what the read verified.
+
+    A version is immutable, so a text read by VersionId that returned the pinned ETag may be
+    reused by any tenant whose pin names that exact key, VersionId and ETag. At most 256 are
+    kept, within `budget` characters (the oldest go first; the newest always stays).
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._texts: OrderedDict[VerifiedKey, str] = OrderedDict()
+
+    def get(self, prefix: str, pin: SkillPin | None) -> str | None:
+        """The text a verified read of the pin's `SKILL.md` version gave before, if kept."""
+        pinned = pin.files.get("SKILL.md") if pin is not None else None
+        claimed = verified_key(prefix, "SKILL.md", pin) if pinned is not None and pinned.version_id else None
+        text = self._texts.get(claimed) if claimed is not None else None
+        if claimed is not None and text is not None:
+            self._texts.move_to_end(claimed)
+        return text
+
+    def put(self, verified: VerifiedKey | None, text: str) -> None:
+        """Keep `text` if its read was by VersionId (a current read may change)."""
+        if verified is None or verified.version_id is None:
+            return
+        self._texts[verified] = text
+        while len(self._texts) > 256 or (len(self._texts) > 1 and sum(map(len, self._texts.values())) > self.budget):
+            self._texts.popitem(last=False)

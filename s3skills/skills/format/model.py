@@ -3,7 +3,7 @@
 `SkillMetadata` is the Agent Skills frontmatter (plus the seeds' `version`,
 `tags`, `tools_required`, `enabled`, `category`, `icon`); `SkillInfo` is a
 skill as a catalog knows it; `SkillProblem` is a skill that was skipped or
-loaded with a remark. Parsing lives in `s3skills.skills.parse`.
+loaded with a remark. Parsing lives in `s3skills.skills.format.parse`.
 """
 
 from __future__ import annotations
@@ -178,9 +178,9 @@ class SkillInfo:
         etag: The ETag of the SKILL.md it was read from, if any.
         warnings: What the loader tolerated (see `parse_skill_md`).
         version: The short id of the skill's current version (all its files; see
-            `s3skills.skills.versions`), from the index's listing; None for a code
+            `s3skills.skills.versions.history`), from the index's listing; None for a code
             skill. Not part of equality.
-        sketch: A bounded summary of the SKILL.md body (`s3skills.skills.sketch`),
+        sketch: A bounded summary of the SKILL.md body (`s3skills.skills.ranking.sketch`),
             stored in the manifest so ranking reads the body at no request; "" when
             unknown (a code skill, or a manifest written before sketches).
     """

@@ -14,7 +14,7 @@ The book is derived data, written with the same trust as the library: whoever ca
 write the files can write the book. It is never an authority on which files exist
 (the listing is), and a record counts only for the exact version the listing names
 (its ETag and size). A book that is missing, damaged, oversized, too costly to decode
-(`s3skills.skills.derived.decode_cost` over `MAX_DECODE_COST`), nested past the
+(`s3skills.skills.index.derived.decode_cost` over `MAX_DECODE_COST`), nested past the
 recursion limit or of another schema is read as empty; records with a field a record
 has not (`RECORD_FIELDS`), a value over its cap, or that do not parse are dropped.
 Decoding runs in a worker thread, and the books held in memory are bounded in bytes
@@ -38,9 +38,9 @@ from typing import Any
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE
 from s3skills.layout import KeyLayout
-from s3skills.skills.derived import NODE_COST, load_json, weigh
-from s3skills.skills.frontmatter import frontmatter_json
-from s3skills.skills.model import MAX_FRONTMATTER_BYTES
+from s3skills.skills.format.frontmatter import frontmatter_json
+from s3skills.skills.format.model import MAX_FRONTMATTER_BYTES
+from s3skills.skills.index.derived import NODE_COST, load_json, weigh
 from s3skills.storage import NotModified, ObjectStore
 
 __all__ = [

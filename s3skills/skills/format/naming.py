@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from s3skills.skills.model import SkillInfo
+from s3skills.skills.format.model import SkillInfo
 
 __all__ = ["MAX_NAME_LENGTH", "NAME_PATTERN", "naming_problem", "unservable_reason", "unservable_skills"]
 

@@ -4,7 +4,7 @@
 remove it, or tell the library that skills were written some other way
 (`anote_changed`, which `s3skills.transfer.apush_tree` and a rollback call). Every
 write ends with a conditional update of the library's manifest
-(`s3skills.skills.manifest.aupdate_manifest`), which creates the manifest from a
+(`s3skills.skills.index.manifest.aupdate_manifest`), which creates the manifest from a
 listing when there is none yet, so the next reader's index is one GET. A writer
 hands over the `SKILL.md` bytes it stored, so they are not read back. A failure
 there never undoes or fails the write (the manifest is derived data and is rebuilt
@@ -22,9 +22,9 @@ from s3skills.errors import NotFound, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
-from s3skills.skills.catalog import SkillCatalog
-from s3skills.skills.manifest import SkillEntry, aupdate_manifest
-from s3skills.skills.parse import parse_skill_md, render_skill_md
+from s3skills.skills.format.parse import parse_skill_md, render_skill_md
+from s3skills.skills.index.catalog import LibraryIndex, SkillCatalog
+from s3skills.skills.index.manifest import SkillEntry, aupdate_manifest
 from s3skills.storage import ObjectStore
 from s3skills.tenancy import Tenant
 
@@ -73,8 +73,10 @@ async def anote_changed(
     except ValueError:
         return True
     reader = catalog or SkillCatalog(store)
+    # The entries of the SKILL.md files just stored, from their bytes: the same entry a reader
+    # would build from a ranged GET of the object, with no request.
     known: dict[str, SkillEntry] = (
-        await reader.aentries_of(source, prefix, {str(SkillId.parse(s)): b for s, b in written.items()})
+        await reader.heads.aentries_of(source, prefix, {str(SkillId.parse(s)): b for s, b in written.items()})
         if written
         else {}
     )
@@ -95,11 +97,26 @@ async def anote_changed(
         read_entries,
         source=source,
         max_entries=reader.limits.max_skills_per_library,
-        build=partial(reader.abuild_entries, source, prefix, dict(known)) if create else None,
+        build=partial(_abuild_entries, reader, source, prefix, dict(known)) if create else None,
     )
     if catalog is not None:
         catalog.invalidate(prefix)
     return ok
+
+
+async def _abuild_entries(
+    catalog: SkillCatalog, source: str, prefix: str, known: Mapping[str, SkillEntry]
+) -> dict[str, SkillEntry]:
+    """Every entry of a library from a LIST of it, for a writer creating its manifest.
+
+    Only the `SKILL.md` files whose listed ETag matches no entry in `known` (nor in the
+    catalog's cached index) are read: 1 ranged GET each.
+    """
+    scratch = LibraryIndex(source, prefix)
+    scratch.entries = {**catalog.known_entries(prefix), **known}
+    objects = await catalog.lister.alist(prefix)
+    await catalog.lister.aapply(scratch, source, prefix, objects)
+    return scratch.entries
 
 
 class LibraryWriter:

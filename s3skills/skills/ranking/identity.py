@@ -15,7 +15,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Generic, TypeVar
 
-from s3skills.skills.model import SkillInfo
+from s3skills.skills.format.model import SkillInfo
 
 __all__ = ["IdentityCache"]
 

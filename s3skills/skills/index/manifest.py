@@ -8,7 +8,7 @@ confirmed it (`verified_at`).
 
 It is derived data: a cache that may lie (whoever writes the library can write it).
 A manifest that is missing, unreadable, of another schema, oversized, too costly to
-decode (`s3skills.skills.derived.decode_cost` over `MAX_DECODE_COST`), nested past the
+decode (`s3skills.skills.index.derived.decode_cost` over `MAX_DECODE_COST`), nested past the
 recursion limit or damaged means "rebuild from a LIST", never an error shown to an
 agent. An entry is kept only if it describes a `SKILL.md` inside the manifest's own
 library prefix with a well-formed id, only the fields an entry has (`ENTRY_FIELDS`),
@@ -39,9 +39,9 @@ from pydantic import ValidationError
 
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE, SkillId
-from s3skills.skills.derived import load_json, weigh
-from s3skills.skills.model import MAX_FRONTMATTER_BYTES, SkillInfo, SkillMetadata
-from s3skills.skills.sketch import MAX_SKETCH_CHARS
+from s3skills.skills.format.model import MAX_FRONTMATTER_BYTES, SkillInfo, SkillMetadata
+from s3skills.skills.index.derived import load_json, weigh
+from s3skills.skills.ranking.sketch import MAX_SKETCH_CHARS
 from s3skills.storage import NotModified, ObjectStore
 
 __all__ = [

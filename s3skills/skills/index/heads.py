@@ -1,6 +1,6 @@
 """From a `SKILL.md` object to a `SkillEntry`: read the head that holds its frontmatter, parse it.
 
-The catalog (`s3skills.skills.catalog`) decides which `SKILL.md` files to read; this
+The catalog (`s3skills.skills.index.catalog`) decides which `SKILL.md` files to read; this
 module reads each with as little as it can and turns it into an entry:
 
 - `HeadReader.aread`: one ranged GET of the first `head_bytes`, which usually holds the
@@ -10,7 +10,7 @@ module reads each with as little as it can and turns it into an entry:
 - `HeadReader.of_bytes`: the same head from bytes a writer just stored (no request), so
   a writer's entry equals the one a reader would build.
 - `parse_heads`: the CPU part (frontmatter, body sketch, the entry's weight). Callers run
-  it in a worker thread, or on the loop a few heads at a time (`s3skills.skills.streaming`).
+  it in a worker thread, or on the loop a few heads at a time (`s3skills.skills.index.streaming`).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from s3skills._loop import gather_limited
 from s3skills.config import Limits
 from s3skills.errors import FileTooLarge, NotFound
 from s3skills.ids import SKILL_FILE, SkillId
-from s3skills.skills.derived import weigh
-from s3skills.skills.manifest import SkillEntry
-from s3skills.skills.model import InvalidSkill, SkillInfo
-from s3skills.skills.parse import frontmatter_prefix, parse_skill_md
-from s3skills.skills.sketch import make_sketch
+from s3skills.skills.format.model import InvalidSkill, SkillInfo
+from s3skills.skills.format.parse import frontmatter_prefix, parse_skill_md
+from s3skills.skills.index.derived import weigh
+from s3skills.skills.index.manifest import SkillEntry
+from s3skills.skills.ranking.sketch import make_sketch
 from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore
 
 __all__ = ["DEFAULT_ENTRY_WEIGHT", "Head", "HeadReader", "head_weight", "parse_heads"]

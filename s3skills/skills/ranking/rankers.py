@@ -2,7 +2,7 @@
 
 `Ranker` is the small protocol an application implements to bring its own retrieval
 (embeddings, a search service); `LexicalRanker`, the default, is BM25F over name,
-description and body sketch (`s3skills.skills.matching`), local and with no request.
+description and body sketch (`s3skills.skills.ranking.matching`), local and with no request.
 
 `order_for` turns a conversation into the index order: the latest user turn is the
 query; the earlier user turns (at most `EARLIER_TURNS`, newest first) add their score
@@ -24,9 +24,9 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from s3skills.skills.identity import IdentityCache
-from s3skills.skills.matching import bm25_index
-from s3skills.skills.model import SkillInfo
+from s3skills.skills.format.model import SkillInfo
+from s3skills.skills.ranking.identity import IdentityCache
+from s3skills.skills.ranking.matching import bm25_index
 
 __all__ = [
     "EARLIER_TURNS",

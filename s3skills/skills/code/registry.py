@@ -13,7 +13,7 @@ import threading
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from s3skills.skills.model import SkillInfo, SkillMetadata
+from s3skills.skills.format.model import SkillInfo, SkillMetadata
 
 __all__ = ["PRECEDENCE", "Skill", "SkillRegistry", "SkillSource", "merge_index", "skill_id_of", "tool_name"]
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
-from s3skills.skills.model import SkillProblem
+from s3skills.skills.format.model import SkillProblem
 
 __all__ = [
     "SEVERITIES",
