@@ -58,10 +58,10 @@ def test_no_python_3_13_anywhere_is_none(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert find_localstack_python() is None
 
 
-def test_the_readme_host_runtime_commands_match_what_the_fixture_runs() -> None:
-    """The README's LocalStack-without-Docker commands install the same pins and keep it on loopback."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("**LocalStack without Docker.**", 1)[1].split("\n## ", 1)[0]
+def test_the_documented_host_runtime_commands_match_what_the_fixture_runs() -> None:
+    """docs/LOCAL_SERVERS.md's LocalStack-without-Docker commands install the same pins, on loopback."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "LOCAL_SERVERS.md").read_text(encoding="utf-8")
+    section = doc.split("## LocalStack without Docker", 1)[1].split("\n## ", 1)[0]
     for requirement in LOCALSTACK_REQUIREMENTS:
         assert f'"{requirement}"' in section
     for setting in ("GATEWAY_LISTEN=127.0.0.1:", "GATEWAY_SERVER=hypercorn", "DNS_ADDRESS=0", "DISABLE_EVENTS=1"):
