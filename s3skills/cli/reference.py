@@ -20,7 +20,7 @@ import click
 
 from s3skills.cli.app import PROG, cli
 
-__all__ = ["COMMAND", "render"]
+__all__ = ["COMMAND", "main", "render"]
 
 COMMAND = "python -m s3skills.cli.reference > docs/CLI.md"
 """How docs/CLI.md is made (printed in its header)."""
