@@ -309,10 +309,13 @@ async def measure(
     counter = RequestCounter()
     store.add_request_hook(counter)
     samples: list[dict[str, Any]] = []
+    prompt_requests = 0  # S3 requests of the prompt builds only (list_skills makes its own)
     for request in requests:
+        before = counter.total
         cpu = time.process_time()
         prompt = await middleware.build_prompt({"messages": [HumanMessage(request.query)]})
         cpu_ms = 1000 * (time.process_time() - cpu)
+        prompt_requests += counter.total - before
         index = prompt.split("### Loaded skills")[0]
         described = index.split("Also relevant (ids only):")[0]
         skill = request.target or request.near_miss_of or ""
@@ -332,7 +335,7 @@ async def measure(
             }
         )
     store.remove_request_hook(counter)
-    return _summary(size, skills, ranker_name, samples, counter.total)
+    return _summary(size, skills, ranker_name, samples, prompt_requests)
 
 
 def _summary(size: int, skills: int, ranker_name: str, samples: list[dict[str, Any]], requests: int) -> dict[str, Any]:
