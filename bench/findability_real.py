@@ -57,16 +57,12 @@ from s3skills.fs import S3Backend
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.middleware.skills_prompt import ranked_for
 from s3skills.skills import Ranker, SkillInfo, usage
+from s3skills.skills.ranking.matching import Bm25Index
 from s3skills.storage import RequestCounter
 from s3skills.testing import MemoryObjectStore
 from s3skills.testing.corpus import real_repositories
 from s3skills.tools import skill_tools
 from s3skills.transfer.localtree import scan_tree
-
-try:  # once the package exports it (the skills package is being split into sub-packages)
-    from s3skills.skills import Bm25Index  # type: ignore[attr-defined]
-except ImportError:
-    from s3skills.skills.matching import Bm25Index
 
 __all__ = [
     "PRESETS",
@@ -226,7 +222,7 @@ class FieldWeightsRanker:
 
 
 def _defaults() -> tuple[dict[str, float], dict[str, float], float]:
-    from s3skills.skills import matching
+    from s3skills.skills.ranking import matching
 
     return dict(matching.FIELD_WEIGHTS), dict(matching.FIELD_B), float(matching.K1)
 
