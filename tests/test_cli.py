@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ import pytest
 from cli_harness import Cli
 
 from s3skills.cli import main
+from s3skills.cli.context import CLI_MAX_ATTEMPTS
 from s3skills.errors import BucketNotFound
 from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
@@ -599,11 +600,36 @@ def test_missing_bucket_is_named(moto_endpoint: str, tmp_path: Path, capsys: pyt
     assert main([*g, "push", "--create-bucket", str(tmp_path / "lib")]) == 0
 
 
-def test_unreachable_endpoint_fails_fast(capsys: pytest.CaptureFixture[str]) -> None:
-    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    start = time.monotonic()
+def _count_connects(monkeypatch: pytest.MonkeyPatch, port: int) -> list[int]:
+    """Count the connections this process opens to `port` on loopback (in a one-item list)."""
+    count = [0]
+    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def counted(address: Any) -> None:
+        if isinstance(address, tuple) and address[1] == port:
+            count[0] += 1
+
+    def counting_connect(self: socket.socket, address: Any) -> None:
+        counted(address)
+        connect(self, address)
+
+    def counting_connect_ex(self: socket.socket, address: Any) -> int:
+        counted(address)
+        return connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", counting_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", counting_connect_ex)
+    return count
+
+
+def test_unreachable_endpoint_fails_fast(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"  # nothing listens there
+    attempts = _count_connects(monkeypatch, port)
     assert main(["--bucket", "b-1", "--user", USER, "--endpoint-url", endpoint, "list"]) == 1
-    assert time.monotonic() - start < 15
+    # A person is waiting: two requests (the manifest's GET, then the LIST the index falls back
+    # to), each tried CLI_MAX_ATTEMPTS (2) times, not the library's default of 4 with backoff.
+    assert attempts == [2 * CLI_MAX_ATTEMPTS]
     line = one_error_line(capsys.readouterr().err)
     assert line.startswith(f"s3skills: error: cannot reach the S3 endpoint {endpoint}")
 

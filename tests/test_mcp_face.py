@@ -314,12 +314,11 @@ async def test_the_tools_face_searches_with_the_ranker_the_server_was_given(libr
 
 
 def test_a_hybrid_ranker_without_the_embeddings_extra_is_refused_with_how_to_install_it(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import importlib.util
-
-    if importlib.util.find_spec("sentence_transformers") is not None:
-        pytest.skip("the embeddings extra is installed here")
+    # Where the extra is installed, hide it: a None entry in sys.modules is how Python marks a
+    # package as absent (importlib.util.find_spec then returns None, and an import raises).
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     with pytest.raises(SystemExit) as exit_:
         main(["--bucket", "b", "--user", "ana", "--ranker", "hybrid"])
     assert exit_.value.code == 2
