@@ -303,17 +303,28 @@ def build_library(store: MemoryObjectStore, core: list[dict[str, Any]], size: in
         store.put_object(
             f"{PREFIX}{skill['id']}/SKILL.md", skill_md(leaf, skill["description"], "\n".join(skill["body"]))
         )
-    words = sorted(
-        {
-            w
-            for s in core
-            for w in re.findall(r"[a-z][a-z-]{3,}", (s["description"] + " " + " ".join(s["body"])).lower())
-            if w not in _STOP
-        }
+    put_distractors(
+        store,
+        [(s["id"], s["description"] + " " + " ".join(s["body"])) for s in core],
+        max(0, size - len(core)),
+        rng,
     )
-    categories = sorted({s["id"].split("/")[0] for s in core})
-    used = {w for s in core for w in re.split(r"[/-]", s["id"])}
-    for index in range(max(0, size - len(core))):
+    return max(size, len(core))
+
+
+def put_distractors(
+    store: MemoryObjectStore, skills: Sequence[tuple[str, str]], count: int, rng: random.Random
+) -> None:
+    """Put `count` generated distractors in `store`, made from the words of `skills` ((id, text) pairs).
+
+    Half-plus are `composio-skills/<app>-automation` skills with formulaic descriptions (the shape
+    of ComposioHQ's ~800); the others are topic skills mixing the library's words, in its
+    categories. Their names are invented syllables, never a segment of an id of `skills`.
+    """
+    words = sorted({w for _, text in skills for w in re.findall(r"[a-z][a-z-]{3,}", text.lower()) if w not in _STOP})
+    categories = sorted({sid.split("/")[0] for sid, _ in skills})
+    used = {w for sid, _ in skills for w in re.split(r"[/-]", sid)}
+    for index in range(count):
         name = _invented(rng, used)
         if index % 20 < 11:
             leaf, category = f"{name}-automation", "composio-skills"
@@ -322,7 +333,6 @@ def build_library(store: MemoryObjectStore, core: list[dict[str, Any]], size: in
             leaf, category = f"{name}-{rng.choice(words)}", rng.choice(categories)
             description, body = _topic(rng, words, name)
         store.put_object(f"{PREFIX}{category}/{leaf}/SKILL.md", skill_md(leaf, description, body))
-    return max(size, len(core))
 
 
 def make_ranker(name: str) -> Any:

@@ -12,7 +12,9 @@ instructions under the agent. Checking it costs no request (the pinned ETag is
 compared with the index's); a pinned older version is read once, then cached.
 
 The index is ranked for the conversation: the latest user message, with the two before
-it at a lower weight (`s3skills.skills.ranking.rankers.order_for`), by the `ranker` (BM25F over
+it at a lower weight (`s3skills.skills.ranking.rankers.order_for`), at most the last
+`Limits.max_prompt_query_chars` characters of them together (8,000 by default: a long real
+request is kept whole, a pasted megabyte is cut to its end), by the `ranker` (BM25F over
 name, description and the body sketch the manifest carries, by default: no request per
 call). Among the skills that match, those the user has used (this process's usage log,
 keyed by the resolved user id) and those in the category of a skill the thread loaded
@@ -111,15 +113,26 @@ def _text(message: Any) -> str:
     return " ".join(p for p in parts if isinstance(p, str))
 
 
-def recent_requests(state: Any, turns: int = 1 + EARLIER_TURNS) -> list[str]:
-    """The texts of the last `turns` user messages in `state["messages"]`, newest first."""
+def recent_requests(state: Any, turns: int = 1 + EARLIER_TURNS, *, max_chars: int | None = None) -> list[str]:
+    """The texts of the last `turns` user messages in `state["messages"]`, newest first.
+
+    With `max_chars`, the texts together hold at most that many characters: the latest
+    message keeps its last `max_chars` characters, and each earlier one the last of
+    what is left (ranking costs CPU per character, and the end of a long message is
+    the request that follows what was pasted above it).
+    """
     messages = state.get("messages") if isinstance(state, dict) else None
     out: list[str] = []
+    left = max_chars
     for message in reversed(messages or []):
-        if len(out) >= turns:
+        if len(out) >= turns or left == 0:
             break
         if getattr(message, "type", None) == "human":
-            out.append(_text(message))
+            text = _text(message)
+            if left is not None:
+                text = text[-left:] if len(text) > left else text
+                left -= len(text)
+            out.append(text)
     return out
 
 
@@ -234,7 +247,10 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         else:
             # In a worker thread: a new library version is indexed there (~1 s at 10,000 skills),
             # never on the event loop that serves the other calls.
-            turns = recent_requests(state)
+            # Ranked from the last `Limits.max_prompt_query_chars` (8,000) characters of the
+            # latest user turns: a request of a few thousand characters is kept whole, and a
+            # pasted megabyte costs the ranking no more than those.
+            turns = recent_requests(state, max_chars=self.library.config.limits.max_prompt_query_chars)
             # The prior is the server's own record of this user's uses (the usage log) and
             # the thread's validated loaded skills; it only reorders skills that match.
             prior = prior_for(skill_uses(user_id), loaded)

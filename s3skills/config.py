@@ -2,7 +2,11 @@
 
 One frozen object instead of the same keyword arguments repeated through every
 constructor. `Limits` is the one size policy: the same numbers bound what an agent
-may write, what `push` uploads and what a read returns.
+may write, what `push` uploads and what a read returns, and how much request-sized
+input (a query, a name, a path, a script's arguments) one call may hand to CPU-bound
+work. `bounded_query` and `check_length` apply those input caps where input enters
+(the MCP server, the agent's tools, the prompt middleware), so no front end picks its
+own number.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from s3skills.layout import KeyLayout
 from s3skills.paths import check_identity
 from s3skills.tenancy import Tenant
 
-__all__ = ["SHARED_CATALOG_TTL", "Config", "Limits", "SkillsMode", "VerifyMode"]
+__all__ = ["SHARED_CATALOG_TTL", "Config", "Limits", "SkillsMode", "VerifyMode", "bounded_query", "check_length"]
 
 SkillsMode = Literal["gated", "library"]
 
@@ -43,6 +47,25 @@ class Limits:
         max_skills_per_library: Skills indexed per library (the rest: a problem).
         body_cache_bytes: Bytes of SKILL.md bodies kept in memory, all tenants together.
         concurrency: Requests in flight for one call (grep, indexing, transfers).
+        max_query_chars: Longest search query ranked (`list_skills(query=...)` of the MCP
+            tools face and of the agent's tools): a longer one is cut to its first
+            `max_query_chars` characters and the answer says so. Ranking costs CPU per
+            character (~6 us), so this bounds one call's ranking to a few tens of ms.
+        max_prompt_query_chars: Characters of the conversation the prompt middleware
+            ranks the index with: the last ones of the latest user turns (a request of a
+            few thousand characters is kept whole; the start of a longer one is left out).
+        max_name_chars: Longest skill name (an id or a folder name) a tool, prompt or
+            script call may give; longer is refused with an error naming the cap (a
+            valid id is at most two 255-byte segments).
+        max_path_chars: Longest path of a file inside a skill a call may give (S3's key
+            limit); longer is refused.
+        max_args_chars: Largest input of `use_skill` and `run_skill_script`, as JSON
+            characters; larger is refused.
+        tenant_cpu_calls: CPU-bound calls (ranking) of one tenant that run at once on an
+            MCP server; the tenant's others wait in its own queue, never in front of
+            another tenant's.
+        tenant_cpu_queue: Calls of one tenant that may wait for those; more are refused
+            at once ("busy: try again").
     """
 
     max_file_bytes: int = 10 * MiB
@@ -56,11 +79,40 @@ class Limits:
     max_skills_per_library: int = 20_000
     body_cache_bytes: int = 64 * MiB
     concurrency: int = 32
+    max_query_chars: int = 4_000
+    max_prompt_query_chars: int = 8_000
+    max_name_chars: int = 512
+    max_path_chars: int = 1024
+    max_args_chars: int = 256 * 1024
+    tenant_cpu_calls: int = 1
+    tenant_cpu_queue: int = 16
 
     def __post_init__(self) -> None:
         for name, value in vars(self).items():
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"Limits.{name} must be a positive integer")
+
+
+def bounded_query(text: str, limit: int) -> tuple[str, str | None]:
+    """A search query cut to `limit` characters (its start, at a word boundary when one is
+    near), and the note to show the caller when it was cut (None when it was not)."""
+    if len(text) <= limit:
+        return text, None
+    cut = text[:limit]
+    space = cut.rfind(" ", max(0, limit - 64))
+    kept = cut[:space] if space > 0 else cut
+    return kept, f"the query was cut to its first {len(kept)} characters (the limit is {limit}; it had {len(text)})"
+
+
+def check_length(value: str, limit: int, what: str) -> str:
+    """`value` when it is at most `limit` characters long.
+
+    Raises:
+        ValueError: Longer; the message names `what` and the cap.
+    """
+    if len(value) > limit:
+        raise ValueError(f"{what} is {len(value)} characters long; the limit is {limit}")
+    return value
 
 
 @dataclass(frozen=True)

@@ -5,17 +5,25 @@ boundary works on `VPath` and never on raw strings. Parsing rejects, and never
 resolves, `..`, `.`, empty segments, backslashes, NUL, control characters and lone
 surrogates. Identity parts of keys (user, thread, ticket ids, skill id segments) must
 match an allow-list in full (`check_identity`).
+
+Local files that decide something (the MCP server's tokens file, a pull record that
+lets a push replace a skill) are inputs too: `read_private_file` reads one only when it
+is a regular file, reached without a symlink, owned by the user running the process and
+not writable by group or others, so another local user cannot plant or rewrite it.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 
 from s3skills.errors import InvalidPath
 
-__all__ = ["MAX_KEY_BYTES", "MAX_SEGMENT_BYTES", "VPath", "check_identity", "join_key"]
+__all__ = ["MAX_KEY_BYTES", "MAX_SEGMENT_BYTES", "VPath", "check_identity", "join_key", "read_private_file"]
 
 MAX_SEGMENT_BYTES = 255
 """Longest path segment accepted, in UTF-8 bytes."""
@@ -148,3 +156,53 @@ def join_key(prefix: str, rel: tuple[str, ...]) -> str:
     if len(key.encode("utf-8")) > MAX_KEY_BYTES:
         raise InvalidPath(f"Invalid path: the resulting key is longer than {MAX_KEY_BYTES} bytes")
     return key
+
+
+def read_private_file(path: str | Path, *, max_bytes: int, what: str) -> bytes:
+    """The bytes of a local file that only the user running this process could have written.
+
+    The file is opened without following a symlink and checked on that descriptor
+    (`fstat`): a regular file, owned by the effective user, not writable by group or
+    others, at most `max_bytes` long. Where a file lets whoever wrote it act for someone
+    (a token map, a record that lifts a guard), a file another local user owns or may
+    write is refused rather than trusted.
+
+    Args:
+        path: The file.
+        max_bytes: Larger files are refused (at most `max_bytes + 1` bytes are read).
+        what: How messages name the file (`the tokens file`).
+
+    Raises:
+        ValueError: Unreadable, a symlink, not a regular file, owned by another user,
+            writable by group or others, or too large (the message says which and how
+            to fix it).
+    """
+    shown = f"{what} {str(path)!r}"
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise ValueError(f"Cannot read {shown}: {exc.strerror or exc}") from None
+    with os.fdopen(fd, "rb", buffering=0) as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{shown[0].upper()}{shown[1:]} is not a regular file")
+        owner = os.geteuid() if hasattr(os, "geteuid") else info.st_uid
+        if info.st_uid != owner:
+            raise ValueError(
+                f"{shown[0].upper()}{shown[1:]} is owned by uid {info.st_uid}, not by this process's user "
+                f"(uid {owner}), so that user could rewrite it: keep only a copy you own"
+            )
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            raise ValueError(
+                f"{shown[0].upper()}{shown[1:]} can be written by group or others (mode "
+                f"{stat.S_IMODE(info.st_mode):o}), so anyone could rewrite it: run chmod 600 on it"
+            )
+        chunks: list[bytes] = []
+        left = max_bytes + 1
+        while left > 0 and (chunk := f.read(min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    data = b"".join(chunks)
+    if len(data) > max_bytes:
+        raise ValueError(f"{shown[0].upper()}{shown[1:]} is larger than {max_bytes} bytes")
+    return data

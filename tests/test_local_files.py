@@ -65,6 +65,22 @@ def test_a_symlink_loop_is_reported_per_path_and_the_scan_goes_on(tmp_path: Path
     assert [f.rel for f in tree.files] == ["pdf/SKILL.md", "pdf/ok.md"]
 
 
+def test_a_broken_symlink_is_reported_as_broken_not_as_a_loop(tmp_path: Path) -> None:
+    # The loop check resolves strictly (3.13's lenient resolve() hands a loop back unresolved);
+    # a link to nothing must still be told apart from a loop, and from a link out of the tree.
+    tree_root = tmp_path / "tree"
+    pdf = skill(tree_root, "pdf", {"ok.md": b"fine"})
+    (pdf / "gone.md").symlink_to(pdf / "missing.md")
+    (pdf / "away.md").symlink_to(tmp_path / "nowhere" / "missing.md")
+    (pdf / "chain.md").symlink_to(pdf / "gone.md")
+    refused = {item.path: item.reason for item in scan_tree(tree_root).refused}
+    assert refused == {
+        "pdf/away.md": "symlink to a file outside the tree",
+        "pdf/chain.md": "broken symlink",
+        "pdf/gone.md": "broken symlink",
+    }
+
+
 def test_validate_and_push_report_a_symlink_loop_instead_of_an_unexpected_error(
     tmp_path: Path, moto_endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,7 +1,7 @@
 """How the LocalStack fixture finds its Python >= 3.13, without starting LocalStack (fast).
 
-Real interpreters only: this session's own Python (3.11, too old), and stand-ins written as
-shell scripts that answer the version probe the way an interpreter does.
+Real interpreters only: this session's own Python (3.11 or 3.13 in CI), and stand-ins written
+as shell scripts that answer the version probe the way an interpreter does.
 """
 
 from __future__ import annotations
@@ -21,10 +21,17 @@ def _interpreter(path: Path, major: int, minor: int) -> Path:
     return path
 
 
-def test_an_interpreter_older_than_3_13_is_never_used(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert sys.version_info[:2] < (3, 13)  # the project's own Python, as in CI
-    monkeypatch.setenv("S3SKILLS_LOCALSTACK_PYTHON", sys.executable)
+def test_an_interpreter_older_than_3_13_is_never_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    older = _interpreter(tmp_path / "bin" / "python3.12", 3, 12)
+    monkeypatch.setenv("S3SKILLS_LOCALSTACK_PYTHON", str(older))
     assert find_localstack_python() is None  # where LocalStack tests skip, saying why
+
+
+def test_the_projects_own_python_is_used_exactly_when_it_is_3_13_or_newer(monkeypatch: pytest.MonkeyPatch) -> None:
+    # CI runs the suite on 3.11 (too old for LocalStack) and on 3.13 (new enough).
+    monkeypatch.setenv("S3SKILLS_LOCALSTACK_PYTHON", sys.executable)
+    expected = sys.executable if sys.version_info[:2] >= (3, 13) else None
+    assert find_localstack_python() == expected
 
 
 def test_the_newest_pyenv_release_is_found_when_path_has_none(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -51,10 +58,10 @@ def test_no_python_3_13_anywhere_is_none(monkeypatch: pytest.MonkeyPatch, tmp_pa
     assert find_localstack_python() is None
 
 
-def test_the_readme_host_runtime_commands_match_what_the_fixture_runs() -> None:
-    """The README's LocalStack-without-Docker commands install the same pins and keep it on loopback."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("**LocalStack without Docker.**", 1)[1].split("\n## ", 1)[0]
+def test_the_documented_host_runtime_commands_match_what_the_fixture_runs() -> None:
+    """docs/LOCAL_SERVERS.md's LocalStack-without-Docker commands install the same pins, on loopback."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "LOCAL_SERVERS.md").read_text(encoding="utf-8")
+    section = doc.split("## LocalStack without Docker", 1)[1].split("\n## ", 1)[0]
     for requirement in LOCALSTACK_REQUIREMENTS:
         assert f'"{requirement}"' in section
     for setting in ("GATEWAY_LISTEN=127.0.0.1:", "GATEWAY_SERVER=hypercorn", "DNS_ADDRESS=0", "DISABLE_EVENTS=1"):

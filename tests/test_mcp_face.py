@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -396,6 +397,26 @@ def test_a_tokens_file_that_group_or_others_can_write_is_refused(
     link.symlink_to(tokens)
     with pytest.raises(ValueError, match="tokens file"):
         JsonFileTokenVerifier(link)
+    assert JsonFileTokenVerifier(tokens) is not None
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="chown to another user needs root")
+def test_a_tokens_file_owned_by_another_user_is_refused_at_server_start(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from s3skills.serve.auth import JsonFileTokenVerifier
+
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text('{"tok": "ana"}')
+    tokens.chmod(0o600)
+    os.chown(tokens, 65534, 65534)  # nobody: mode 600, but that user can rewrite the token map
+    with pytest.raises(ValueError, match="owned by uid 65534"):
+        JsonFileTokenVerifier(tokens)
+    with pytest.raises(SystemExit) as exit_:
+        main(["--bucket", "b-1", "--transport", "http", "--tokens", str(tokens)])
+    assert exit_.value.code == 2
+    assert "not by this process's user" in capsys.readouterr().err
+    os.chown(tokens, os.geteuid(), os.getegid())
     assert JsonFileTokenVerifier(tokens) is not None
 
 

@@ -21,7 +21,7 @@ from s3skills.examples import LIBRARY
 from s3skills.seed import seed_example_library
 from s3skills.storage import S3ObjectStore as ObjectStore
 
-INSPECTOR = "@modelcontextprotocol/inspector"
+INSPECTOR = "@modelcontextprotocol/inspector@2.12.0"  # the version docs/MCP.md pins
 
 
 def _inspector() -> list[str]:

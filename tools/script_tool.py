@@ -9,6 +9,7 @@ is not a sandbox; pass `ScriptRunner(backend, launcher=BubblewrapLauncher())` fo
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from langchain.tools import ToolRuntime
@@ -16,6 +17,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import BaseModel, Field
 
 from s3skills.aio import run_sync
+from s3skills.config import check_length
 from s3skills.fs import S3Backend
 from s3skills.runner import ScriptRunner
 from s3skills.tenancy import thread_skills
@@ -58,7 +60,15 @@ def script_tool(backend: S3Backend, runner: ScriptRunner | None = None) -> BaseT
     """
     the_runner = runner or ScriptRunner(backend)
 
+    limits = backend.skills.config.limits
+
     async def arun(skill: str, script: str, runtime: ToolRuntime[Any, Any], args: JSONArgs = None) -> str:
+        try:  # the caps of `s3skills.config.Limits`, where the model's arguments enter
+            check_length(str(skill), limits.max_name_chars, "'skill'")
+            check_length(str(script), limits.max_path_chars, "'script'")
+            check_length(json.dumps(args, ensure_ascii=False), limits.max_args_chars, "'args' (as JSON)")
+        except (ValueError, TypeError) as exc:
+            return json.dumps({"ok": False, "error": f"refused: {exc}"})
         state_skills = thread_skills(runtime.state).loaded  # client input: validated
         # Deduplicated: inside a run the backend sees the state's skills too, and a skill
         # listed twice would make its folder name look ambiguous (`calc` for `tools/calc`).

@@ -20,6 +20,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from langgraph.types import Command
 
 from s3skills.aio import run_sync
+from s3skills.config import bounded_query, check_length
 from s3skills.errors import S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
@@ -212,14 +213,13 @@ def _list_page(
     end = start + len(lines)
     head = f"Skills {start + 1}-{end} of {total}"
     if query:
-        head += f", best matches for {query!r} first"
+        head += f", best matches for {render.shorten(query, 200)!r} first"
     if category:
         head += f", category {category!r}"
     tail = ""
     if end < total:
-        again = ", ".join(
-            [*([f"query={query!r}"] if query else []), *([f"category={category!r}"] if category else []), ""]
-        )
+        same = f"query={query!r}" if len(query or "") <= 200 else "the same query"
+        again = ", ".join([*([same] if query else []), *([f"category={category!r}"] if category else []), ""])
         tail = f"\n\n{total - end} more: call list_skills with {again}cursor={str(end)!r} for the next page."
     return f"{head}:\n\n" + "\n".join(lines) + tail
 
@@ -250,11 +250,16 @@ def skill_tools(
             prompt middleware uses, so a search and the index agree. Lexical by default.
     """
     library = backend.skills.with_registry(registry)
+    limits = library.config.limits  # input caps (`s3skills.config.Limits`), applied where arguments enter
     listed = _tool_names(agent_tools)
     names = set(listed) if listed is not None else None
     default_category = category
 
     async def acargar(skill_path: str, runtime: ToolRuntime[Any, Any]) -> Command[Any] | str:
+        try:
+            check_length(str(skill_path), limits.max_name_chars, "'skill_path'")
+        except ValueError as exc:
+            return f"Error: {exc}"
         state = runtime.state or {}
         loaded = list(thread_skills(state).loaded)  # client input: validated
         call_id = str(runtime.tool_call_id)
@@ -266,10 +271,16 @@ def skill_tools(
         return run_sync(acargar(skill_path, runtime))
 
     async def alist(query: str | None = None, category: str | None = None, cursor: str | None = None) -> str:
+        query, cut = bounded_query(query or "", limits.max_query_chars)
+        try:
+            for value, what in ((category, "'category'"), (cursor, "'cursor'")):
+                check_length(value or "", limits.max_name_chars, what)
+        except ValueError as exc:
+            return f"Error: {exc}"
         try:
             tenant = library.tenant()
             page = await library.asearch(
-                query or "",
+                query,
                 limit=page_size,
                 cursor=cursor,
                 category=category or default_category,
@@ -282,12 +293,17 @@ def skill_tools(
         if not page.skills:
             return "No skills found." if page.total == 0 else "No more skills."
         start = int(cursor) if cursor else 0
-        return _list_page(page.skills, start, page.total, query, category, budget_chars)
+        listing = _list_page(page.skills, start, page.total, query, category, budget_chars - (300 if cut else 0))
+        return f"Note: {cut}.\n\n{listing}" if cut else listing
 
     def list_(query: str | None = None, category: str | None = None, cursor: str | None = None) -> str:
         return run_sync(alist(query, category, cursor))
 
     async def aread(name: str) -> str:
+        try:
+            check_length(str(name), limits.max_name_chars, "'name'")
+        except ValueError as exc:
+            return f"Error: {exc}"
         try:
             return await library.ainstructions(name)
         except S3SkillsError as exc:

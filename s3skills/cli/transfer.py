@@ -234,6 +234,9 @@ def _warn_notes(ctx: Context, report: PushReport, directory: str, *, verbose: bo
         ctx.warn(f"note: {item.path} {would} replaced: {item.reason}")
     if report.disabled:
         ctx.warn(f"kept disabled (use --enable to enable): {', '.join(report.disabled)}")
+    if report.kept_nested:
+        kept = "would keep" if report.dry_run else "kept"
+        ctx.warn(f"{kept} the nested skill(s) {_names(report.kept_nested)}: a skill is one folder; remove them by name")
 
 
 def _pushed_problems(report: PushReport) -> Tally:
@@ -307,6 +310,7 @@ def push_command(
                 enable=enable,
                 bucket_may_be_missing=create_bucket,
                 progress=report_progress,
+                layout=ctx.layout,
             )
     except PushRefused as exc:
         refused = exc.report

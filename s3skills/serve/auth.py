@@ -11,13 +11,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
-import stat
 from pathlib import Path
 
 from mcp.server.auth.provider import AccessToken
 
-from s3skills.paths import check_identity
+from s3skills.paths import check_identity, read_private_file
 
 __all__ = ["JsonFileTokenVerifier", "user_of_token"]
 
@@ -34,27 +32,13 @@ def user_of_token(token: AccessToken) -> str:
 
 
 def _read_private(path: Path) -> str:
-    """The text of a tokens file that only its owner can write (opened without following a symlink).
+    """The text of a tokens file that only this process's user can have written (`read_private_file`).
 
     Raises:
-        ValueError: Unreadable, a symlink, not a regular file, or writable by group or others.
+        ValueError: Unreadable, a symlink, not a regular file, owned by another user,
+            writable by group or others, too large, or not UTF-8.
     """
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        raise ValueError(f"Cannot read the tokens file {str(path)!r}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise ValueError(f"The tokens file {str(path)!r} is not a regular file")
-        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise ValueError(
-                f"The tokens file {str(path)!r} can be written by group or others (mode "
-                f"{stat.S_IMODE(info.st_mode):o}), so anyone could add a token for any user: run chmod 600 on it"
-            )
-        data = f.read(_MAX_TOKENS_BYTES + 1)
-    if len(data) > _MAX_TOKENS_BYTES:
-        raise ValueError(f"The tokens file {str(path)!r} is larger than {_MAX_TOKENS_BYTES} bytes")
+    data = read_private_file(path, max_bytes=_MAX_TOKENS_BYTES, what="the tokens file")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
@@ -72,14 +56,15 @@ class JsonFileTokenVerifier:
     in constant time, each user id is checked when the file is loaded, and the file is
     read once. Use a real verifier (OAuth, JWT) when tokens must expire or be revoked.
     Whoever can write the file can make any token stand for any user, so a file that
-    group or others may write (or a symlink) is refused: `chmod 600` it.
+    another user owns, that group or others may write, or a symlink is refused: own it
+    and `chmod 600` it.
 
     Args:
         path: The JSON file.
 
     Raises:
-        ValueError: The file is writable by group or others, a symlink, not a regular
-            file, or not a JSON object of non-empty string tokens to valid user ids.
+        ValueError: The file is owned by another user, writable by group or others, a
+            symlink, not a regular file, or not a JSON object of non-empty string tokens to valid user ids.
     """
 
     def __init__(self, path: str | Path) -> None:

@@ -133,6 +133,7 @@ class SkillsServer:
             (`LibrarySkillSource`).
         ranker: Who ranks the tools face's `list_skills(query)` (`s3skills.skills.Ranker`);
             the lexical one by default.
+        limiter: The tools face's `s3skills.serve.fairshare.TenantLimiter` (servers may share one).
     """
 
     def __init__(
@@ -147,6 +148,7 @@ class SkillsServer:
         name: str = "s3skills",
         tools: bool = False,
         ranker: Ranker | None = None,
+        limiter: Any = None,
     ) -> None:
         if page_size < 1:
             raise ValueError("page_size must be at least 1")
@@ -184,7 +186,7 @@ class SkillsServer:
         if tools:
             from s3skills.serve.tools import SkillTools
 
-            self.tools = SkillTools(self, ranker=ranker)
+            self.tools = SkillTools(self, ranker=ranker, limiter=limiter)
             self.tools.register(self.server)
 
     # -- who and what ---------------------------------------------------------------------

@@ -14,6 +14,12 @@ Everything goes through the same `SkillLibrary` as the agent: disabled skills do
 exist, a nested skill's files belong to the nested skill only, reads are bounded. Skills
 whose names the extension refuses are served here too (they have no other way out).
 A problem with a call (unknown skill, missing file) is a tool result with `isError`.
+
+Arguments are bounded where they enter (`s3skills.config.Limits` of the library): a
+`list_skills` query over `max_query_chars` is cut to it and the result says so; a name
+over `max_name_chars`, a path over `max_path_chars`, or a prompt argument over
+`max_query_chars` is refused with an error naming the cap. A query is ranked off the
+event loop, in the tenant's own queue (`s3skills.serve.fairshare`).
 """
 
 from __future__ import annotations
@@ -28,9 +34,11 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
+from s3skills.config import bounded_query, check_length
 from s3skills.errors import FileTooLarge, InvalidPath, NotFound, SkillError
 from s3skills.ids import SKILL_FILE
 from s3skills.serve.entries import mime_type, text_or_none, uri_of
+from s3skills.serve.fairshare import TenantBusy, TenantLimiter, asearch_fair
 from s3skills.serve.library_source import MAX_FILE_BYTES
 from s3skills.skills import Ranker, SkillLibrary
 from s3skills.tenancy import Tenant
@@ -106,7 +114,7 @@ def _failed(message: str) -> types.CallToolResult:
     return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
 
 
-def _arg(arguments: dict[str, Any], name: str, *, required: bool) -> str | None:
+def _arg(arguments: dict[str, Any], name: str, *, required: bool, cap: int | None = None) -> str | None:
     value = arguments.get(name)
     if value is None or value == "":
         if required:
@@ -114,7 +122,7 @@ def _arg(arguments: dict[str, Any], name: str, *, required: bool) -> str | None:
         return None
     if not isinstance(value, str):
         raise ValueError(f"'{name}' must be a string")
-    return value
+    return check_length(value, cap, f"'{name}'") if cap is not None else value
 
 
 class SkillTools:
@@ -123,18 +131,26 @@ class SkillTools:
     Args:
         skills: The server (its user resolution, page size and source are used).
         ranker: Who ranks `list_skills(query)` (`s3skills.skills.Ranker`); lexical by default.
+        limiter: Where queries are ranked (`TenantLimiter`); by default one sized by the
+            library's `Limits.tenant_cpu_calls` and `tenant_cpu_queue`.
 
     Raises:
         TypeError: The server's source has no `library` and `tenant_of` (not a `LibrarySkillSource`).
     """
 
-    def __init__(self, skills: SkillsHost, *, ranker: Ranker | None = None) -> None:
+    def __init__(
+        self, skills: SkillsHost, *, ranker: Ranker | None = None, limiter: TenantLimiter | None = None
+    ) -> None:
         library = getattr(skills.source, "library", None)
         if not isinstance(library, SkillLibrary) or not callable(getattr(skills.source, "tenant_of", None)):
             raise TypeError("The tools face needs a LibrarySkillSource (a source with a SkillLibrary)")
         self.skills = skills
         self.library: SkillLibrary = library
         self.ranker = ranker
+        self.limits = library.config.limits
+        self.limiter = limiter or TenantLimiter(
+            per_tenant=self.limits.tenant_cpu_calls, queue=self.limits.tenant_cpu_queue
+        )
 
     def register(self, server: Server[Any]) -> None:
         """Add `tools/list`, `tools/call`, `prompts/list` and `prompts/get` to `server`."""
@@ -159,14 +175,16 @@ class SkillTools:
             raise MCPError(code=INVALID_PARAMS, message=f"Unknown tool {params.name!r}: use {', '.join(TOOL_NAMES)}")
         tenant = await self.skills.call(_now(self._tenant, ctx))
         arguments = params.arguments or {}
+        names, paths = self.limits.max_name_chars, self.limits.max_path_chars
         try:
             if params.name == "list_skills":
-                query, cursor = _arg(arguments, "query", required=False), _arg(arguments, "cursor", required=False)
-                work = self._list(tenant, query or "", cursor)
+                query = _arg(arguments, "query", required=False)
+                work = self._list(tenant, query or "", _arg(arguments, "cursor", required=False, cap=names))
             elif params.name == "load_skill":
-                work = self._load(tenant, str(_arg(arguments, "name", required=True)))
+                work = self._load(tenant, str(_arg(arguments, "name", required=True, cap=names)))
             else:
-                name, path = _arg(arguments, "name", required=True), _arg(arguments, "path", required=True)
+                name = _arg(arguments, "name", required=True, cap=names)
+                path = _arg(arguments, "path", required=True, cap=paths)
                 work = self._read(tenant, str(name), str(path))
         except ValueError as exc:
             return _failed(f"Invalid arguments for {params.name}: {exc}")
@@ -174,19 +192,30 @@ class SkillTools:
         return result
 
     async def _list(self, tenant: Tenant, query: str, cursor: str | None) -> types.CallToolResult:
+        query, cut = bounded_query(query, self.limits.max_query_chars)
         try:
-            page = await self.library.asearch(
-                query, limit=self.skills.page_size, cursor=cursor, tenant=tenant, ranker=self.ranker
+            page = await asearch_fair(
+                self.library,
+                self.limiter,
+                query,
+                tenant=tenant,
+                limit=self.skills.page_size,
+                cursor=cursor,
+                ranker=self.ranker,
             )
-        except InvalidPath as exc:
+        except (InvalidPath, TenantBusy) as exc:
             return _failed(str(exc))
         rows = [{"id": s.id, "name": s.metadata.name, "description": s.metadata.description} for s in page.skills]
-        lines = [f"{len(page.skills)} of {page.total} skills" + (f" for {query!r}" if query else "") + ":"]
+        shown = query if len(query) <= 200 else query[:200] + "..."
+        lines = [f"Note: {cut}."] if cut else []
+        lines.append(f"{len(page.skills)} of {page.total} skills" + (f" for {shown!r}" if query else "") + ":")
         lines += [f"- {r['id']}: {r['description']}" for r in rows]
         if page.next_cursor:
             lines.append(f"More: call list_skills with cursor={page.next_cursor!r}.")
         lines.append("Load one with load_skill(name) before following it.")
         structured: dict[str, Any] = {"skills": rows, "total": page.total}
+        if cut:
+            structured["queryTruncated"] = cut
         if page.next_cursor:
             structured["nextCursor"] = page.next_cursor
         return types.CallToolResult(content=[types.TextContent(text="\n".join(lines))], structured_content=structured)
@@ -246,6 +275,12 @@ class SkillTools:
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
     ) -> types.GetPromptResult:
+        try:
+            check_length(params.name, self.limits.max_name_chars, "The prompt name")
+            for key, value in (params.arguments or {}).items():
+                check_length(f"{key}{value}", self.limits.max_query_chars, f"The prompt argument {key[:40]!r}")
+        except ValueError as exc:
+            raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         tenant = await self.skills.call(_now(self._tenant, ctx))
         skill = await self.skills.call(self.library.aget(params.name, tenant=tenant))
         text = await self.skills.call(self.library.askill_md(skill.id, tenant=tenant))

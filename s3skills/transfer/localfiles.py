@@ -26,10 +26,22 @@ def mib(size: int) -> str:
 
 
 def resolved_link(path: Path) -> Path | None:
-    """Where a symlink leads (resolved all the way), or None for a symlink loop."""
+    """Where a symlink leads (resolved all the way), or None for a symlink loop.
+
+    A broken link leads to the missing path it names. The strict resolution tells a loop
+    apart on every Python: 3.11 raises RuntimeError, 3.13 OSError (ELOOP), while 3.13's
+    non-strict `resolve()` hands a looping link back unresolved, as if it led somewhere.
+    """
     try:
+        return path.resolve(strict=True)
+    except RuntimeError:  # Python < 3.13: a loop
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # Python >= 3.13: a loop
+            return None
+    try:  # missing (a broken link) or unreadable on the way: where it points, for the caller's checks
         return path.resolve()
-    except (RuntimeError, OSError):  # Python 3.11 raises RuntimeError on a loop, 3.13 OSError
+    except (RuntimeError, OSError):
         return None
 
 

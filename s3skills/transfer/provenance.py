@@ -10,10 +10,18 @@ A remote `SKILL.md` with no recorded source (created with `s3skills create`, edi
 folder takes `replace=True` (the CLI's `--replace`).
 
 A pull records where each folder came from, in `PULL_RECORD` at the destination's root:
-the ETag of each pulled `SKILL.md`, by folder. A push of a folder so recorded replaces
-the library's copy without a conflict while that copy is still the one pulled (same
-ETag), so pull -> edit -> push just works; a copy pushed by someone else since the pull
-is still a conflict.
+the ETag of each pulled `SKILL.md`, by folder, with the bucket and library prefix it
+came from. A push of a folder so recorded replaces the library's copy without a
+conflict while that copy is still the one pulled (same ETag), so pull -> edit -> push
+just works; a copy pushed by someone else since the pull is still a conflict.
+
+The record is a local input that lifts a guard, so a push trusts it only when it is
+where the pull wrote it and only the pushing user could have written it: in the pushed
+folder itself (never a parent: a record planted in a shared folder such as the system
+temporary folder proves nothing), a regular file owned by the current user and not
+writable by group or others (`s3skills.paths.read_private_file`), and each entry only
+for the bucket and library prefix being pushed to. Anything else is ignored: the push
+then reports a conflict and asks for `--replace`, as without a record.
 
 A remote `enabled: false` survives a push: the `SKILL.md` written is the local one with
 `enabled: false`, rendered as `s3skills disable` renders it, so pushing an unchanged tree
@@ -28,6 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from s3skills.paths import read_private_file
 from s3skills.skills import InvalidSkill, parse_skill_md, render_skill_md
 
 __all__ = [
@@ -86,10 +95,11 @@ def keep_disabled(local: bytes, leaf: str) -> bytes:
     return render_skill_md(meta, parsed.body).encode("utf-8")
 
 
-def merge_pull_record(old: bytes | None, prefix: str, pulled: Mapping[str, str]) -> bytes:
+def merge_pull_record(old: bytes | None, prefix: str, pulled: Mapping[str, str], *, bucket: str) -> bytes:
     """The pull record after a pull of `pulled` (folder relative to the destination -> ETag).
 
-    Entries of an earlier pull (`old`, ignored when unreadable) are kept unless pulled again.
+    Entries of an earlier pull (`old`, ignored when unreadable) are kept unless pulled
+    again; each entry names the bucket and library prefix it was pulled from.
     """
     skills: dict[str, object] = {}
     if old is not None:
@@ -100,39 +110,40 @@ def merge_pull_record(old: bytes | None, prefix: str, pulled: Mapping[str, str])
         if isinstance(parsed, dict) and isinstance(parsed.get("skills"), dict):
             skills.update(parsed["skills"])
     for folder, etag in pulled.items():
-        skills[folder] = {"etag": etag, "prefix": prefix}
+        skills[folder] = {"etag": etag, "prefix": prefix, "bucket": bucket}
     return (json.dumps({"version": 1, "skills": dict(sorted(skills.items()))}, indent=2) + "\n").encode()
 
 
-def pulled_etags(folders: Mapping[str, Path]) -> dict[str, str]:
-    """The ETag each skill folder was pulled at (skill id -> ETag), from the nearest pull record.
+def pulled_etags(root: Path, folders: Mapping[str, str], *, prefix: str, bucket: str) -> dict[str, str]:
+    """The ETag each skill folder was pulled at (skill id -> ETag), from the pushed folder's record.
 
-    Each folder's ancestors are searched for `PULL_RECORD`; the nearest one that names
-    the folder wins. Unreadable records count as absent (a push then reports a conflict).
+    Only `root / PULL_RECORD` is read (the pushed folder itself, never a parent), and
+    only when the current user owns it and group and others cannot write it; an entry
+    counts only for this `bucket` and library `prefix` (records written before entries
+    named their bucket count for none). Anything unreadable or refused counts as absent:
+    the push then reports a conflict.
+
+    Args:
+        root: The pushed folder.
+        folders: Skill id -> its folder relative to `root` (`LocalTree.mapping`).
+        prefix: The library prefix pushed to.
+        bucket: The bucket pushed to.
     """
-    records: dict[Path, dict[str, object] | None] = {}
-
-    def record(at: Path) -> dict[str, object] | None:
-        if at not in records:
-            path = at / PULL_RECORD
-            data: dict[str, object] | None = None
-            try:
-                if path.is_file() and not path.is_symlink() and path.stat().st_size <= _MAX_RECORD_BYTES:
-                    parsed = json.loads(path.read_bytes())
-                    if isinstance(parsed, dict) and isinstance(parsed.get("skills"), dict):
-                        data = parsed["skills"]
-            except (OSError, ValueError):
-                data = None
-            records[at] = data
-        return records[at]
-
+    try:
+        parsed = json.loads(read_private_file(root / PULL_RECORD, max_bytes=_MAX_RECORD_BYTES, what="the pull record"))
+    except ValueError:  # absent, planted by someone else, writable by others, too large or not JSON
+        return {}
+    skills = parsed.get("skills") if isinstance(parsed, dict) else None
+    if not isinstance(skills, dict):
+        return {}
     out: dict[str, str] = {}
     for skill_id, folder in folders.items():
-        real = folder.expanduser().resolve()
-        for at in real.parents:
-            skills = record(at)
-            entry = skills.get(real.relative_to(at).as_posix()) if skills is not None else None
-            if isinstance(entry, dict) and isinstance(entry.get("etag"), str):
-                out[skill_id] = entry["etag"]
-                break
+        entry = skills.get(folder) if folder else None
+        if (
+            isinstance(entry, dict)
+            and isinstance(entry.get("etag"), str)
+            and entry.get("prefix") == prefix
+            and entry.get("bucket") == bucket
+        ):
+            out[skill_id] = entry["etag"]
     return out

@@ -76,14 +76,15 @@ def _open_dir(dest: Path, parts: list[str], *, create: bool) -> int:
     return fd
 
 
-def _write_atomic(dest: Path, rel: str, data: bytes) -> None:
-    """Write `dest/rel` through a fresh, unpredictable temporary name, then rename it."""
+def _write_atomic(dest: Path, rel: str, data: bytes, mode: int = 0o666) -> None:
+    """Write `dest/rel` through a fresh, unpredictable temporary name, then rename it
+    (created with `mode`, less the umask)."""
     *folders, name = rel.split("/")
     fd = _open_dir(dest, folders, create=True)
     try:
         _check_leaf(fd, name)
         tmp = f".{name}.{secrets.token_hex(8)}.s3skills-tmp"
-        out = os.open(tmp, _TMP_FLAGS, 0o666, dir_fd=fd)
+        out = os.open(tmp, _TMP_FLAGS, mode, dir_fd=fd)
         try:
             with os.fdopen(out, "wb") as handle:
                 handle.write(data)
@@ -223,12 +224,16 @@ async def apull_tree(
 
     await gather_limited([download(obj, target) for obj, target in wanted], concurrency)
     report.downloaded.sort(key=lambda item: item.path)
-    await asyncio.to_thread(_record_pull, real, prefix, objects, report)
+    await asyncio.to_thread(_record_pull, real, prefix, store.bucket, objects, report)
     return report
 
 
-def _record_pull(dest: Path, prefix: str, objects: list[ObjectInfo], report: PullReport) -> None:
-    """Note in `PULL_RECORD` the ETag of each `SKILL.md` now in `dest` as the library has it."""
+def _record_pull(dest: Path, prefix: str, bucket: str, objects: list[ObjectInfo], report: PullReport) -> None:
+    """Note in `PULL_RECORD` the ETag of each `SKILL.md` now in `dest` as the library has it.
+
+    Written never group- or other-writable (0o644 whatever the umask), as a push trusts it
+    only then (`s3skills.transfer.provenance.pulled_etags`).
+    """
     now_local = {item.path for item in (*report.downloaded, *report.skipped)}
     pulled = {
         str(sid): obj.etag
@@ -248,7 +253,7 @@ def _record_pull(dest: Path, prefix: str, objects: list[ObjectInfo], report: Pul
     except OSError:
         old = None
     try:
-        _write_atomic(dest, PULL_RECORD, merge_pull_record(old, prefix, pulled))
+        _write_atomic(dest, PULL_RECORD, merge_pull_record(old, prefix, pulled, bucket=bucket), 0o644)
     except (InvalidPath, OSError) as exc:
         report.refused.append(Item(PULL_RECORD, f"the pull record was not written: {exc}"))
 

@@ -18,7 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from s3skills._loop import gather_limited, io_bound, sync_method
 from s3skills.errors import BucketNotFound, FileTooLarge, NotFound, S3SkillsError, SkillError
-from s3skills.ids import SKILL_FILE, SkillId
+from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.layout import KeyLayout
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
@@ -77,6 +77,23 @@ def _remote_skills(objects: Iterable[ObjectInfo], prefix: str) -> set[str]:
     return {str(sid) for o in objects if (sid := SkillId.from_key(o.key, prefix)) is not None}
 
 
+def _nested_kept(remote_ids: set[str], pushed: set[str]) -> set[str]:
+    """The library's skills nested in another skill's folder that a mirror keeps.
+
+    The rule of `rm` (`s3skills.ids.nested_in`): a `SKILL.md` ends a skill, so a folder
+    inside a skill that holds its own `SKILL.md` is another skill, never a file of the
+    outer one; `delete` mirrors the pushed skills and leaves those alone (unless the
+    nested skill is itself one of the pushed skills).
+    """
+    by_outer: dict[str, list[str]] = {}
+    for sid in remote_ids:
+        if "/" in sid:  # ids have at most two segments: only a top-level skill can hold another
+            by_outer.setdefault(sid.split("/", 1)[0], []).append(sid)
+    skills = remote_ids | pushed
+    kept = {n for outer, ids in by_outer.items() if outer in skills for n in nested_in(outer, ids)}
+    return kept - pushed
+
+
 def _layout_conflicts(local: Iterable[str], remote: set[str]) -> list[Item]:
     """Local skills whose id would nest in, or swallow, a remote skill's folder."""
     out = []
@@ -119,7 +136,8 @@ async def _plan_skill_md(
     """
     overrides: dict[str, bytes] = {}
     unchanged: set[str] = set()
-    pulled = await asyncio.to_thread(pulled_etags, {f.skill: tree.skills[f.skill] for f in candidates})
+    folders = {f.skill: tree.mapping[f.skill] for f in candidates}
+    pulled = await asyncio.to_thread(pulled_etags, tree.root, folders, prefix=prefix, bucket=store.bucket)
 
     async def check(f: LocalFile) -> None:
         leaf = SkillId.parse(f.skill).leaf
@@ -175,6 +193,7 @@ async def apush_tree(
     progress: Progress | None = None,
     concurrency: int = 16,
     max_file_bytes: int = MAX_FILE_BYTES,
+    layout: KeyLayout | None = None,
 ) -> PushReport:
     """Upload a local tree of skills to the library at `prefix`.
 
@@ -188,7 +207,9 @@ async def apush_tree(
         category: Put every skill in this category instead of the one the rule picks.
         delete: Mirror: also remove remote files of the pushed skills that are not
             in the tree, and the remote skills that are not in the tree. When `source`
-            is itself a skill folder, only the pushed skills are mirrored.
+            is itself a skill folder, only the pushed skills are mirrored. A skill
+            nested in another skill's folder in the library (`pdf/inner/SKILL.md`) is a
+            separate skill, as for `rm`: never deleted, listed in `report.kept_nested`.
         dry_run: Compute the report, write nothing (the remote `SKILL.md` of changed
             skills is still read, to report conflicts and disabled skills; conflicts are
             listed in the report instead of raising).
@@ -204,6 +225,9 @@ async def apush_tree(
         progress: Called as `progress(path, done, total)` after each upload/deletion.
         concurrency: Uploads in flight.
         max_file_bytes: Larger files are refused.
+        layout: The key layout `prefix` belongs to (`KeyLayout()` by default): the
+            library's derived data (manifest, digest book) is written at this layout's
+            keys (`KeyLayout.manifest_key`), and not at all where it has none.
 
     Returns:
         What was uploaded, skipped, deleted, refused and ignored, and the conflicts.
@@ -269,16 +293,25 @@ async def apush_tree(
     deletions: list[str] = []
     if delete:
         mirrored = set(report.skills) | (set() if tree.is_skill_folder else remote_ids)
+        kept = _nested_kept(remote_ids, set(report.skills))
         local_keys = set(keys.values())
         for key in sorted(remote):
             rel = key[len(prefix) :]
             if key in local_keys or any(_covers(p, rel) for p in protected) or skill_of(rel, mirrored) is None:
                 continue
+            if (inner := skill_of(rel, kept)) is not None:  # a separate skill, as `rm` keeps it
+                report.kept_nested.append(inner)
+                continue
             deletions.append(key)
             report.deleted.append(Item(rel, "not in the local tree", remote[key].size))
+        report.kept_nested = sorted(set(report.kept_nested))
     if dry_run:
         return report
-    await _write(store, prefix, tree, uploads, deletions, keys, overrides, progress, concurrency, max_file_bytes)
+    records, skill_mds = await _write(
+        store, prefix, tree, uploads, deletions, keys, overrides, progress, concurrency, max_file_bytes
+    )
+    written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
+    await _note_derived(store, prefix, layout or KeyLayout(), records, skill_mds, written, deletions)
     return report
 
 
@@ -293,7 +326,9 @@ async def _write(
     progress: Progress | None,
     concurrency: int,
     max_file_bytes: int,
-) -> None:
+) -> tuple[dict[str, Record], dict[str, tuple[bytes, str]]]:
+    """Upload and delete; returns the digest records of the files written and, by skill id,
+    each `SKILL.md` stored with its ETag."""
     total, done = len(uploads) + len(deletions), 0
     records: dict[str, Record] = {}
     skill_mds: dict[str, tuple[bytes, str]] = {}  # skill id -> the SKILL.md bytes stored, its ETag
@@ -338,13 +373,29 @@ async def _write(
         done += len(batch)
         if progress is not None:
             progress(batch[-1][len(prefix) :], done, total)
+    return records, skill_mds
+
+
+async def _note_derived(
+    store: ObjectStore,
+    prefix: str,
+    layout: KeyLayout,
+    records: dict[str, Record],
+    skill_mds: dict[str, tuple[bytes, str]],
+    written: list[str],
+    deletions: list[str],
+) -> None:
+    """Record a push in the library's derived data, at `layout`'s keys (none where it has none)."""
+    try:
+        manifest_key = layout.manifest_key(prefix)
+    except ValueError:  # this layout keeps no derived data for the prefix: readers list it
+        return
     # The digest book records what was written, so an MCP server never reads it back to hash it.
-    await DigestBooks(store, KeyLayout()).aremember(prefix, records)
+    await DigestBooks(store, layout).aremember(prefix, records)
     # The library's manifest (its one-request index) records the pushed and removed skills,
     # from the bytes just written (created from a listing if the library had none).
-    written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
     touched = {str(sid) for k in [*written, *deletions] if (sid := SkillId.from_key(k, prefix)) is not None}
-    await anote_changed(store, prefix, touched, written=skill_mds)
+    await anote_changed(store, prefix, touched, manifest_key=manifest_key, written=skill_mds)
 
 
 push_tree = sync_method(apush_tree)

@@ -34,6 +34,8 @@ class PushReport:
         uploaded: Files written (`new` or `changed`); with `dry_run`, to be written.
         skipped: Files already up to date.
         deleted: Remote files removed by `delete` (or to be removed).
+        kept_nested: Skills of the library nested in the folder of a mirrored skill
+            (`pdf/inner` in `pdf`), which `delete` keeps: a skill is one folder (as `rm`).
         refused: Local files (or skills) left out, with the reason.
         ignored: Junk and files outside any skill.
         problems: `SKILL.md` problems of the pushed skills.
@@ -59,6 +61,7 @@ class PushReport:
     uploaded: list[Item] = field(default_factory=list)
     skipped: list[Item] = field(default_factory=list)
     deleted: list[Item] = field(default_factory=list)
+    kept_nested: list[str] = field(default_factory=list)
     refused: list[Item] = field(default_factory=list)
     ignored: list[Item] = field(default_factory=list)
     problems: list[Finding] = field(default_factory=list)

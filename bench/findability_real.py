@@ -1,0 +1,472 @@
+"""Findability on real skills: is the right one in the agent's view when a user asks for it?
+
+The library is the real-skills corpus (`s3skills.testing.corpus`: 682 skills from 7 public
+repositories), each repository pushed from its root with `--category <short name>` (the
+names are in the request file): a skill's id is `<short>/<folder name>`, as `s3skills push`
+maps it (`s3skills.transfer.localtree.scan_tree`). Skills that push refuses (ambiguous
+folders) are left out and listed in the results (`excluded_skills`); byte-identical copies
+are pushed once. The library is then grown to each `--sizes` entry with the synthetic
+bench's distractors (`findability.put_distractors`), made from the corpus's words.
+
+The requests (`findability_real_data/requests.json`) are written by hand as users type them,
+split dev/test by skill; should-not requests (`target: null`) name the skill they sound
+close to (`near_miss_of`). For each ranker and size, through the real code paths (SKILL.md
+objects in an in-memory store, `SkillsPromptMiddleware.build_prompt`, the `list_skills` tool):
+
+- **index**: the target is in the prompt index with its description (and, second, by id);
+- **search**: the target is on page 1 of `list_skills(query=<request>)`;
+- **rank**: its position in the order the index uses (`ranked_for`): top 1, 10, 50;
+- **should-not**: how often the near-miss skill is ranked first, or shown with its description;
+- **CPU**: process time of each warm `build_prompt` (median and spread over every request).
+
+Every sample goes to a JSON file (`bench/results/`, gitignored, or `--out`) with the commit,
+the machine and the load average; a table is printed. The exit status is 0 unless something
+fails to run: quality is reported, never enforced here.
+
+    python bench/findability_real.py                           # dev split, the corpus and 10,000
+    python bench/findability_real.py --split test              # the held-out split
+    python bench/findability_real.py --sizes corpus --ranker default --ranker no-sketch
+    python bench/findability_real.py --ranker "bm25:name=2,description=1,sketch=0.5,b.sketch=0.75"
+    python bench/findability_real.py --list-rankers
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import findability  # the synthetic bench: its library layout, distractors and checks
+from langchain_core.messages import HumanMessage
+
+from s3skills.fs import S3Backend
+from s3skills.middleware import SkillsPromptMiddleware
+from s3skills.middleware.skills_prompt import ranked_for
+from s3skills.skills import Ranker, SkillInfo, usage
+from s3skills.skills.ranking.matching import Bm25Index
+from s3skills.storage import RequestCounter
+from s3skills.testing import MemoryObjectStore
+from s3skills.testing.corpus import real_repositories
+from s3skills.tools import skill_tools
+from s3skills.transfer.localtree import scan_tree
+
+__all__ = [
+    "PRESETS",
+    "REQUESTS",
+    "Corpus",
+    "FieldWeightsRanker",
+    "RealRequest",
+    "build_real_library",
+    "load_corpus",
+    "load_requests",
+    "main",
+    "make_variant",
+    "measure",
+    "split_of",
+]
+
+BENCH = Path(__file__).resolve().parent
+REQUESTS = BENCH / "findability_real_data" / "requests.json"
+RESULTS = BENCH / "results"
+SPLIT_SALT = "findability-real:"
+
+
+@dataclass(frozen=True)
+class RealRequest:
+    """One hand-written request: the skill it should find (or, for a should-not, the near miss)."""
+
+    id: str
+    repo: str
+    folder: str
+    target: str | None
+    near_miss_of: str | None
+    split: str
+    query: str
+
+
+def split_of(skill_id: str) -> str:
+    """The split of every request about `skill_id` (its target or near miss): dev or test, by hash."""
+    digest = int(hashlib.sha256(f"{SPLIT_SALT}{skill_id}".encode()).hexdigest(), 16)
+    return "dev" if digest % 2 == 0 else "test"
+
+
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "id": str,
+    "repo": str,
+    "folder": str,
+    "target": (str, type(None)),
+    "near_miss_of": (str, type(None)),
+}
+
+
+def load_requests(path: Path = REQUESTS) -> tuple[dict[str, str], list[RealRequest]]:
+    """The request file: repository -> short name (its category), and the requests.
+
+    Raises:
+        ValueError: The file is not what `findability_real_data/requests.json` holds: a
+            request with a missing, extra or mistyped field, a split other than dev/test, a
+            target and a near miss both or neither, or an id used twice (the message names it).
+    """
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        repositories, items = doc["repositories"], doc["requests"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a request file ({exc})") from None
+    if not isinstance(repositories, dict) or not isinstance(items, list):
+        raise ValueError(f"{path}: 'repositories' must be an object and 'requests' a list")
+    out: list[RealRequest] = []
+    seen: set[str] = set()
+    for n, item in enumerate(items):
+        where = f"{path}: request {item.get('id', n) if isinstance(item, dict) else n}"
+        if not isinstance(item, dict) or set(item) != {*_FIELDS, "split", "query"}:
+            raise ValueError(f"{where}: fields must be {sorted({*_FIELDS, 'split', 'query'})}")
+        for name, kind in _FIELDS.items():
+            if not isinstance(item[name], kind):
+                raise ValueError(f"{where}: {name!r} has the wrong type")
+        if item["split"] not in ("dev", "test") or not isinstance(item["query"], str) or not item["query"].strip():
+            raise ValueError(f"{where}: the split must be dev or test and the query a non-empty string")
+        if (item["target"] is None) == (item["near_miss_of"] is None):
+            raise ValueError(f"{where}: give a target or a near_miss_of (for a should-not request), not both")
+        if item["id"] in seen:
+            raise ValueError(f"{where}: the id is used twice")
+        seen.add(item["id"])
+        out.append(RealRequest(**item))
+    return {str(k): str(v) for k, v in repositories.items()}, out
+
+
+@dataclass
+class Corpus:
+    """The corpus as one library: id -> SKILL.md text, where each came from, what was left out."""
+
+    skills: dict[str, str] = field(default_factory=dict)
+    repo_of: dict[str, str] = field(default_factory=dict)
+    folder_of: dict[str, str] = field(default_factory=dict)
+    excluded: list[dict[str, str]] = field(default_factory=list)
+    collapsed: list[dict[str, str]] = field(default_factory=list)
+
+
+def load_corpus(repositories: Mapping[str, str]) -> Corpus:
+    """Every corpus skill under the id `s3skills push --category <short>` gives it, per repository.
+
+    A folder push refuses (an ambiguous id, an invalid one, a fatal `SKILL.md` problem) is
+    in `excluded`; a byte-identical copy of another folder is in `collapsed` (pushed once).
+
+    Raises:
+        KeyError: A corpus repository has no short name in `repositories`.
+    """
+    corpus = Corpus()
+    for repo in real_repositories():
+        tree = scan_tree(repo.root, category=repositories[repo.name])
+        fatal = {f.path for f in tree.problems if f.fatal}
+        for item in tree.refused:
+            if item.path.endswith("SKILL.md"):
+                corpus.excluded.append(
+                    {"repo": repo.name, "folder": item.path[: -len("/SKILL.md")], "why": item.reason}
+                )
+        for item in tree.duplicates:
+            corpus.collapsed.append({"repo": repo.name, "folder": item.path[: -len("/SKILL.md")], "why": item.reason})
+        for skill_id, data in tree.skill_md.items():
+            folder = tree.mapping[skill_id]
+            if f"{folder}/SKILL.md" in fatal:
+                corpus.excluded.append({"repo": repo.name, "folder": folder, "why": "a fatal SKILL.md problem"})
+                continue
+            corpus.skills[skill_id] = data.decode("utf-8", errors="replace")
+            corpus.repo_of[skill_id] = repo.name
+            corpus.folder_of[skill_id] = folder
+    return corpus
+
+
+def build_real_library(store: MemoryObjectStore, corpus: Corpus, size: int, seed: int) -> int:
+    """Put every corpus skill, then distractors up to `size` skills, in `store`; returns the count."""
+    for skill_id, text in corpus.skills.items():
+        store.put_object(f"{findability.PREFIX}{skill_id}/SKILL.md", text)
+    count = max(0, size - len(corpus.skills))
+    findability.put_distractors(store, sorted(corpus.skills.items()), count, random.Random(seed))
+    return len(corpus.skills) + count
+
+
+class FieldWeightsRanker:
+    """BM25F (`Bm25Index`) with its public knobs: field weights, length normalisation, k1.
+
+    A `Ranker` for `SkillsPromptMiddleware(ranker=)` and `skill_tools(ranker=)`; the index is
+    built once per library (recognised by the identities of its `SkillInfo` objects).
+    """
+
+    def __init__(self, weights: Mapping[str, float], b: Mapping[str, float], k1: float) -> None:
+        self.weights, self.b, self.k1 = dict(weights), dict(b), k1
+        self._key: tuple[int, ...] = ()
+        self._held: Sequence[SkillInfo] = ()
+        self._index: Any = None
+
+    def rank(self, query: str, skills: Sequence[SkillInfo]) -> Sequence[tuple[SkillInfo, float]]:
+        """`(skill, score)` pairs for `query`, best first."""
+        key = tuple(map(id, skills))
+        if self._index is None or key != self._key:
+            self._index = Bm25Index(skills, self.weights, b=self.b, k1=self.k1)
+            self._key, self._held = key, list(skills)  # held: the ids stay those objects'
+        return list(self._index.rank(query))
+
+
+def _defaults() -> tuple[dict[str, float], dict[str, float], float]:
+    from s3skills.skills.ranking import matching
+
+    return dict(matching.FIELD_WEIGHTS), dict(matching.FIELD_B), float(matching.K1)
+
+
+PRESETS: dict[str, str] = {
+    "default": "the ranker the middleware uses when given none (LexicalRanker: BM25F, today's weights)",
+    "no-sketch": "bm25 with the sketch field's weight at 0 (name and description only)",
+    "sketch-1": "bm25 with the sketch field's weight at 1.0",
+    "hybrid": "HybridRanker(MiniLMEncoder()): needs the embeddings extra",
+}
+
+
+def make_variant(name: str) -> Ranker | None:
+    """The ranker called `name`: a `PRESETS` name, or `bm25:<field>=<w>,b.<field>=<b>,k1=<k>`
+    (fields `name`, `description`, `sketch`; unnamed ones keep today's values). None is the
+    middleware's own default.
+
+    Raises:
+        ValueError: An unknown name or a malformed spec.
+    """
+    weights, b, k1 = _defaults()
+    if name == "default":
+        return None
+    if name == "hybrid":
+        return findability.make_ranker("hybrid")  # type: ignore[no-any-return]
+    if name == "no-sketch":
+        return FieldWeightsRanker({**weights, "sketch": 0.0}, b, k1)
+    if name == "sketch-1":
+        return FieldWeightsRanker({**weights, "sketch": 1.0}, b, k1)
+    if not name.startswith("bm25:"):
+        raise ValueError(f"unknown ranker {name!r}: one of {', '.join(PRESETS)}, or bm25:<field>=<weight>,...")
+    for part in filter(None, name[len("bm25:") :].split(",")):
+        key, _, value = part.partition("=")
+        key = key.strip()
+        try:
+            number = float(value)
+        except ValueError:
+            raise ValueError(f"{name!r}: {part!r} is not <name>=<number>") from None
+        if key == "k1":
+            k1 = number
+        elif key.startswith("b.") and key[2:] in b:
+            b[key[2:]] = number
+        elif key in weights:
+            weights[key] = number
+        else:
+            raise ValueError(f"{name!r}: unknown parameter {key!r} (name, description, sketch, b.<field>, k1)")
+    return FieldWeightsRanker(weights, b, k1)
+
+
+def _spread(values: Sequence[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    ordered = sorted(values)
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * (len(ordered) - 1) + 0.5))], 3)
+
+    return {"median": round(statistics.median(ordered), 3), "p10": at(0.1), "p90": at(0.9), "min": at(0), "max": at(1)}
+
+
+def _pct(hits: int, total: int) -> float:
+    return round(100 * hits / total, 1) if total else 0.0
+
+
+async def measure(
+    size: int, requests: Sequence[RealRequest], corpus: Corpus, ranker_name: str, budget: int, seed: int
+) -> dict[str, Any]:
+    """Every measure of one ranker at one library size, with a sample per request."""
+    usage.reset_usage()  # no priors from an earlier run of this process
+    store = MemoryObjectStore("bench")
+    skills = build_real_library(store, corpus, size, seed)
+    backend = S3Backend("bench", user_id=findability.USER, store=store, layout=findability.LAYOUT)
+    ranker = make_variant(ranker_name)
+    middleware = SkillsPromptMiddleware(backend, budget_chars=budget, ranker=ranker)
+    list_tool = next(t for t in skill_tools(backend, ranker=ranker) if t.name == "list_skills")
+    library = await backend.skills.aindex()
+    if ranker is not None and hasattr(ranker, "warm"):
+        ranker.warm(library)
+    await middleware.build_prompt({"messages": [HumanMessage("hello")]})  # warm: the ranker's index
+    counter = RequestCounter()
+    store.add_request_hook(counter)
+    samples: list[dict[str, Any]] = []
+    prompt_requests = 0  # S3 requests of the prompt builds only (list_skills makes its own)
+    for request in requests:
+        before = counter.total
+        cpu = time.process_time()
+        prompt = await middleware.build_prompt({"messages": [HumanMessage(request.query)]})
+        cpu_ms = 1000 * (time.process_time() - cpu)
+        prompt_requests += counter.total - before
+        index = prompt.split("### Loaded skills")[0]
+        described = index.split("Also relevant (ids only):")[0]
+        skill = request.target or request.near_miss_of or ""
+        order = [s.id for s in ranked_for(request.query, library, set(), ranker=ranker)[:50]]
+        page = str(await list_tool.ainvoke({"query": request.query}))
+        samples.append(
+            {
+                "id": request.id,
+                "skill": skill,
+                "should_trigger": request.target is not None,
+                "rank": order.index(skill) + 1 if skill in order else None,
+                "top1": order[0] if order else None,
+                "in_index": findability._named(skill, index),
+                "described": findability._named(skill, described),
+                "on_first_page": findability._named(skill, page),
+                "cpu_ms": round(cpu_ms, 3),
+            }
+        )
+    store.remove_request_hook(counter)
+    return _summary(size, skills, ranker_name, samples, prompt_requests)
+
+
+def _summary(size: int, skills: int, ranker_name: str, samples: list[dict[str, Any]], requests: int) -> dict[str, Any]:
+    hits = [s for s in samples if s["should_trigger"]]
+    misses = [s for s in samples if not s["should_trigger"]]
+    ranked = [s["rank"] or 10**9 for s in hits]
+    return {
+        "ranker": ranker_name,
+        "size": size,
+        "skills": skills,
+        "requests": len(hits),
+        "should_not_requests": len(misses),
+        "in_index_with_description": _pct(sum(s["described"] for s in hits), len(hits)),
+        "in_index": _pct(sum(s["in_index"] for s in hits), len(hits)),
+        "on_first_search_page": _pct(sum(s["on_first_page"] for s in hits), len(hits)),
+        "top1": _pct(sum(r <= 1 for r in ranked), len(hits)),
+        "top10": _pct(sum(r <= 10 for r in ranked), len(hits)),
+        "top50": _pct(sum(r <= 50 for r in ranked), len(hits)),
+        "false_trigger_top1": _pct(sum(s["rank"] == 1 for s in misses), len(misses)),
+        "false_trigger_described": _pct(sum(s["described"] for s in misses), len(misses)),
+        "prompt_build_cpu_ms": _spread([s["cpu_ms"] for s in samples]),
+        "s3_requests_per_prompt": round(requests / len(samples), 3) if samples else 0.0,
+        "samples": samples,
+    }
+
+
+def _commit() -> str:
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(BENCH), "describe", "--always", "--dirty", "--abbrev=40"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return found.stdout.strip()
+
+
+_COLUMNS = [
+    ("ranker", "ranker", "{}"),
+    ("skills", "skills", "{}"),
+    ("described", "in_index_with_description", "{:.1f}"),
+    ("in index", "in_index", "{:.1f}"),
+    ("page 1", "on_first_search_page", "{:.1f}"),
+    ("top1", "top1", "{:.1f}"),
+    ("top10", "top10", "{:.1f}"),
+    ("top50", "top50", "{:.1f}"),
+    ("FT top1", "false_trigger_top1", "{:.1f}"),
+    ("FT desc", "false_trigger_described", "{:.1f}"),
+]
+
+
+def table(runs: Sequence[Mapping[str, Any]]) -> str:
+    """The runs as a text table (percentages of the split's requests; FT: should-not requests)."""
+    rows = [[label for label, _, _ in _COLUMNS] + ["CPU ms median [p10-p90]"]]
+    for run in runs:
+        cpu = run["prompt_build_cpu_ms"]
+        rows.append(
+            [fmt.format(run[key]) for _, key, fmt in _COLUMNS]
+            + [f"{cpu.get('median', 0):.1f} [{cpu.get('p10', 0):.1f}-{cpu.get('p90', 0):.1f}]"]
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows)
+
+
+def _sizes(text: str, corpus_size: int) -> list[int]:
+    sizes = []
+    for part in text.split(","):
+        size = corpus_size if part.strip() == "corpus" else int(part)
+        if size < corpus_size:
+            raise ValueError(f"size {size} is below the corpus ({corpus_size} skills)")
+        sizes.append(size)
+    return sizes
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the bench as the command line asks; returns the report (also written to a file)."""
+    repositories, requests = load_requests(Path(args.requests))
+    chosen = [r for r in requests if args.split == "all" or r.split == args.split]
+    corpus = load_corpus(repositories)
+    report: dict[str, Any] = {
+        "bench": "findability_real",
+        "commit": _commit(),
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "nproc": os.cpu_count()},
+        "load_average_before": list(os.getloadavg()),
+        "split": args.split,
+        "budget_chars": args.budget,
+        "seed": args.seed,
+        "corpus_skills": len(corpus.skills),
+        "excluded_skills": corpus.excluded,
+        "collapsed_copies": corpus.collapsed,
+        "runs": [],
+    }
+    for size in _sizes(args.sizes, len(corpus.skills)):
+        for name in args.ranker or ["default"]:
+            report["runs"].append(await measure(size, chosen, corpus, name, args.budget, args.seed))
+    report["load_average_after"] = list(os.getloadavg())
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (see the module docstring); 0 unless something fails to run."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--split", choices=("dev", "test", "all"), default="dev")
+    parser.add_argument("--sizes", default="corpus,10000", help="Library sizes: 'corpus' (every pushable skill) or N.")
+    parser.add_argument("--ranker", action="append", help="A ranker variant (repeatable; see --list-rankers).")
+    parser.add_argument("--list-rankers", action="store_true", help="Print the ranker presets and exit.")
+    parser.add_argument("--budget", type=int, default=6000, help="The prompt index budget (the default: 6000).")
+    parser.add_argument("--seed", type=int, default=7, help="The distractors' seed.")
+    parser.add_argument("--requests", default=str(REQUESTS), help="The request file.")
+    parser.add_argument(
+        "--out", metavar="FILE", help="The results file (default: bench/results/findability_real-*.json)."
+    )
+    args = parser.parse_args(argv)
+    if args.list_rankers:
+        print("\n".join(f"{name:10} {about}" for name, about in PRESETS.items()))
+        print("bm25:name=2,description=1,sketch=3,b.name=0.3,b.description=0.75,b.sketch=0,k1=1.2  (any subset)")
+        return 0
+    for name in args.ranker or []:
+        try:
+            make_variant(name) if name != "hybrid" else None
+        except ValueError as exc:
+            parser.error(str(exc))
+    report = asyncio.run(main_async(args))
+    out = (
+        Path(args.out) if args.out else RESULTS / f"findability_real-{args.split}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"split {args.split}; {report['corpus_skills']} corpus skills ({len(report['excluded_skills'])} left out)")
+    print(table(report["runs"]))
+    print(f"samples: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
