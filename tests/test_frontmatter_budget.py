@@ -118,7 +118,9 @@ def test_no_real_frontmatter_comes_near_the_budget() -> None:
 async def test_a_library_with_flooded_frontmatters_reports_them_and_serves_the_rest() -> None:
     store = MemoryObjectStore()
     for i in range(5):
-        await store.aput(f"users/eve/skills/flood{i}/SKILL.md", FLOOD.replace("name: flood", f"name: flood{i}").encode())
+        await store.aput(
+            f"users/eve/skills/flood{i}/SKILL.md", FLOOD.replace("name: flood", f"name: flood{i}").encode()
+        )
     await store.aput("users/eve/skills/pdf/SKILL.md", skill_md("pdf").encode())
     library = SkillLibrary(store)
     tenant = Tenant("eve", "t1")
