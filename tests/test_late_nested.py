@@ -117,8 +117,13 @@ async def test_staging_refuses_a_late_nested_skills_script(tmp_path: Path) -> No
     assert await run("run.py") == "staged"
     for key, body in LATE.items():
         store.put_object("users/ana/skills/" + key, body)
-    assert "not found" in await run("inner/go.py") or "only Python" in await run("inner/go.py")
-    assert not [p for p in tmp_path.rglob("*") if CANARY in (p.read_text() if p.is_file() else "")]
+    refused = await run("inner/go.py")
+    assert "not found" in refused or "only Python" in refused, refused
+    assert _staged(tmp_path) == ["scripts/run.py"]
+
+
+def _staged(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
 
 
 def test_the_agents_file_tools_refuse_a_late_nested_skill() -> None:
@@ -185,5 +190,5 @@ async def test_a_path_too_deep_is_refused_before_any_request() -> None:
 
     store = _Heads()
     with pytest.raises(InvalidPath, match="at most 16 folders"):
-        await anested_now(store, "p/", tuple("abcdefghijklmnopq") + ("x.md",))
+        await anested_now(store, "p/", (*"abcdefghijklmnopq", "x.md"))
     assert store.heads == []
