@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from s3skills._loop import io_bound, sync_method
+from s3skills._loop import io_bound, offload, sync_method
 from s3skills.config import Config
 from s3skills.errors import InvalidPath, SkillError, TenantError
 from s3skills.ids import SkillId
@@ -274,7 +274,9 @@ class SkillLibrary(SkillReads, LibraryWriter):
         """
         skills = await self.aindex(category, tenant=tenant)
         if query.strip():
-            skills = order_for([query], skills, prior=prior, ranker=ranker)  # the matches best first, then by id
+            # The matches best first, then by id: ranked in a worker thread, so the shared I/O
+            # loop serves other tenants meanwhile (the query is capped where it enters).
+            skills = await offload(order_for, [query], skills, prior=prior, ranker=ranker)
         try:
             start = int(cursor) if cursor else 0
         except ValueError:

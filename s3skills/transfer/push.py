@@ -25,7 +25,8 @@ from s3skills.paths import join_key
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.severity import SEVERITIES, severity_of
 from s3skills.skills.index.digests import DigestBooks, Record, record_of
-from s3skills.skills.index.writers import anote_changed
+from s3skills.skills.index.marks import marking
+from s3skills.skills.index.writers import anote_changed, library_builder
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.transfer.localtree import (
     MAX_FILE_BYTES,
@@ -307,12 +308,24 @@ async def apush_tree(
         report.kept_nested = sorted(set(report.kept_nested))
     if dry_run:
         return report
-    records, skill_mds = await _write(
-        store, prefix, tree, uploads, deletions, keys, overrides, progress, concurrency, max_file_bytes
-    )
-    written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
-    await _note_derived(store, prefix, layout or KeyLayout(), records, skill_mds, written, deletions)
+    layout = layout or KeyLayout()
+    # Readers index from a listing while the mark is live: a push killed at any point below is
+    # visible to the next reader (the mark expires unrenewed, and a reader's rewrite drops it).
+    manifest_key = _manifest_key(layout, prefix) if uploads or deletions else None
+    async with marking(store, manifest_key, prefix, library_builder(store, prefix)) as mark:
+        records, skill_mds = await _write(
+            store, prefix, tree, uploads, deletions, keys, overrides, progress, concurrency, max_file_bytes
+        )
+        written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
+        await _note_derived(store, prefix, layout, records, skill_mds, written, deletions, mark)
     return report
+
+
+def _manifest_key(layout: KeyLayout, prefix: str) -> str | None:
+    try:
+        return layout.manifest_key(prefix)
+    except ValueError:  # this layout keeps no derived data for the prefix: readers list it
+        return None
 
 
 async def _write(
@@ -384,18 +397,19 @@ async def _note_derived(
     skill_mds: dict[str, tuple[bytes, str]],
     written: list[str],
     deletions: list[str],
+    mark: str | None,
 ) -> None:
     """Record a push in the library's derived data, at `layout`'s keys (none where it has none)."""
-    try:
-        manifest_key = layout.manifest_key(prefix)
-    except ValueError:  # this layout keeps no derived data for the prefix: readers list it
+    manifest_key = _manifest_key(layout, prefix)
+    if manifest_key is None:
         return
     # The digest book records what was written, so an MCP server never reads it back to hash it.
     await DigestBooks(store, layout).aremember(prefix, records)
     # The library's manifest (its one-request index) records the pushed and removed skills,
     # from the bytes just written (created from a listing if the library had none).
     touched = {str(sid) for k in [*written, *deletions] if (sid := SkillId.from_key(k, prefix)) is not None}
-    await anote_changed(store, prefix, touched, manifest_key=manifest_key, written=skill_mds)
+    if touched or mark is not None:
+        await anote_changed(store, prefix, touched, manifest_key=manifest_key, written=skill_mds, mark=mark)
 
 
 push_tree = sync_method(apush_tree)
