@@ -46,7 +46,15 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 
 from s3skills import __version__
-from s3skills.errors import FileTooLarge, InvalidPath, NotFound, S3SkillsError, SkillError, TenantError
+from s3skills.errors import (
+    ConfigurationError,
+    FileTooLarge,
+    InvalidPath,
+    NotFound,
+    S3SkillsError,
+    SkillError,
+    TenantError,
+)
 from s3skills.ids import SKILL_FILE
 from s3skills.serve.auth import user_of_token
 from s3skills.serve.entries import (
@@ -213,6 +221,11 @@ class SkillsServer:
             return await coro
         except TenantError as exc:
             raise MCPError(code=INVALID_REQUEST, message=f"This user cannot be served: {exc}") from None
+        except ConfigurationError as exc:  # trying again will not help: say what is wrong
+            logger.error("skill source misconfigured: %s: %s", exc, exc.fix)
+            raise MCPError(
+                code=INTERNAL_ERROR, message=f"The skill library is misconfigured on the server: {exc.fix}"
+            ) from None
         except (SkillError, NotFound, InvalidPath, FileTooLarge) as exc:
             raise _invalid(str(exc)) from None
         except S3SkillsError as exc:

@@ -28,7 +28,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
-from s3skills.errors import FileTooLarge, InvalidPath, NotFound, SkillError
+from s3skills.errors import ConfigurationError, FileTooLarge, InvalidPath, NotFound, SkillError
 from s3skills.ids import SKILL_FILE
 from s3skills.serve.entries import mime_type, text_or_none, uri_of
 from s3skills.serve.library_source import MAX_FILE_BYTES
@@ -196,6 +196,8 @@ class SkillTools:
             skill = await self.library.aget(name, tenant=tenant)
             text = await self.library.askill_md(skill.id, tenant=tenant)
             files = await self.library.afiles(skill.id, tenant=tenant)
+        except ConfigurationError:
+            raise  # the server's fault, not the call's: `SkillsServer.call` says the fix
         except _FAILURES as exc:
             return _failed(str(exc))
         others = [f for f in files if f.path != SKILL_FILE]
@@ -216,6 +218,8 @@ class SkillTools:
         try:
             skill = await self.library.aget(name, tenant=tenant)
             body = await self.library.aopen(skill.id, path, tenant=tenant, max_bytes=MAX_FILE_BYTES)
+        except ConfigurationError:
+            raise  # the server's fault, not the call's: `SkillsServer.call` says the fix
         except _FAILURES as exc:
             return _failed(str(exc))
         mime = mime_type(path)
