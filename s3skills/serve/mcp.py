@@ -341,16 +341,16 @@ def _serve(args: argparse.Namespace) -> int:
         raise _usage(str(exc)) from None
     except ProfileNotFound as exc:
         raise ServerError(f"AWS profile not found: {exc}: name a configured profile with --profile") from None
+    try:
+        ranker = build_ranker(ranker_name)  # before --check too: a ranker that cannot run is a bad option
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
     user = resolve("user", args.user) if args.transport == "stdio" or args.check else None
     if args.check:
         if not user:
             raise _usage("--check needs --user (or S3SKILLS_USER): the library whose skills are checked")
         return asyncio.run(_check(SkillsServer(source, user_id=_user(user)), _user(user)))
     tools = not args.no_tools
-    try:
-        ranker = build_ranker(ranker_name)
-    except ValueError as exc:
-        raise _usage(str(exc)) from None
     if args.transport == "stdio":
         if args.tokens:
             raise _usage("--tokens is for --transport http; stdio serves the --user given")
