@@ -690,7 +690,9 @@ def test_layout_option_and_environment(
     assert "'flat' is not one of 'users', 'seeds'" in line
     monkeypatch.setenv("S3SKILLS_LAYOUT", "flat")
     assert main([*g, "list"]) == 2
-    assert one_error_line(capsys.readouterr().err) == "s3skills: error: invalid layout 'flat': use one of users, seeds"
+    assert one_error_line(capsys.readouterr().err) == (
+        "s3skills: error: invalid S3SKILLS_LAYOUT 'flat': use one of users, seeds"
+    )
     assert main([*g, "list", "--layout", "seeds"]) == 0  # the option wins over the environment
     capsys.readouterr()
 
