@@ -43,18 +43,10 @@ from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 
 from s3skills import __version__
-from s3skills.errors import (
-    ConfigurationError,
-    FileTooLarge,
-    InvalidPath,
-    NotFound,
-    S3SkillsError,
-    SkillError,
-    TenantError,
-)
+from s3skills.errors import InvalidPath, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE
 from s3skills.serve.auth import user_of_token
 from s3skills.serve.entries import (
@@ -68,12 +60,15 @@ from s3skills.serve.entries import (
     uri_of,
 )
 from s3skills.serve.fingerprints import Fingerprinter
+from s3skills.serve.instructions import BOTH_FACES, EXTENSION_FACE, TOOLS_FACE
 from s3skills.serve.protocol import (
     DirectoryReadParams,
     GetSkillParams,
     declare_extensions,
     finish,
     hide_internal_errors,
+    protocol_error,
+    tailor_instructions,
 )
 from s3skills.serve.source import SkillFile, SkillSource
 from s3skills.skills import Ranker, SkillInfo
@@ -167,10 +162,7 @@ class SkillsServer:
         self.server: Server[Any] = Server(
             name,
             version=__version__,
-            instructions=(
-                "Skills of the signed-in user, as skill:// resources. Call skills/list for the "
-                "entries (frontmatter and digests), then resources/read the files you need."
-            ),
+            instructions=BOTH_FACES if tools else EXTENSION_FACE,
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
             on_list_resource_templates=self._list_templates,
@@ -188,6 +180,10 @@ class SkillsServer:
         self.server.extensions[EXTENSION_ID] = {"directoryRead": True}
         self.server.middleware.append(hide_internal_errors)
         self.server.middleware.append(declare_extensions(self.server.extensions))
+        if tools:  # the client's declared capabilities at initialize decide which face to describe
+            self.server.middleware.append(
+                tailor_instructions(EXTENSION_ID, with_extension=EXTENSION_FACE, without_extension=TOOLS_FACE)
+            )
         self.tools = None
         if tools:
             from s3skills.serve.tools import SkillTools
@@ -216,21 +212,11 @@ class SkillsServer:
             raise MCPError(code=INVALID_REQUEST, message=f"The token does not name a valid user: {exc}") from None
 
     async def call(self, coro: Awaitable[Any]) -> Any:
-        """Await a source call, mapping its errors to protocol errors."""
+        """Await a source call, mapping its errors to protocol errors (`protocol_error`)."""
         try:
             return await coro
-        except TenantError as exc:
-            raise MCPError(code=INVALID_REQUEST, message=f"This user cannot be served: {exc}") from None
-        except ConfigurationError as exc:  # trying again will not help: say what is wrong
-            logger.error("skill source misconfigured: %s: %s", exc, exc.fix)
-            raise MCPError(
-                code=INTERNAL_ERROR, message=f"The skill library is misconfigured on the server: {exc.fix}"
-            ) from None
-        except (SkillError, NotFound, InvalidPath, FileTooLarge) as exc:
-            raise _invalid(str(exc)) from None
         except S3SkillsError as exc:
-            logger.warning("skill source failed: %s", exc)
-            raise MCPError(code=INTERNAL_ERROR, message="The skill library is unavailable; try again later") from None
+            raise protocol_error(exc) from None
 
     async def skills(self, user: str) -> list[SkillInfo]:
         """The user's skills (enabled), reporting once per user those the extension cannot list."""
