@@ -287,11 +287,15 @@ async def test_every_enabled_skill_is_a_prompt_holding_its_skill_md(library: str
     async with _client(library, moto_endpoint) as client:
         prompts = await client.list_prompts()
         names = [p.name for p in prompts.prompts]
-        assert names == ["deploy", "deploy/canary", "docs/writer", "ops/capsule_crm-automation", "ops/pdf-tools"]
-        got = await client.get_prompt("deploy/canary")
-        message = got.messages[0].content
-        assert isinstance(message, types.TextContent)
-        assert "name: canary" in message.text
+        # Names every host accepts (no '/'): the id is in each description.
+        assert names == ["deploy", "deploy__canary", "docs__writer", "ops__capsule_crm-automation", "ops__pdf-tools"]
+        assert prompts.prompts[1].description is not None
+        assert prompts.prompts[1].description.startswith("Skill deploy/canary: ")
+        for name in ("deploy__canary", "deploy/canary"):  # the id itself still answers
+            got = await client.get_prompt(name)
+            message = got.messages[0].content
+            assert isinstance(message, types.TextContent)
+            assert "name: canary" in message.text
         with pytest.raises(MCPError):
             await client.get_prompt("deploy/legacy")
 
