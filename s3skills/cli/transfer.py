@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from s3skills.cli.context import CliError, Context, global_options, pass_context
+from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
 from s3skills.cli.shared import human_size, problem_line, progress, resolve_skill
 from s3skills.cli.versions import pushed_versions
 from s3skills.errors import SkillError
@@ -236,6 +236,19 @@ def _warn_notes(ctx: Context, report: PushReport, directory: str, *, verbose: bo
         ctx.warn(f"kept disabled (use --enable to enable): {', '.join(report.disabled)}")
 
 
+def _say_switched(ctx: Context, report: PushReport, state: str) -> None:
+    """What `push --enable/--disable` changed (the flag wins over the SKILL.md frontmatter)."""
+    flag = "--enable" if state == "enabled" else "--disable"
+    if report.switched:
+        would = "would be" if report.dry_run else ""
+        ctx.print(
+            f"{_plural(len(report.switched), 'skill')} {would or 'now'} {state} ({flag} wins over the SKILL.md "
+            f"frontmatter): {_names(report.switched)}"
+        )
+    else:
+        ctx.print(f"Every pushed skill was already {state} ({flag}).")
+
+
 def _pushed_problems(report: PushReport) -> Tally:
     """The SKILL.md problems of the skills this push wrote (or would write), by skill id."""
     ids = {folder: sid for sid, folder in report.mapping.items()}
@@ -256,7 +269,10 @@ def _pushed_problems(report: PushReport) -> Tally:
 @click.option("--force", is_flag=True, help="Push invalid skills; leave unsafe files and clashing ids out.")
 @click.option("--replace", is_flag=True, help="Replace library skills that were pushed from another folder.")
 @click.option("--category", metavar="C", help="Put every skill in category C (instead of the rule's choice).")
-@click.option("--enable", is_flag=True, help="Enable skills that are disabled in the library.")
+@click.option(
+    "--enable", is_flag=True, help="Store every pushed skill enabled, whatever its SKILL.md or the library says."
+)
+@click.option("--disable", is_flag=True, help="Store every pushed skill disabled (enabled: false).")
 @click.option("--create-bucket", is_flag=True, help="Create the bucket if it does not exist.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per changed skill and per note, however many.")
 @pass_context
@@ -269,6 +285,7 @@ def push_command(
     replace: bool,
     category: str | None,
     enable: bool,
+    disable: bool,
     create_bucket: bool,
     verbose: bool,
 ) -> int:
@@ -286,8 +303,12 @@ def push_command(
     Not without --force: invalid skills or unsafe files. Not without --replace:
     replacing a library skill that was pushed from another folder (a folder made by
     `s3skills pull` replaces the copy it was pulled from without it). A skill
-    disabled in the library stays disabled unless --enable.
+    disabled in the library stays disabled unless --enable. --enable and --disable win
+    over the SKILL.md frontmatter (a pulled skill says `enabled: false`); the output names
+    the skills whose state they change.
     """
+    if enable and disable:
+        raise UsageError("give --enable or --disable, not both")
     from s3skills.transfer import PushRefused, push_tree
 
     store, prefix = ctx.store, ctx.prefix
@@ -305,6 +326,7 @@ def push_command(
                 force=force,
                 replace=replace,
                 enable=enable,
+                disable=disable,
                 bucket_may_be_missing=create_bucket,
                 progress=report_progress,
             )
@@ -336,6 +358,8 @@ def push_command(
     changed = sorted(
         sid for sid in report.skills if any(i.path.startswith(sid + "/") for i in (*report.uploaded, *report.deleted))
     )
+    if enable or disable:
+        _say_switched(ctx, report, "enabled" if enable else "disabled")
     if not dry_run and not report.uploaded and not report.deleted:
         are = "is" if len(report.skills) == 1 else "are"
         ctx.print(

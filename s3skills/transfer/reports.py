@@ -49,6 +49,8 @@ class PushReport:
         replaced: Remote skills replaced whose source is unknown (created or edited in
             the bucket): written, and reported.
         disabled: Remote skills that are disabled and stay disabled (`enable` not given).
+        switched: Skills whose enabled state `push --enable`/`--disable` changes (in the
+            library, or against what the local SKILL.md says for a new skill).
         duplicates: Local skill folders left out as byte-identical copies of another.
         renamed: Local skill folders pushed under the shortest distinguishing id.
         dry_run: Nothing was written.
@@ -68,6 +70,7 @@ class PushReport:
     left_out: list[str] = field(default_factory=list)
     replaced: list[Item] = field(default_factory=list)
     disabled: list[str] = field(default_factory=list)
+    switched: list[str] = field(default_factory=list)
     duplicates: list[Item] = field(default_factory=list)
     renamed: list[Item] = field(default_factory=list)
     dry_run: bool = False
