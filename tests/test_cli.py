@@ -765,7 +765,7 @@ def test_a_big_push_prints_a_summary_and_a_push_that_changes_nothing_prints_one_
     assert lines[0].startswith("Uploaded 14 files (")
     assert "of 12 skills" in lines[0]
     assert lines[1].startswith("Changed: cat-0/skill-005, cat-1/skill-001, ")
-    assert lines[1].endswith(", +2 more (-v lists each skill with its version)")
+    assert lines[1].endswith(" … and 2 more (-v lists each skill with its version)")
 
     assert cli("push", str(tree)) == 0
     assert cli.out.strip().splitlines() == [

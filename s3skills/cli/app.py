@@ -26,6 +26,7 @@ from s3skills.cli.serve import mcp_command
 from s3skills.cli.transfer import pull_command, push_command, validate_command
 from s3skills.cli.versions import diff_command, history_command, rollback_command, versioning_group
 from s3skills.errors import AccessDenied, BucketNotFound, Conflict, CredentialsError, S3SkillsError, StoreUnavailable
+from s3skills.lines import wrap
 
 __all__ = ["cli", "describe", "main"]
 
@@ -118,7 +119,7 @@ def _usage_line(exc: click.UsageError) -> str:
 
 def _fail(message: str, ctx: Context | None = None, status: int = 1) -> None:
     """The error line on stderr; with --json, also `{"ok": false, "error": ...}` on stdout."""
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    print("\n".join(wrap(f"{PROG}: error: {message}")), file=sys.stderr)
     if ctx is not None and ctx.settings.json and not ctx.emitted:
         ctx.emit({"ok": False, "error": message, "status": status})
 

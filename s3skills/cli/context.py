@@ -30,6 +30,7 @@ from rich.console import Console
 
 from s3skills.aio import run_sync
 from s3skills.layout import KeyLayout
+from s3skills.lines import wrap
 from s3skills.options import LAYOUTS, OPTIONS, resolve, resolve_layout
 from s3skills.paths import check_identity
 from s3skills.tenancy import Tenant
@@ -367,12 +368,13 @@ class Context:
         return run_sync(coro)
 
     def print(self, text: str = "") -> None:
-        """One line of plain text on stdout (never interpreted as markup)."""
-        print(text, file=self.stdout)
+        """One line of plain text on stdout (never interpreted as markup); over `MAX_LINE`
+        characters, it is wrapped (`s3skills.lines.wrap`)."""
+        print("\n".join(wrap(text)), file=self.stdout)
 
     def warn(self, text: str) -> None:
-        """One line on stderr."""
-        print(text, file=self.stderr)
+        """One line on stderr, wrapped like `print`."""
+        print("\n".join(wrap(text)), file=self.stderr)
 
     def emit(self, data: Any) -> None:
         """The JSON document of `--json`."""

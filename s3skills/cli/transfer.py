@@ -18,6 +18,7 @@ from s3skills.cli.shared import human_size, problem_line, progress, resolve_skil
 from s3skills.cli.versions import pushed_versions
 from s3skills.errors import SkillError
 from s3skills.ids import SKILL_FILE
+from s3skills.lines import summarise
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.naming import unservable_reason
@@ -209,8 +210,7 @@ QUIET_OVER = 10
 
 
 def _names(items: list[str], limit: int = QUIET_OVER) -> str:
-    more = f", +{len(items) - limit} more" if len(items) > limit else ""
-    return ", ".join(items[:limit]) + more
+    return summarise(items, limit)
 
 
 def _warn_notes(ctx: Context, report: PushReport, directory: str, *, verbose: bool = False) -> None:
@@ -233,7 +233,7 @@ def _warn_notes(ctx: Context, report: PushReport, directory: str, *, verbose: bo
     for item in report.replaced:
         ctx.warn(f"note: {item.path} {would} replaced: {item.reason}")
     if report.disabled:
-        ctx.warn(f"kept disabled (use --enable to enable): {', '.join(report.disabled)}")
+        ctx.warn(f"kept disabled (use --enable to enable): {_names(report.disabled)}")
 
 
 def _say_switched(ctx: Context, report: PushReport, state: str) -> None:
@@ -383,7 +383,7 @@ def push_command(
         pushed = "would be pushed" if dry_run else "pushed"
         ctx.warn(f"{pushed} with problems: {tally.summary()}; see 's3skills validate {directory}'")
         if tally.skills[Severity.FATAL]:
-            ctx.warn(f"agents skip skills with fatal problems: {', '.join(tally.skills[Severity.FATAL])}")
+            ctx.warn(f"agents skip skills with fatal problems: {_names(tally.skills[Severity.FATAL])}")
     _say_unservable(ctx, unservable, verbose=verbose)
     return 1 if blocked else 0
 

@@ -40,6 +40,7 @@ from s3skills.aio import io_bound
 from s3skills.config import Config
 from s3skills.errors import AccessDenied, ConfigurationError, InvalidPath, S3SkillsError
 from s3skills.layout import KeyLayout
+from s3skills.lines import WrappingFormatter, wrap
 from s3skills.options import OPTIONS, build_ranker, resolve, resolve_layout, warn_deprecated_flag
 from s3skills.paths import check_identity
 from s3skills.seed import session_for
@@ -304,11 +305,13 @@ def main(argv: list[str] | None = None) -> int:
     port), printed as one line `s3skills mcp: error: ...` that says the fix; 2: bad options.
     """
     args = _parser().parse_args(argv)
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="s3skills-mcp: %(message)s")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(WrappingFormatter("s3skills-mcp: %(message)s"))  # no line over 200 characters
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     try:
         return _serve(args)
     except ServerError as exc:
-        print(f"s3skills mcp: error: {' '.join(str(exc).split())}", file=sys.stderr)
+        print("\n".join(wrap(f"s3skills mcp: error: {' '.join(str(exc).split())}")), file=sys.stderr)
         return exc.status
     except KeyboardInterrupt:
         return 130
@@ -383,7 +386,7 @@ async def _check(skills: SkillsServer, user: str) -> int:
         await aclose_server(skills)
     refused = unservable_skills(listed)
     for skill_id, reason in refused:
-        print(f"{skill_id}: {reason}")
+        print("\n".join(wrap(f"{skill_id}: {reason}")))
     served = len(listed) - len(refused)
     print(
         f"{len(refused)} of {len(listed)} skills are not listed by skills/list (the tools face serves them); "

@@ -48,6 +48,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 from s3skills import __version__
 from s3skills.errors import InvalidPath, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE
+from s3skills.lines import summarise
 from s3skills.serve.auth import user_of_token
 from s3skills.serve.entries import (
     DigestCache,
@@ -233,11 +234,12 @@ class SkillsServer:
         refused = [(s.id, reason) for s in skills if (reason := unservable_reason(s.id, s.metadata.name))]
         if refused:
             logger.warning(
-                "%d of %d skills of %s are not listed by skills/list (the tools face still serves them): %s",
+                "%d of %d skills of %s are not listed by skills/list (the tools face still serves them; "
+                "'s3skills mcp --check' names each): %s",
                 len(refused),
                 len(skills),
                 user,
-                "; ".join(f"{sid}: {why}" for sid, why in refused),
+                summarise([f"{sid} ({why})" for sid, why in refused], 5, sep="; "),
             )
         return refused
 

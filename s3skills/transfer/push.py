@@ -21,6 +21,7 @@ from s3skills._loop import gather_limited, io_bound, sync_method
 from s3skills.errors import BucketNotFound, FileTooLarge, NotFound, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.layout import KeyLayout
+from s3skills.lines import summarise
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
 from s3skills.skills.digests import DigestBooks, Record, record_of
@@ -248,7 +249,7 @@ async def apush_tree(
         names = sorted({p.path.removesuffix(SKILL_FILE).rstrip("/") or "." for p in blocking})
         what = [f"{_count(len(tree.refused), 'unsafe or ambiguous file')}"] if tree.refused else []
         if names:
-            what.append(f"{_count(len(blocking), 'SKILL.md problem')} in {', '.join(names)}")
+            what.append(f"{_count(len(blocking), 'SKILL.md problem')} in {summarise(names)}")
         raise PushRefused(f"{source}: {' and '.join(what)} block the push; fix them or use --force", report)
     if not tree.skills:
         raise SkillError(f"{source}: no skills found (a skill is a folder with a SKILL.md, at any depth)")

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from s3skills.errors import S3SkillsError
+from s3skills.lines import summarise
 from s3skills.transfer.localtree import Finding, Item
 
 __all__ = ["PullReport", "PushRefused", "PushReport"]
@@ -87,12 +88,12 @@ class PushReport:
         parts = []
         if copies:
             parts.append(
-                f"{len(copies)} skill(s) in the library were pushed from another folder ({', '.join(copies)}): "
+                f"{len(copies)} skill(s) in the library were pushed from another folder ({summarise(copies)}): "
                 "use --replace to replace them"
             )
         if clashes:
             parts.append(
-                f"{len(clashes)} skill id(s) clash with the library's folders ({', '.join(clashes)}): "
+                f"{len(clashes)} skill id(s) clash with the library's folders ({summarise(clashes)}): "
                 "rename them, or use --force to leave them out"
             )
         return "; ".join(parts)
