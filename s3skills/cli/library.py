@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
-from s3skills.cli.shared import human_size, problem_line, resolve_skill
+from s3skills.cli.shared import edit_hint, human_size, is_placeholder, problem_line, resolve_skill
 from s3skills.errors import Conflict, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.lines import MAX_LINE, summarise
@@ -209,6 +209,13 @@ def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
         ctx.emit({"id": skill_id, "enabled": enabled, "changed": changed})
     else:
         ctx.print(f"{skill_id} {word}" if changed else f"{skill_id} is already {word}")
+    if enabled:
+        description = ctx.library.get(skill_id).metadata.description
+        if is_placeholder(description):
+            ctx.warn(
+                f"warning: the description of {skill_id} is still a TODO placeholder, and agents choose "
+                f"skills by their description; {edit_hint(skill_id)}"
+            )
     return 0
 
 

@@ -7,14 +7,13 @@ in the backend's file helpers, and with them deepagents, which the other command
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
-from s3skills.cli.shared import human_size, problem_line, progress, resolve_skill
+from s3skills.cli.shared import human_size, is_placeholder, problem_line, progress, resolve_skill
 from s3skills.cli.versions import pushed_versions
 from s3skills.errors import SkillError
 from s3skills.ids import SKILL_FILE
@@ -29,8 +28,6 @@ if TYPE_CHECKING:
     from s3skills.transfer import PushReport
 
 __all__ = ["pull_command", "push_command", "validate_command"]
-
-_PLACEHOLDER_RE = re.compile(r"^\s*TODO\b|\bTODO:", re.IGNORECASE)
 
 
 def _validate_local(path: Path) -> tuple[list[tuple[str, Finding]], int, dict[str, bytes]]:
@@ -113,7 +110,7 @@ def _placeholder_findings(rel: str, data: bytes, skill_id: str) -> list[Finding]
         description = parse_skill_md(data, folder=skill_id.rsplit("/", 1)[-1]).metadata.description
     except InvalidSkill:
         return []
-    if not _PLACEHOLDER_RE.search(description):
+    if not is_placeholder(description):
         return []
     return [Finding(rel, "warning", "the description is a placeholder (TODO): say what the skill does and when")]
 
