@@ -39,8 +39,7 @@ def message(exc: BaseException, path: str, op: str) -> str:
     """The agent-facing message of an exception raised while doing `op` on `path`."""
     if isinstance(exc, BucketNotFound | CredentialsError):  # the deployment, not the file: say so
         return (
-            f"Could not {op} '{path}': the storage is misconfigured ({exc.fix}). "
-            "Retrying will not help; tell the user."
+            f"Could not {op} '{path}': the storage is misconfigured ({exc.fix}). Retrying will not help; tell the user."
         )
     if isinstance(exc, NotFound):
         return not_found(path)
