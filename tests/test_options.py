@@ -332,3 +332,10 @@ def test_the_mcp_module_reads_the_same_variables(library: Library) -> None:
         "S3SKILLS_LAYOUT_FILE": str(library.layout_file),
     }
     assert _tools_session_ids(args, env)() == CUSTOM
+
+
+def test_docs_options_names_every_option_and_variable() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "OPTIONS.md").read_text()
+    for spec in OPTIONS:
+        for name in (spec.flag, *spec.env, *spec.deprecated_env, *spec.deprecated_flags):
+            assert f"`{name}" in text, name
