@@ -177,8 +177,7 @@ def _skill_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str
     if len(value) > 64 or not _NAME_RE.match(value):
         shown = value if len(value) <= 40 else value[:37] + "..."
         raise click.BadParameter(
-            f"invalid skill name {shown!r}: use 1-64 lowercase ASCII letters, digits and single hyphens, "
-            "not at either end (the Agent Skills rule)"
+            f"invalid skill name {shown!r}: use 1-64 of a-z, 0-9 and single hyphens, not at either end"
         )
     return value
 
