@@ -4,8 +4,9 @@
 
 The global options (see `s3skills.cli.context`) are valid before and after the
 command, the demo's included. Every error is one line on stderr, `s3skills: error:
-...` (`--debug` shows the traceback instead); the exit status is 0 on success, 1 on
-an error, 2 on a usage error, 130 when interrupted.
+...` (wrapped, never cut, if over 200 characters; `--debug` shows the traceback
+instead); the exit status is 0 on success, 1 on an error, 2 on a usage error, 130
+when interrupted.
 """
 
 from __future__ import annotations
