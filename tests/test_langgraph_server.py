@@ -529,7 +529,7 @@ def shared_deployment(moto_server: MotoServer) -> Iterator[Deployment]:
     env = _server_env(
         S3SKILLS_BUCKET=bucket,
         S3SKILLS_ENDPOINT_URL=moto_server.endpoint_url,
-        S3SKILLS_SHARED_PREFIX="org",
+        S3SKILLS_SHARED="org",
         # The tests push to the shared library between runs and expect the next run to see it.
         S3SKILLS_SHARED_CATALOG_TTL="0",
         S3SKILLS_SCRIPTED="1",

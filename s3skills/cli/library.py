@@ -11,13 +11,15 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
-from s3skills.cli.shared import human_size, problem_line, resolve_skill
+from s3skills.cli.shared import edit_hint, human_size, is_placeholder, problem_line, resolve_skill
 from s3skills.errors import Conflict, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
+from s3skills.lines import MAX_LINE, summarise
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.severity import Severity, Tally, severity_of, severity_of_skill_problem
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
     from s3skills.storage import ObjectInfo
 
 __all__ = ["disable_command", "enable_command", "info_command", "list_command", "rm_command"]
+
+_MAX_ID_COLUMN = 120
+"""Ids up to this long get a column of their own width (never folded); longer ones fold."""
 
 
 @click.command("list")
@@ -89,8 +94,12 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
             title += f" ({len(hidden)} disabled hidden: --all shows them)"
         merged = ctx.shared is not None and not ctx.shared_only  # the user's skills over the shared ones
         table = Table(title=title, title_justify="left")
+        id_width = max(len(s.id) for s in skills)
         for column in ("ID", "ON", *(["SOURCE"] if merged else []), "CATEGORY", "DESCRIPTION"):
-            table.add_column(column, overflow="fold")
+            if column == "ID" and id_width <= _MAX_ID_COLUMN:  # an id is never split across lines
+                table.add_column(column, no_wrap=True, min_width=id_width)
+            else:
+                table.add_column(column, overflow="fold")
         for s in skills:
             flag = "yes" if s.metadata.enabled else Text("no (disabled)", style="yellow")
             desc = s.metadata.description
@@ -98,13 +107,14 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
             table.add_row(
                 Text(s.id), flag, *source, Text(s.category or "-"), Text(desc if len(desc) <= 80 else desc[:77] + "...")
             )
-        ctx.console.print(table)
+        # Room for the ids and a readable description: wider than the terminal if need be, never over MAX_LINE.
+        needed = min(MAX_LINE, id_width + (36 if merged else 28) + 30)
+        console = ctx.console
+        if console.width < needed:
+            console = Console(file=ctx.stdout, width=needed, highlight=False, soft_wrap=False)
+        console.print(table)
     if hidden:
-        ctx.warn(
-            f"{len(hidden)} disabled skill(s) not shown ({', '.join(hidden[:12])}"
-            + (f", +{len(hidden) - 12} more" if len(hidden) > 12 else "")
-            + "); use --all"
-        )
+        ctx.warn(f"{len(hidden)} disabled skill(s) not shown ({summarise(hidden)}); use --all")
     for p in problems:
         if severity_of_skill_problem(p) is Severity.FATAL:
             ctx.warn(f"skipped {p.skill_id}: {p.reason}")
@@ -199,6 +209,13 @@ def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
         ctx.emit({"id": skill_id, "enabled": enabled, "changed": changed})
     else:
         ctx.print(f"{skill_id} {word}" if changed else f"{skill_id} is already {word}")
+    if enabled:
+        description = ctx.library.get(skill_id).metadata.description
+        if is_placeholder(description):
+            ctx.warn(
+                f"warning: the description of {skill_id} is still a TODO placeholder, and agents choose "
+                f"skills by their description; {edit_hint(skill_id)}"
+            )
     return 0
 
 
@@ -241,7 +258,7 @@ def rm_command(ctx: Context, name: str, yes: bool) -> int:
     objects, nested = _own_objects(ctx.prefix, skill_id, objects)
     folder = ctx.location(ctx.prefix + skill_id + "/")
     if nested:
-        ctx.warn(f"kept the nested skill(s) {', '.join(nested)}: a skill is one folder; remove them by name")
+        ctx.warn(f"kept the nested skill(s) {summarise(nested)}: a skill is one folder; remove them by name")
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError(f"rm would delete {len(objects)} file(s) of '{skill_id}'; pass --yes to confirm")

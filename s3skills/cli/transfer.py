@@ -7,17 +7,17 @@ in the backend's file helpers, and with them deepagents, which the other command
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from s3skills.cli.context import CliError, Context, global_options, pass_context
-from s3skills.cli.shared import human_size, problem_line, progress, resolve_skill
+from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
+from s3skills.cli.shared import human_size, is_placeholder, problem_line, progress, resolve_skill
 from s3skills.cli.versions import pushed_versions
 from s3skills.errors import SkillError
 from s3skills.ids import SKILL_FILE
+from s3skills.lines import summarise
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.naming import unservable_reason
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
     from s3skills.transfer import PushReport
 
 __all__ = ["pull_command", "push_command", "validate_command"]
-
-_PLACEHOLDER_RE = re.compile(r"^\s*TODO\b|\bTODO:", re.IGNORECASE)
 
 
 def _validate_local(path: Path) -> tuple[list[tuple[str, Finding]], int, dict[str, bytes]]:
@@ -112,7 +110,7 @@ def _placeholder_findings(rel: str, data: bytes, skill_id: str) -> list[Finding]
         description = parse_skill_md(data, folder=skill_id.rsplit("/", 1)[-1]).metadata.description
     except InvalidSkill:
         return []
-    if not _PLACEHOLDER_RE.search(description):
+    if not is_placeholder(description):
         return []
     return [Finding(rel, "warning", "the description is a placeholder (TODO): say what the skill does and when")]
 
@@ -209,8 +207,7 @@ QUIET_OVER = 10
 
 
 def _names(items: list[str], limit: int = QUIET_OVER) -> str:
-    more = f", +{len(items) - limit} more" if len(items) > limit else ""
-    return ", ".join(items[:limit]) + more
+    return summarise(items, limit)
 
 
 def _warn_notes(ctx: Context, report: PushReport, directory: str, *, verbose: bool = False) -> None:
@@ -233,10 +230,23 @@ def _warn_notes(ctx: Context, report: PushReport, directory: str, *, verbose: bo
     for item in report.replaced:
         ctx.warn(f"note: {item.path} {would} replaced: {item.reason}")
     if report.disabled:
-        ctx.warn(f"kept disabled (use --enable to enable): {', '.join(report.disabled)}")
+        ctx.warn(f"kept disabled (use --enable to enable): {_names(report.disabled)}")
     if report.kept_nested:
         kept = "would keep" if report.dry_run else "kept"
         ctx.warn(f"{kept} the nested skill(s) {_names(report.kept_nested)}: a skill is one folder; remove them by name")
+
+
+def _say_switched(ctx: Context, report: PushReport, state: str) -> None:
+    """What `push --enable/--disable` changed (the flag wins over the SKILL.md frontmatter)."""
+    flag = "--enable" if state == "enabled" else "--disable"
+    if report.switched:
+        would = "would be" if report.dry_run else ""
+        ctx.print(
+            f"{_plural(len(report.switched), 'skill')} {would or 'now'} {state} ({flag} wins over the SKILL.md "
+            f"frontmatter): {_names(report.switched)}"
+        )
+    else:
+        ctx.print(f"Every pushed skill was already {state} ({flag}).")
 
 
 def _pushed_problems(report: PushReport) -> Tally:
@@ -259,7 +269,10 @@ def _pushed_problems(report: PushReport) -> Tally:
 @click.option("--force", is_flag=True, help="Push invalid skills; leave unsafe files and clashing ids out.")
 @click.option("--replace", is_flag=True, help="Replace library skills that were pushed from another folder.")
 @click.option("--category", metavar="C", help="Put every skill in category C (instead of the rule's choice).")
-@click.option("--enable", is_flag=True, help="Enable skills that are disabled in the library.")
+@click.option(
+    "--enable", is_flag=True, help="Store every pushed skill enabled, whatever its SKILL.md or the library says."
+)
+@click.option("--disable", is_flag=True, help="Store every pushed skill disabled (enabled: false).")
 @click.option("--create-bucket", is_flag=True, help="Create the bucket if it does not exist.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per changed skill and per note, however many.")
 @pass_context
@@ -272,6 +285,7 @@ def push_command(
     replace: bool,
     category: str | None,
     enable: bool,
+    disable: bool,
     create_bucket: bool,
     verbose: bool,
 ) -> int:
@@ -289,8 +303,12 @@ def push_command(
     Not without --force: invalid skills or unsafe files. Not without --replace:
     replacing a library skill that was pushed from another folder (a folder made by
     `s3skills pull` replaces the copy it was pulled from without it). A skill
-    disabled in the library stays disabled unless --enable.
+    disabled in the library stays disabled unless --enable. --enable and --disable win
+    over the SKILL.md frontmatter (a pulled skill says `enabled: false`); the output names
+    the skills whose state they change.
     """
+    if enable and disable:
+        raise UsageError("give --enable or --disable, not both")
     from s3skills.transfer import PushRefused, push_tree
 
     store, prefix = ctx.store, ctx.prefix
@@ -308,6 +326,7 @@ def push_command(
                 force=force,
                 replace=replace,
                 enable=enable,
+                disable=disable,
                 bucket_may_be_missing=create_bucket,
                 progress=report_progress,
                 layout=ctx.layout,
@@ -340,6 +359,8 @@ def push_command(
     changed = sorted(
         sid for sid in report.skills if any(i.path.startswith(sid + "/") for i in (*report.uploaded, *report.deleted))
     )
+    if enable or disable:
+        _say_switched(ctx, report, "enabled" if enable else "disabled")
     if not dry_run and not report.uploaded and not report.deleted:
         are = "is" if len(report.skills) == 1 else "are"
         ctx.print(
@@ -363,7 +384,7 @@ def push_command(
         pushed = "would be pushed" if dry_run else "pushed"
         ctx.warn(f"{pushed} with problems: {tally.summary()}; see 's3skills validate {directory}'")
         if tally.skills[Severity.FATAL]:
-            ctx.warn(f"agents skip skills with fatal problems: {', '.join(tally.skills[Severity.FATAL])}")
+            ctx.warn(f"agents skip skills with fatal problems: {_names(tally.skills[Severity.FATAL])}")
     _say_unservable(ctx, unservable, verbose=verbose)
     return 1 if blocked else 0
 

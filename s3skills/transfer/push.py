@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import mimetypes
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path, PurePosixPath
@@ -20,6 +21,7 @@ from s3skills._loop import gather_limited, io_bound, sync_method
 from s3skills.errors import BucketNotFound, FileTooLarge, NotFound, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.layout import KeyLayout
+from s3skills.lines import summarise
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
@@ -38,7 +40,14 @@ from s3skills.transfer.localtree import (
     scan_tree,
     skill_of,
 )
-from s3skills.transfer.provenance import SOURCE_KEY, keep_disabled, pulled_etags, read_remote, source_of
+from s3skills.transfer.provenance import (
+    SOURCE_KEY,
+    keep_disabled,
+    pulled_etags,
+    read_remote,
+    source_of,
+    with_enabled,
+)
 from s3skills.transfer.reports import PushRefused, PushReport
 
 __all__ = ["MAX_FILE_BYTES", "Progress", "apush_tree", "push_tree"]
@@ -124,7 +133,7 @@ async def _plan_skill_md(
     candidates: list[LocalFile],
     report: PushReport,
     *,
-    enable: bool,
+    flag: bool | None,
     replace: bool,
 ) -> tuple[dict[str, bytes], set[str]]:
     """Read the remote `SKILL.md` of each changed skill: provenance and `enabled` (1 GET each).
@@ -162,7 +171,11 @@ async def _plan_skill_md(
                 )
         elif (remote is None or remote.source is None) and not was_pulled:
             report.replaced.append(Item(f.skill, "the library's copy has no recorded source (created or edited there)"))
-        if remote is not None and not remote.enabled and not enable:
+        if flag is not None:  # push --enable/--disable: the bytes to write are already decided
+            if remote is not None and remote.enabled != flag:
+                report.switched.append(f.skill)
+            return
+        if remote is not None and not remote.enabled:
             report.disabled.append(f.skill)
             wanted = keep_disabled(local, leaf)
             if wanted != local:
@@ -190,6 +203,7 @@ async def apush_tree(
     force: bool = False,
     replace: bool = False,
     enable: bool = False,
+    disable: bool = False,
     bucket_may_be_missing: bool = False,
     progress: Progress | None = None,
     concurrency: int = 16,
@@ -219,8 +233,11 @@ async def apush_tree(
             skills instead of refusing the whole tree.
         replace: Replace remote skills pushed from another folder (a folder pulled
             from the library replaces the copy it was pulled from without it).
-        enable: Write the local `enabled` as it is; by default a skill disabled in the
-            library stays disabled.
+        enable: Store every pushed skill enabled, whatever its local `SKILL.md` says (a
+            pulled one may say `enabled: false`); by default a skill disabled in the
+            library stays disabled and a new one is stored as its `SKILL.md` says.
+        disable: Store every pushed skill disabled (`enabled: false`). The skills whose
+            state this changes are in `report.switched`.
         bucket_may_be_missing: With `dry_run`, plan a first push when the bucket does
             not exist yet (`push --dry-run --create-bucket`) instead of raising.
         progress: Called as `progress(path, done, total)` after each upload/deletion.
@@ -242,6 +259,9 @@ async def apush_tree(
     """
     if prefix and not prefix.endswith("/"):
         raise ValueError("prefix must end with '/'")
+    if enable and disable:
+        raise ValueError("give enable or disable, not both")
+    flag = True if enable else False if disable else None
     tree = await asyncio.to_thread(scan_tree, Path(source), category=category, max_file_bytes=max_file_bytes)
     report = PushReport(dry_run=dry_run, refused=list(tree.refused), ignored=list(tree.ignored))
     report.problems = list(tree.problems)
@@ -254,7 +274,7 @@ async def apush_tree(
         names = sorted({p.path.removesuffix(SKILL_FILE).rstrip("/") or "." for p in blocking})
         what = [f"{_count(len(tree.refused), 'unsafe or ambiguous file')}"] if tree.refused else []
         if names:
-            what.append(f"{_count(len(blocking), 'SKILL.md problem')} in {', '.join(names)}")
+            what.append(f"{_count(len(blocking), 'SKILL.md problem')} in {summarise(names)}")
         raise PushRefused(f"{source}: {' and '.join(what)} block the push; fix them or use --force", report)
     if not tree.skills:
         raise SkillError(f"{source}: no skills found (a skill is a folder with a SKILL.md, at any depth)")
@@ -275,9 +295,16 @@ async def apush_tree(
     keys = {f.key_rel: join_key(prefix, tuple(f.key_rel.split("/"))) for f in files}
     compare = [f for f in files if keys[f.key_rel] in remote and "-" not in remote[keys[f.key_rel]].etag]
     digests = await asyncio.to_thread(lambda: {f.key_rel: local_md5(f, max_file_bytes) for f in compare})
+    forced: dict[str, bytes] = {}
+    if flag is not None:  # the flag wins over each SKILL.md's frontmatter: compare what will be written
+        forced, disagree = await asyncio.to_thread(_with_flag, files, flag, max_file_bytes)
+        digests |= {k: hashlib.md5(v, usedforsecurity=False).hexdigest() for k, v in forced.items() if k in digests}
+        report.switched = sorted(sid for sid in disagree if keys[f"{sid}/{SKILL_FILE}"] not in remote)
     changed = [f for f in files if (o := remote.get(keys[f.key_rel])) is None or digests.get(f.key_rel) != o.etag]
     changed_md = [f for f in changed if f.key_rel == f"{f.skill}/{SKILL_FILE}" and keys[f.key_rel] in remote]
-    overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, enable=enable, replace=replace)
+    overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, flag=flag, replace=replace)
+    overrides = {**forced, **overrides}
+    report.switched.sort()
     if report.blocking and not dry_run:  # a dry run lists them
         raise PushRefused(f"{source}: {report.blocking_summary()}", report)
     uploads: list[LocalFile] = []
@@ -410,6 +437,19 @@ async def _note_derived(
     touched = {str(sid) for k in [*written, *deletions] if (sid := SkillId.from_key(k, prefix)) is not None}
     if touched or mark is not None:
         await anote_changed(store, prefix, touched, manifest_key=manifest_key, written=skill_mds, mark=mark)
+
+
+def _with_flag(files: list[LocalFile], enabled: bool, max_bytes: int) -> tuple[dict[str, bytes], set[str]]:
+    """Each `SKILL.md` that must change to say `enabled` (key_rel -> bytes), and the skills it is."""
+    out: dict[str, bytes] = {}
+    for f in files:
+        if f.key_rel != f"{f.skill}/{SKILL_FILE}":
+            continue
+        local = read_local(f.local, max_bytes, f.identity)
+        wanted = with_enabled(local, SkillId.parse(f.skill).leaf, enabled)
+        if wanted != local:
+            out[f.key_rel] = wanted
+    return out, {k.removesuffix("/" + SKILL_FILE) for k in out}
 
 
 push_tree = sync_method(apush_tree)

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from s3skills.errors import S3SkillsError
+from s3skills.lines import summarise
 from s3skills.transfer.localtree import Finding, Item
 
 __all__ = ["PullReport", "PushRefused", "PushReport"]
@@ -51,6 +52,8 @@ class PushReport:
         replaced: Remote skills replaced whose source is unknown (created or edited in
             the bucket): written, and reported.
         disabled: Remote skills that are disabled and stay disabled (`enable` not given).
+        switched: Skills whose enabled state `push --enable`/`--disable` changes (in the
+            library, or against what the local SKILL.md says for a new skill).
         duplicates: Local skill folders left out as byte-identical copies of another.
         renamed: Local skill folders pushed under the shortest distinguishing id.
         dry_run: Nothing was written.
@@ -71,6 +74,7 @@ class PushReport:
     left_out: list[str] = field(default_factory=list)
     replaced: list[Item] = field(default_factory=list)
     disabled: list[str] = field(default_factory=list)
+    switched: list[str] = field(default_factory=list)
     duplicates: list[Item] = field(default_factory=list)
     renamed: list[Item] = field(default_factory=list)
     dry_run: bool = False
@@ -87,12 +91,12 @@ class PushReport:
         parts = []
         if copies:
             parts.append(
-                f"{len(copies)} skill(s) in the library were pushed from another folder ({', '.join(copies)}): "
+                f"{len(copies)} skill(s) in the library were pushed from another folder ({summarise(copies)}): "
                 "use --replace to replace them"
             )
         if clashes:
             parts.append(
-                f"{len(clashes)} skill id(s) clash with the library's folders ({', '.join(clashes)}): "
+                f"{len(clashes)} skill id(s) clash with the library's folders ({summarise(clashes)}): "
                 "rename them, or use --force to leave them out"
             )
         return "; ".join(parts)
