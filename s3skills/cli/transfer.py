@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from s3skills.cli.context import CliError, Context, global_options, pass_context
+from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
 from s3skills.cli.shared import human_size, problem_line, progress, resolve_skill
 from s3skills.cli.versions import pushed_versions
 from s3skills.errors import SkillError
@@ -21,8 +21,9 @@ from s3skills.ids import SKILL_FILE
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.naming import unservable_reason
-from s3skills.skills.format.severity import SEVERITIES, Severity, Tally, severity_of
+from s3skills.skills.format.severity import SEVERITIES, Tally, severity_of
 from s3skills.transfer.localtree import Finding, check_relative_path, read_local, scan_tree
+from s3skills.transfer.reports import names_line
 
 if TYPE_CHECKING:
     from s3skills.transfer import PushReport
@@ -97,13 +98,13 @@ def _say_unservable(ctx: Context, unservable: list[tuple[str, str]], *, verbose:
     """Tell which skills MCP's `skills/list` leaves out (they still work for agents and MCP tools)."""
     if not unservable:
         return
-    ctx.warn(
-        f"s3skills mcp will not list {_plural(len(unservable), 'skill')} "
-        f"({_names([sid for sid, _ in unservable])}): agents and the MCP tools still use them"
+    _warn_list(
+        ctx,
+        f"s3skills mcp will not list {_plural(len(unservable), 'skill')} in skills/list "
+        "(agents and the MCP tools still use them):",
+        [f"{skill_id}: {reason}" for skill_id, reason in unservable],
+        verbose=verbose,
     )
-    if verbose or len(unservable) <= QUIET_OVER:
-        for skill_id, reason in unservable:
-            ctx.warn(f"  {skill_id}: {reason}")
 
 
 def _placeholder_findings(rel: str, data: bytes, skill_id: str) -> list[Finding]:
@@ -175,8 +176,10 @@ def validate_command(ctx: Context, target: str) -> int:
         for shown, _, f in lines:
             ctx.print(problem_line(shown, str(severity_of(f)), f.message))
         ctx.print(f"{_plural(count, 'skill')} checked: {tally.summary(zeros=True)}")
-        if tally.blocking_push:
-            ctx.print("push refuses fatal problems and errors without --force")
+        if tally.refused_by_strict:
+            ctx.print(
+                "push stores skills with errors (hosts load them) and leaves out fatal ones; push --strict refuses both"
+            )
         _say_unservable(ctx, unservable)
     return 1 if tally.failing_validate else 0
 
@@ -205,50 +208,127 @@ def _print_plan(ctx: Context, report: PushReport, directory: str) -> None:
 
 
 QUIET_OVER = 10
-"""A push names each skill (and each note) up to this many; over it, one line per kind unless -v."""
+"""A push names each skill (and each note) up to this many; over it, a summary unless -v."""
+MAX_LINE = 200
+"""No line a push or validate prints is longer (a long id or reason is cut, marked with `…`)."""
 
 
-def _names(items: list[str], limit: int = QUIET_OVER) -> str:
-    more = f", +{len(items) - limit} more" if len(items) > limit else ""
-    return ", ".join(items[:limit]) + more
+def _fit(line: str) -> str:
+    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
 
 
-def _warn_notes(ctx: Context, report: PushReport, directory: str, *, verbose: bool = False) -> None:
+def _names(items: list[str]) -> str:
+    return names_line(items, 100)
+
+
+def _warn_list(
+    ctx: Context, head: str, lines: list[str], *, verbose: bool = False, more: str = "`s3skills validate`"
+) -> None:
+    """`head`, then one line per item (each at most `MAX_LINE`), the first `QUIET_OVER` unless
+    `verbose`; `more` names what lists them all."""
+    if not lines:
+        return
+    ctx.warn(_fit(head))
+    shown = lines if verbose or len(lines) <= QUIET_OVER else lines[:QUIET_OVER]
+    for line in shown:
+        ctx.warn(_fit("  " + line))
+    if len(shown) < len(lines):
+        ctx.warn(f"  … and {len(lines) - len(shown)} more; {more} lists them all")
+
+
+def _warn_notes(ctx: Context, report: PushReport, *, verbose: bool = False) -> None:
+    """What the scan decided besides the problems: files left out, nested, collapsed and renamed
+    folders, conflicts. Paths are relative to the pushed folder."""
     would = "would be" if report.dry_run else "were"
-    for item in report.refused:
-        ctx.warn(f"left out {Path(directory) / item.path}: {item.reason}")
-    for kind, items in (
-        ("nested skill folders", report.nested),
-        ("identical copies collapsed", report.duplicates),
-        ("folders given a distinguishing id", report.renamed),
+    _warn_list(
+        ctx,
+        f"left out {_plural(len(report.refused), 'file')} that cannot be pushed safely:",
+        [f"{item.path}: {item.reason}" for item in report.refused],
+        verbose=verbose,
+    )
+    ids = {folder: sid for sid, folder in report.mapping.items()}
+    renamed = [
+        f"{folder} -> {ids.get(folder, '?')}"
+        for item in report.renamed
+        if (folder := item.path.removesuffix(SKILL_FILE).rstrip("/") or ".")
+    ]
+    for head, lines in (
+        ("note: skill folders nested in another skill, pushed as their own skills:", [i.path for i in report.nested]),
+        ("note: byte-identical copies, pushed once:", [f"{i.path}: {i.reason}" for i in report.duplicates]),
+        ("note: differing folders that mapped to one id, pushed under distinct ids:", renamed),
     ):
-        if verbose or len(items) <= QUIET_OVER:
-            for item in items:
-                ctx.warn(f"note: {Path(directory) / item.path}: {item.reason}")
-        else:
-            folders = [item.path.removesuffix("/" + SKILL_FILE) for item in items]
-            ctx.warn(f"note: {len(items)} {kind} ({_names(folders)}); -v shows each")
-    for item in report.conflicts:
-        ctx.warn(f"conflict: {item.path}: {item.reason}")
+        _warn_list(ctx, head, lines, verbose=verbose, more="push -v")
+    clashes = [c for c in report.conflicts if c.path in report.left_out]
+    _warn_list(
+        ctx,
+        f"left out {_plural(len(clashes), 'skill')} whose id clashes with the library (its copy is kept):",
+        [f"{c.path}: {c.reason}" for c in clashes],
+        verbose=verbose,
+    )
+    for item in report.blocking:
+        ctx.warn(_fit(f"conflict: {item.path}: {item.reason}"))
     for item in report.replaced:
-        ctx.warn(f"note: {item.path} {would} replaced: {item.reason}")
+        ctx.warn(_fit(f"note: {item.path} {would} replaced: {item.reason}"))
     if report.disabled:
-        ctx.warn(f"kept disabled (use --enable to enable): {', '.join(report.disabled)}")
+        ctx.warn(f"kept disabled (use --enable to enable): {_names(report.disabled)}")
     if report.kept_nested:
         kept = "would keep" if report.dry_run else "kept"
         ctx.warn(f"{kept} the nested skill(s) {_names(report.kept_nested)}: a skill is one folder; remove them by name")
 
 
-def _pushed_problems(report: PushReport) -> Tally:
-    """The SKILL.md problems of the skills this push wrote (or would write), by skill id."""
+def _by_skill(report: PushReport, findings: list[Finding]) -> dict[str, list[str]]:
+    """Skill id -> its problem messages, in order (a `SKILL.md` path maps to its skill's id)."""
     ids = {folder: sid for sid, folder in report.mapping.items()}
-    written = {sid for sid in report.skills if any(item.path.startswith(sid + "/") for item in report.uploaded)}
-    pairs = []
-    for p in report.problems:
-        sid = ids.get(p.path.removesuffix(SKILL_FILE).rstrip("/") or ".")
-        if sid is not None and sid in written:
-            pairs.append((sid, severity_of(p)))
-    return Tally.of(pairs)
+    out: dict[str, list[str]] = {}
+    for p in findings:
+        folder = p.path.removesuffix(SKILL_FILE).rstrip("/") or "."
+        out.setdefault(ids.get(folder, folder), []).append(p.message)
+    return dict(sorted(out.items()))
+
+
+def _skill_lines(problems: dict[str, list[str]]) -> list[str]:
+    """`id: first reason (+N more)`, one line per skill."""
+    return [f"{sid}: {ms[0]}" + (f" (+{len(ms) - 1} more)" if len(ms) > 1 else "") for sid, ms in problems.items()]
+
+
+def _warn_left_out(ctx: Context, report: PushReport, *, verbose: bool) -> None:
+    """The skills the severity policy leaves out (no host reads them), one line each."""
+    left = _by_skill(report, [p for p in report.problems if not SEVERITIES[severity_of(p)].pushed])
+    _warn_list(
+        ctx,
+        f"left out {_plural(len(left), 'skill')} no host can read (fix them; a library copy is kept):",
+        _skill_lines(left),
+        verbose=verbose,
+    )
+
+
+def _warn_problems(ctx: Context, report: PushReport, *, verbose: bool) -> None:
+    """The severity policy's words on the skills a push wrote: those stored with errors (one
+    line each), the advice (counted)."""
+    written = {sid for sid in report.skills if any(i.path.startswith(sid + "/") for i in report.uploaded)}
+    rules = {p: SEVERITIES[severity_of(p)] for p in report.problems}
+    named = {
+        sid: ms
+        for sid, ms in _by_skill(report, [p for p, r in rules.items() if r.pushed and r.named_by_push]).items()
+        if sid in written
+    }
+    stored = "would store" if report.dry_run else "stored"
+    _warn_list(
+        ctx,
+        f"{stored} {_plural(len(named), 'skill')} that break the Agent Skills specification "
+        "(hosts load them; --strict refuses them):",
+        _skill_lines(named),
+        verbose=verbose,
+    )
+    advice = {
+        sid: ms
+        for sid, ms in _by_skill(report, [p for p, r in rules.items() if not r.named_by_push]).items()
+        if sid in written
+    }
+    if advice:
+        count = sum(len(ms) for ms in advice.values())
+        skills = _plural(len(advice), "skill")
+        ctx.warn(f"note: {_plural(count, 'warning')} (advice) in {skills}; `s3skills validate` lists them")
 
 
 @click.command("push", short_help="Upload a local tree of skills.")
@@ -256,7 +336,8 @@ def _pushed_problems(report: PushReport) -> Tally:
 @click.argument("directory", metavar="DIR")
 @click.option("--dry-run", is_flag=True, help="Show the skills, files and conflicts; write nothing.")
 @click.option("--delete", is_flag=True, help="Mirror: delete remote files that are not in DIR.")
-@click.option("--force", is_flag=True, help="Push invalid skills; leave unsafe files and clashing ids out.")
+@click.option("--strict", is_flag=True, help="Refuse the push on any error, unsafe file or clashing id (for CI).")
+@click.option("--force", "gone_force", is_flag=True, hidden=True)
 @click.option("--replace", is_flag=True, help="Replace library skills that were pushed from another folder.")
 @click.option("--category", metavar="C", help="Put every skill in category C (instead of the rule's choice).")
 @click.option("--enable", is_flag=True, help="Enable skills that are disabled in the library.")
@@ -268,7 +349,8 @@ def push_command(
     directory: str,
     dry_run: bool,
     delete: bool,
-    force: bool,
+    strict: bool,
+    gone_force: bool,
     replace: bool,
     category: str | None,
     enable: bool,
@@ -286,13 +368,22 @@ def push_command(
     --dry-run shows each id and file. Over 10 changed skills, the output is a summary
     (-v: one line each); a push that changes nothing prints one line.
 
-    Not without --force: invalid skills or unsafe files. Not without --replace:
-    replacing a library skill that was pushed from another folder (a folder made by
-    `s3skills pull` replaces the copy it was pulled from without it). A skill
-    disabled in the library stays disabled unless --enable.
+    What Claude Code and other hosts load is stored, even when it breaks the Agent Skills
+    specification (a name that is not its folder's, a long description): one warning line
+    per skill. Left out, each named, the library's copy kept: a SKILL.md no host can read,
+    unsafe files, an id clashing with the library's folders. --strict refuses the whole
+    push instead (exit 1), for a curated library's CI; `s3skills validate` lists every
+    problem. Not without --replace: replacing a library skill that was pushed from
+    another folder (a folder made by `s3skills pull` replaces the copy it was pulled
+    from without it). A skill disabled in the library stays disabled unless --enable.
     """
     from s3skills.transfer import PushRefused, push_tree
 
+    if gone_force:
+        raise UsageError(
+            "push has no --force: it stores what hosts load and leaves out, naming each, what it cannot; "
+            "--strict refuses instead (s3skills push --help)"
+        )
     store, prefix = ctx.store, ctx.prefix
     if create_bucket and not dry_run:
         ctx.run(store.acreate_bucket())
@@ -305,7 +396,7 @@ def push_command(
                 category=category,
                 delete=delete,
                 dry_run=dry_run,
-                force=force,
+                strict=strict,
                 replace=replace,
                 enable=enable,
                 bucket_may_be_missing=create_bucket,
@@ -316,15 +407,11 @@ def push_command(
         refused = exc.report
         if ctx.json:
             ctx.emit({"ok": False, "error": str(exc), **refused.to_dict()})
-        for item in refused.refused:
-            ctx.warn(problem_line(str(Path(directory) / item.path), "error", item.reason))
-        for p in refused.problems:
-            if SEVERITIES[severity_of(p)].push_needs_force:
-                ctx.warn(problem_line(str(Path(directory) / p.path), str(severity_of(p)), p.message))
-        for item in refused.blocking:
-            ctx.warn(f"conflict: {item.path}: {item.reason}")
-        hint = "" if refused.blocking else f" (see 's3skills validate {directory}')"
-        raise CliError(f"push refused: {exc}{hint}") from exc
+        strict_ones = [p for p in refused.problems if SEVERITIES[severity_of(p)].strict_refuses]
+        _warn_list(ctx, "skills with errors:", _skill_lines(_by_skill(refused, strict_ones)))
+        _warn_list(ctx, "unsafe or ambiguous files:", [f"{i.path}: {i.reason}" for i in refused.refused])
+        _warn_list(ctx, "conflicts:", [f"{i.path}: {i.reason}" for i in refused.conflicts])
+        raise CliError(_fit(f"push refused: {exc}")) from exc
     blocked = bool(report.blocking)  # only a dry run gets here with blocking conflicts
     versions = pushed_versions(ctx, report.skills) if not dry_run and report.skills else {}
     unservable = _mcp_unservable(_pushed_skill_mds(Path(directory), report.mapping))
@@ -334,9 +421,13 @@ def push_command(
         return 1 if blocked else 0
     if dry_run:
         _print_plan(ctx, report, directory)
-    _warn_notes(ctx, report, directory, verbose=verbose)
+    _warn_notes(ctx, report, verbose=verbose)
+    _warn_left_out(ctx, report, verbose=verbose)
     if blocked:
-        ctx.warn(f"the push would be refused: {report.blocking_summary()}")
+        ctx.warn(_fit(f"the push would be refused: {report.blocking_summary()}"))
+    if report.left_out and not report.skills:
+        ctx.warn(f"nothing pushed: every skill of {directory} was left out")
+        return 1
     changed = sorted(
         sid for sid in report.skills if any(i.path.startswith(sid + "/") for i in (*report.uploaded, *report.deleted))
     )
@@ -355,15 +446,10 @@ def push_command(
     if verbose or len(changed) <= QUIET_OVER:
         for skill_id in changed:
             if skill_id in versions:
-                ctx.print(f"{skill_id}: version {versions[skill_id]}")
+                ctx.print(_fit(f"{skill_id}: version {versions[skill_id]}"))
     else:
         ctx.print(f"Changed: {_names(changed)} (-v lists each skill with its version)")
-    tally = _pushed_problems(report)
-    if any(tally.count(s) for s in Severity):
-        pushed = "would be pushed" if dry_run else "pushed"
-        ctx.warn(f"{pushed} with problems: {tally.summary()}; see 's3skills validate {directory}'")
-        if tally.skills[Severity.FATAL]:
-            ctx.warn(f"agents skip skills with fatal problems: {', '.join(tally.skills[Severity.FATAL])}")
+    _warn_problems(ctx, report, verbose=verbose)
     _say_unservable(ctx, unservable, verbose=verbose)
     return 1 if blocked else 0
 
