@@ -14,6 +14,17 @@ from typing import TYPE_CHECKING
 import click
 
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
+from s3skills.cli.push_output import (
+    QUIET_OVER,
+    by_skill,
+    fit,
+    names,
+    skill_lines,
+    warn_left_out,
+    warn_list,
+    warn_notes,
+    warn_problems,
+)
 from s3skills.cli.shared import human_size, problem_line, progress, resolve_skill
 from s3skills.cli.versions import pushed_versions
 from s3skills.errors import SkillError
@@ -23,7 +34,6 @@ from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.naming import unservable_reason
 from s3skills.skills.format.severity import SEVERITIES, Tally, severity_of
 from s3skills.transfer.localtree import Finding, check_relative_path, read_local, scan_tree
-from s3skills.transfer.reports import names_line
 
 if TYPE_CHECKING:
     from s3skills.transfer import PushReport
@@ -98,7 +108,7 @@ def _say_unservable(ctx: Context, unservable: list[tuple[str, str]], *, verbose:
     """Tell which skills MCP's `skills/list` leaves out (they still work for agents and MCP tools)."""
     if not unservable:
         return
-    _warn_list(
+    warn_list(
         ctx,
         f"s3skills mcp will not list {_plural(len(unservable), 'skill')} in skills/list "
         "(agents and the MCP tools still use them):",
@@ -207,130 +217,6 @@ def _print_plan(ctx: Context, report: PushReport, directory: str) -> None:
             ctx.print(f"  {item.path}: {item.reason}")
 
 
-QUIET_OVER = 10
-"""A push names each skill (and each note) up to this many; over it, a summary unless -v."""
-MAX_LINE = 200
-"""No line a push or validate prints is longer (a long id or reason is cut, marked with `…`)."""
-
-
-def _fit(line: str) -> str:
-    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
-
-
-def _names(items: list[str]) -> str:
-    return names_line(items, 100)
-
-
-def _warn_list(
-    ctx: Context, head: str, lines: list[str], *, verbose: bool = False, more: str = "`s3skills validate`"
-) -> None:
-    """`head`, then one line per item (each at most `MAX_LINE`), the first `QUIET_OVER` unless
-    `verbose`; `more` names what lists them all."""
-    if not lines:
-        return
-    ctx.warn(_fit(head))
-    shown = lines if verbose or len(lines) <= QUIET_OVER else lines[:QUIET_OVER]
-    for line in shown:
-        ctx.warn(_fit("  " + line))
-    if len(shown) < len(lines):
-        ctx.warn(f"  … and {len(lines) - len(shown)} more; {more} lists them all")
-
-
-def _warn_notes(ctx: Context, report: PushReport, *, verbose: bool = False) -> None:
-    """What the scan decided besides the problems: files left out, nested, collapsed and renamed
-    folders, conflicts. Paths are relative to the pushed folder."""
-    would = "would be" if report.dry_run else "were"
-    _warn_list(
-        ctx,
-        f"left out {_plural(len(report.refused), 'file')} that cannot be pushed safely:",
-        [f"{item.path}: {item.reason}" for item in report.refused],
-        verbose=verbose,
-    )
-    ids = {folder: sid for sid, folder in report.mapping.items()}
-    renamed = [
-        f"{folder} -> {ids.get(folder, '?')}"
-        for item in report.renamed
-        if (folder := item.path.removesuffix(SKILL_FILE).rstrip("/") or ".")
-    ]
-    for head, lines in (
-        ("note: skill folders nested in another skill, pushed as their own skills:", [i.path for i in report.nested]),
-        ("note: byte-identical copies, pushed once:", [f"{i.path}: {i.reason}" for i in report.duplicates]),
-        ("note: differing folders that mapped to one id, pushed under distinct ids:", renamed),
-    ):
-        _warn_list(ctx, head, lines, verbose=verbose, more="push -v")
-    clashes = [c for c in report.conflicts if c.path in report.left_out]
-    _warn_list(
-        ctx,
-        f"left out {_plural(len(clashes), 'skill')} whose id clashes with the library (its copy is kept):",
-        [f"{c.path}: {c.reason}" for c in clashes],
-        verbose=verbose,
-    )
-    for item in report.blocking:
-        ctx.warn(_fit(f"conflict: {item.path}: {item.reason}"))
-    for item in report.replaced:
-        ctx.warn(_fit(f"note: {item.path} {would} replaced: {item.reason}"))
-    if report.disabled:
-        ctx.warn(f"kept disabled (use --enable to enable): {_names(report.disabled)}")
-    if report.kept_nested:
-        kept = "would keep" if report.dry_run else "kept"
-        ctx.warn(f"{kept} the nested skill(s) {_names(report.kept_nested)}: a skill is one folder; remove them by name")
-
-
-def _by_skill(report: PushReport, findings: list[Finding]) -> dict[str, list[str]]:
-    """Skill id -> its problem messages, in order (a `SKILL.md` path maps to its skill's id)."""
-    ids = {folder: sid for sid, folder in report.mapping.items()}
-    out: dict[str, list[str]] = {}
-    for p in findings:
-        folder = p.path.removesuffix(SKILL_FILE).rstrip("/") or "."
-        out.setdefault(ids.get(folder, folder), []).append(p.message)
-    return dict(sorted(out.items()))
-
-
-def _skill_lines(problems: dict[str, list[str]]) -> list[str]:
-    """`id: first reason (+N more)`, one line per skill."""
-    return [f"{sid}: {ms[0]}" + (f" (+{len(ms) - 1} more)" if len(ms) > 1 else "") for sid, ms in problems.items()]
-
-
-def _warn_left_out(ctx: Context, report: PushReport, *, verbose: bool) -> None:
-    """The skills the severity policy leaves out (no host reads them), one line each."""
-    left = _by_skill(report, [p for p in report.problems if not SEVERITIES[severity_of(p)].pushed])
-    _warn_list(
-        ctx,
-        f"left out {_plural(len(left), 'skill')} no host can read (fix them; a library copy is kept):",
-        _skill_lines(left),
-        verbose=verbose,
-    )
-
-
-def _warn_problems(ctx: Context, report: PushReport, *, verbose: bool) -> None:
-    """The severity policy's words on the skills a push wrote: those stored with errors (one
-    line each), the advice (counted)."""
-    written = {sid for sid in report.skills if any(i.path.startswith(sid + "/") for i in report.uploaded)}
-    rules = {p: SEVERITIES[severity_of(p)] for p in report.problems}
-    named = {
-        sid: ms
-        for sid, ms in _by_skill(report, [p for p, r in rules.items() if r.pushed and r.named_by_push]).items()
-        if sid in written
-    }
-    stored = "would store" if report.dry_run else "stored"
-    _warn_list(
-        ctx,
-        f"{stored} {_plural(len(named), 'skill')} that break the Agent Skills specification "
-        "(hosts load them; --strict refuses them):",
-        _skill_lines(named),
-        verbose=verbose,
-    )
-    advice = {
-        sid: ms
-        for sid, ms in _by_skill(report, [p for p, r in rules.items() if not r.named_by_push]).items()
-        if sid in written
-    }
-    if advice:
-        count = sum(len(ms) for ms in advice.values())
-        skills = _plural(len(advice), "skill")
-        ctx.warn(f"note: {_plural(count, 'warning')} (advice) in {skills}; `s3skills validate` lists them")
-
-
 @click.command("push", short_help="Upload a local tree of skills.")
 @global_options
 @click.argument("directory", metavar="DIR")
@@ -408,23 +294,25 @@ def push_command(
         if ctx.json:
             ctx.emit({"ok": False, "error": str(exc), **refused.to_dict()})
         strict_ones = [p for p in refused.problems if SEVERITIES[severity_of(p)].strict_refuses]
-        _warn_list(ctx, "skills with errors:", _skill_lines(_by_skill(refused, strict_ones)))
-        _warn_list(ctx, "unsafe or ambiguous files:", [f"{i.path}: {i.reason}" for i in refused.refused])
-        _warn_list(ctx, "conflicts:", [f"{i.path}: {i.reason}" for i in refused.conflicts])
-        raise CliError(_fit(f"push refused: {exc}")) from exc
+        warn_list(ctx, "skills with errors:", skill_lines(by_skill(refused, strict_ones)))
+        warn_list(ctx, "unsafe or ambiguous files:", [f"{i.path}: {i.reason}" for i in refused.refused])
+        warn_list(ctx, "conflicts:", [f"{i.path}: {i.reason}" for i in refused.conflicts])
+        raise CliError(fit(f"push refused: {exc}")) from exc
     blocked = bool(report.blocking)  # only a dry run gets here with blocking conflicts
     versions = pushed_versions(ctx, report.skills) if not dry_run and report.skills else {}
-    unservable = _mcp_unservable(_pushed_skill_mds(Path(directory), report.mapping))
+    pushed = {sid: folder for sid, folder in report.mapping.items() if sid in report.skills}
+    unservable = _mcp_unservable(_pushed_skill_mds(Path(directory), pushed))
     if ctx.json:
+        failed = blocked or bool(report.left_out and not report.skills)  # nothing of DIR could be pushed
         mcp_unlisted = [{"skill": sid, "reason": why} for sid, why in unservable]
-        ctx.emit({"ok": not blocked, **report.to_dict(), "versions": versions, "mcp_unlisted": mcp_unlisted})
-        return 1 if blocked else 0
+        ctx.emit({"ok": not failed, **report.to_dict(), "versions": versions, "mcp_unlisted": mcp_unlisted})
+        return 1 if failed else 0
     if dry_run:
         _print_plan(ctx, report, directory)
-    _warn_notes(ctx, report, verbose=verbose)
-    _warn_left_out(ctx, report, verbose=verbose)
+    warn_notes(ctx, report, verbose=verbose)
+    warn_left_out(ctx, report, verbose=verbose)
     if blocked:
-        ctx.warn(_fit(f"the push would be refused: {report.blocking_summary()}"))
+        ctx.warn(fit(f"the push would be refused: {report.blocking_summary()}"))
     if report.left_out and not report.skills:
         ctx.warn(f"nothing pushed: every skill of {directory} was left out")
         return 1
@@ -446,10 +334,10 @@ def push_command(
     if verbose or len(changed) <= QUIET_OVER:
         for skill_id in changed:
             if skill_id in versions:
-                ctx.print(_fit(f"{skill_id}: version {versions[skill_id]}"))
+                ctx.print(fit(f"{skill_id}: version {versions[skill_id]}"))
     else:
-        ctx.print(f"Changed: {_names(changed)} (-v lists each skill with its version)")
-    _warn_problems(ctx, report, verbose=verbose)
+        ctx.print(f"Changed: {names(changed)} (-v lists each skill with its version)")
+    warn_problems(ctx, report, verbose=verbose)
     _say_unservable(ctx, unservable, verbose=verbose)
     return 1 if blocked else 0
 
