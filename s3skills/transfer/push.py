@@ -1,11 +1,13 @@
 """Push a local tree of skills to a user's library.
 
 `apush_tree` scans the tree (`s3skills.transfer.localtree.scan_tree`: junk dropped, every
-`SKILL.md` validated, unsafe files refused), compares it with one listing of the
-library and uploads only what changed (the local MD5 against the ETag of single-part
-objects), each skill's `SKILL.md` last so that an agent never sees a half-uploaded
-skill, then records the files written in the library's digest book and manifest. With
-`delete` it mirrors. It runs on the private I/O loop; `push_tree` is its generated sync twin.
+`SKILL.md` validated, unsafe files refused), leaves out what the severity policy
+(`s3skills.skills.format.severity`) does not store, or with `strict` refuses the whole
+push, compares the rest with one listing of the library and uploads only what changed
+(the local MD5 against the ETag of single-part objects), each skill's `SKILL.md` last so
+that an agent never sees a half-uploaded skill, then records the files written in the
+library's digest book and manifest. With `delete` it mirrors. It runs on the private I/O
+loop; `push_tree` is its generated sync twin.
 """
 
 from __future__ import annotations
