@@ -1,10 +1,11 @@
 """One severity policy for skill problems: what `validate`, `push`, `list` and `info` do with each.
 
-The policy follows the hosts. Claude Code and the vercel `skills` CLI load a skill whose
-`SKILL.md` has a readable frontmatter with a `name` (Claude Code falls back to the folder)
-and a `description`; neither refuses a name that differs from its folder, a description
-over 1,024 characters or uppercase in a name. So neither does `push`: it stores what the
-hosts load and says, one line per skill, what breaks the Agent Skills specification.
+The policy follows the hosts. The vercel `skills` CLI loads a skill whose `SKILL.md` has a
+readable frontmatter with a `name` and a `description` and checks nothing else; Claude Code
+is as lenient (it takes the folder name when `name` is missing). Neither refuses a name
+that differs from its folder, uppercase or spaces in a name, a description over 1,024
+characters or metadata values that are not strings. So neither does `push`: it stores what
+the hosts load and says, one line per skill, what breaks the Agent Skills specification.
 `push --strict` (for a curated library's CI) refuses instead, as `validate` fails.
 
 Every problem found in a skill has one of three severities (`SEVERITIES`, the table):
