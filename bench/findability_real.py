@@ -3,7 +3,7 @@
 The library is the real-skills corpus (`s3skills.testing.corpus`: 682 skills from 7 public
 repositories), each repository pushed from its root with `--category <short name>` (the
 names are in the request file): a skill's id is `<short>/<folder name>`, as `s3skills push`
-maps it (`s3skills.transfer.localtree.scan_tree`). Skills that push refuses (ambiguous
+maps it (`s3skills.transfer.localtree.scan_tree`). Skills that push leaves out (ambiguous
 folders) are left out and listed in the results (`excluded_skills`); byte-identical copies
 are pushed once. The library is then grown to each `--sizes` entry with the synthetic
 bench's distractors (`findability.put_distractors`), made from the corpus's words.
@@ -162,7 +162,7 @@ class Corpus:
 def load_corpus(repositories: Mapping[str, str]) -> Corpus:
     """Every corpus skill under the id `s3skills push --category <short>` gives it, per repository.
 
-    A folder push refuses (an ambiguous id, an invalid one, a fatal `SKILL.md` problem) is
+    A folder push leaves out (an ambiguous id, an invalid one, a fatal `SKILL.md` problem) is
     in `excluded`; a byte-identical copy of another folder is in `collapsed` (pushed once).
 
     Raises:

@@ -66,7 +66,7 @@ AsyncHandler = Callable[[ToolCallRequest], Awaitable[ToolResponse]]
 class UseSkillInput(BaseModel):
     """The model-facing arguments of `use_skill`."""
 
-    skill_name: str = Field(description="The skill's id (e.g. 'informes/analizar') or its unique folder name.")
+    skill_name: str = Field(description="The skill's id (e.g. 'informes/analizar') or its unique folder name or name.")
     input: JSONValue = Field(default=None, description="What the skill should work on: text or a JSON value.")
 
 
@@ -320,13 +320,15 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
                 )
             return code_id, code, "code"
         s3_id = _match(name, [s for s in loaded if s not in code_ids])
-        if s3_id is None:
+        if s3_id is None:  # not a loaded id or leaf: perhaps a skill's frontmatter name
             try:
                 known = await self.library.aget(name, tenant=tenant)
             except SkillError:
                 runnable = ", ".join([*code_ids, *loaded]) or "none"
                 raise SkillError(f"no skill '{name}' can run here (runnable: {runnable})") from None
-            raise SkillError(f"the skill '{known.id}' is not loaded: load it with cargar_habilidad first")
+            if known.id not in loaded:
+                raise SkillError(f"the skill '{known.id}' is not loaded: load it with cargar_habilidad first")
+            s3_id = known.id
         # Disabled since it was loaded: not found, like everywhere else.
         info = await self.library.aget(s3_id, tenant=tenant)
         # The version this thread loaded (its pin), as the prompt shows it; a changed skill on an

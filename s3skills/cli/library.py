@@ -17,7 +17,7 @@ from rich.text import Text
 
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
 from s3skills.cli.shared import edit_hint, human_size, is_placeholder, problem_line, resolve_skill
-from s3skills.errors import Conflict, SkillError
+from s3skills.errors import Conflict, InvalidPath, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.lines import MAX_LINE, summarise
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
@@ -123,6 +123,36 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
     return 0
 
 
+def _locate(ctx: Context, name: str) -> tuple[str, str, str, list[ObjectInfo]]:
+    """`(prefix, source, skill id, its objects)` of the skill `name` stands for: an id or a
+    folder name in the user's library, else in the shared one (what the user's agent sees),
+    else a skill's frontmatter name as the agent's library resolves it (its index: no scan).
+    """
+    places = [(ctx.prefix, "shared" if ctx.shared_only else "user")]
+    if ctx.shared_prefix is not None and not ctx.shared_only:
+        places.append((ctx.shared_prefix, "shared"))  # what the user's agent sees: the shared copy
+    missing = CliError(f"unknown skill {name!r}")
+    for prefix, source in places:
+        try:
+            return (prefix, source, *resolve_skill(ctx, name, prefix))
+        except CliError as exc:
+            missing = exc
+    try:  # perhaps the skill's name, as hosts call it
+        skill_id = ctx.run(ctx.library.aresolve(name))
+    except SkillError as exc:
+        if "is the name of several skills" in str(exc):
+            raise CliError(str(exc)) from None  # the candidates
+        raise missing from None
+    except InvalidPath:
+        raise missing from None
+    for prefix, source in places:
+        try:
+            return (prefix, source, *resolve_skill(ctx, skill_id, prefix))
+        except CliError:
+            continue
+    raise missing
+
+
 @click.command("info", short_help="Show a skill: metadata, files, problems.")
 @global_options
 @click.argument("name")
@@ -130,16 +160,10 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
 def info_command(ctx: Context, name: str) -> int:
     """Show a skill: metadata, files with sizes, total size, SKILL.md ETag, problems.
 
-    NAME is a skill id (`pdf`, `category/skill`) or its folder name when that is unique.
+    NAME is a skill id (`pdf`, `category/skill`), or its folder name or its frontmatter
+    name (`"Xero Automation"`, any case) when that is unique.
     """
-    prefix, source = ctx.prefix, "shared" if ctx.shared_only else "user"
-    try:
-        skill_id, objects = resolve_skill(ctx, name)
-    except CliError:
-        if ctx.shared_prefix is None or ctx.shared_only:
-            raise
-        prefix, source = ctx.shared_prefix, "shared"  # what the user's agent sees: the shared copy
-        skill_id, objects = resolve_skill(ctx, name, prefix)
+    prefix, source, skill_id, objects = _locate(ctx, name)
     folder = prefix + skill_id + "/"
     key_md = folder + SKILL_FILE
     body = ctx.run(ctx.store.aget(key_md, max_bytes=MAX_SKILL_MD_BYTES))

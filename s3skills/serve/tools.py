@@ -68,6 +68,9 @@ TOOL_NAMES = ("list_skills", "load_skill", "read_skill_file")
 _FAILURES = (SkillError, NotFound, InvalidPath, FileTooLarge)
 
 
+_NAME_ARG = "The skill id (escrituras/compraventa), or its folder name or its name when unique."
+
+
 def _schema(properties: dict[str, str], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
@@ -97,7 +100,7 @@ _TOOLS = [
             "Load a skill: its SKILL.md instructions and the list of its files. Follow the instructions; "
             "read the files they mention with read_skill_file."
         ),
-        input_schema=_schema({"name": "The skill id (escrituras/compraventa) or its folder name."}, ["name"]),
+        input_schema=_schema({"name": _NAME_ARG}, ["name"]),
         annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
     ),
     types.Tool(
@@ -105,7 +108,7 @@ _TOOLS = [
         title="Read a file of a skill",
         description="Read one file of a skill, by its path inside the skill folder (references/guide.md).",
         input_schema=_schema(
-            {"name": "The skill id or its folder name.", "path": "The file's path inside the skill folder."},
+            {"name": _NAME_ARG, "path": "The file's path inside the skill folder."},
             ["name", "path"],
         ),
         annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),

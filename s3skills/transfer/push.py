@@ -1,11 +1,13 @@
 """Push a local tree of skills to a user's library.
 
 `apush_tree` scans the tree (`s3skills.transfer.localtree.scan_tree`: junk dropped, every
-`SKILL.md` validated, unsafe files refused), compares it with one listing of the
-library and uploads only what changed (the local MD5 against the ETag of single-part
-objects), each skill's `SKILL.md` last so that an agent never sees a half-uploaded
-skill, then records the files written in the library's digest book and manifest. With
-`delete` it mirrors. It runs on the private I/O loop; `push_tree` is its generated sync twin.
+`SKILL.md` validated, unsafe files refused), leaves out what the severity policy
+(`s3skills.skills.format.severity`) does not store, or with `strict` refuses the whole
+push, compares the rest with one listing of the library and uploads only what changed
+(the local MD5 against the ETag of single-part objects), each skill's `SKILL.md` last so
+that an agent never sees a half-uploaded skill, then records the files written in the
+library's digest book and manifest. With `delete` it mirrors. It runs on the private I/O
+loop; `push_tree` is its generated sync twin.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from s3skills._loop import gather_limited, io_bound, sync_method
 from s3skills.errors import BucketNotFound, FileTooLarge, NotFound, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.layout import KeyLayout
-from s3skills.lines import summarise
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
@@ -48,7 +49,7 @@ from s3skills.transfer.provenance import (
     source_of,
     with_enabled,
 )
-from s3skills.transfer.reports import PushRefused, PushReport
+from s3skills.transfer.reports import PushRefused, PushReport, names_line
 
 __all__ = ["MAX_FILE_BYTES", "Progress", "apush_tree", "push_tree"]
 
@@ -113,17 +114,45 @@ def _layout_conflicts(local: Iterable[str], remote: set[str]) -> list[Item]:
         parent = skill_id.split("/", 1)[0] if "/" in skill_id else None
         inner = sorted(r for r in remote if r.startswith(skill_id + "/"))
         if parent is not None and parent in remote:
-            out.append(
-                Item(skill_id, f"its category {parent!r} is a skill in the library; rename one (--force leaves it out)")
-            )
+            out.append(Item(skill_id, f"its category {parent!r} is a skill in the library; rename one"))
         elif inner:
-            out.append(
-                Item(
-                    skill_id,
-                    f"it is a category in the library ({', '.join(inner[:3])}); rename one (--force leaves it out)",
-                )
-            )
+            out.append(Item(skill_id, f"it is a category in the library ({', '.join(inner[:3])}); rename one"))
     return out
+
+
+def _unreadable(tree: LocalTree) -> dict[str, str]:
+    """Skill id -> its folder, for the skills whose `SKILL.md` no host can load (`pushed=False`)."""
+    folders = {folder: sid for sid, folder in tree.mapping.items()}
+    out = {}
+    for p in tree.problems:
+        if not SEVERITIES[severity_of(p)].pushed:
+            folder = p.path.removesuffix(SKILL_FILE).rstrip("/")
+            if folder in folders:
+                out[folders[folder]] = folder
+    return out
+
+
+def _strict_refusal(source: Path, tree: LocalTree, conflicts: list[Item]) -> str | None:
+    """Why `strict` refuses the push (one short line), or None: what the policy calls an error,
+    unsafe or ambiguous files, ids that clash with the library."""
+    ids = {folder: sid for sid, folder in tree.mapping.items()}
+    bad = sorted(
+        {
+            ids.get(p.path.removesuffix(SKILL_FILE).rstrip("/"), p.path)
+            for p in tree.problems
+            if SEVERITIES[severity_of(p)].strict_refuses
+        }
+    )
+    what = []
+    if bad:
+        what.append(f"{_count(len(bad), 'skill')} with errors ({names_line(bad, 60)})")
+    if tree.refused:
+        what.append(_count(len(tree.refused), "unsafe or ambiguous file"))
+    if conflicts:
+        what.append(f"{_count(len(conflicts), 'id')} clashing with the library")
+    if not what:
+        return None
+    return f"{source.name or source}: --strict refuses {' and '.join(what)}; fix them, or push without --strict"
 
 
 async def _plan_skill_md(
@@ -200,7 +229,7 @@ async def apush_tree(
     category: str | None = None,
     delete: bool = False,
     dry_run: bool = False,
-    force: bool = False,
+    strict: bool = False,
     replace: bool = False,
     enable: bool = False,
     disable: bool = False,
@@ -228,9 +257,13 @@ async def apush_tree(
         dry_run: Compute the report, write nothing (the remote `SKILL.md` of changed
             skills is still read, to report conflicts and disabled skills; conflicts are
             listed in the report instead of raising).
-        force: Push skills whose `SKILL.md` has fatal problems or errors (the severity
-            table, `s3skills.skills.format.severity`), and leave out unsafe files and ambiguous
-            skills instead of refusing the whole tree.
+        strict: Refuse the whole push (nothing written) when a skill has a problem the
+            severity table (`s3skills.skills.format.severity`) has `strict_refuses`, a
+            file is unsafe or ambiguous, or an id clashes with the library's folders.
+            Without it, the push stores what the hosts load and leaves out (listed in
+            `report.left_out`) the skills no host can read, the unsafe files and the
+            ids that would nest in, or swallow, a library skill's folder; the remote
+            copies of left-out skills are kept, even with `delete`.
         replace: Replace remote skills pushed from another folder (a folder pulled
             from the library replaces the copy it was pulled from without it).
         enable: Store every pushed skill enabled, whatever its local `SKILL.md` says (a
@@ -251,10 +284,8 @@ async def apush_tree(
         What was uploaded, skipped, deleted, refused and ignored, and the conflicts.
 
     Raises:
-        PushRefused: Skills with fatal problems or errors, unsafe files or ambiguous
-            ids and not `force`, or
-            copies pushed from another folder and not `replace` (nothing written;
-            `report` says what and why).
+        PushRefused: With `strict`, what it refuses (above); or copies pushed from
+            another folder and not `replace` (nothing written; `report` says what and why).
         SkillError: `source` is not a folder or holds no skill.
     """
     if prefix and not prefix.endswith("/"):
@@ -269,14 +300,13 @@ async def apush_tree(
     report.duplicates = list(tree.duplicates)
     report.renamed = list(tree.renamed)
     report.mapping = {sid: folder or "." for sid, folder in sorted(tree.mapping.items())}
-    blocking = [p for p in tree.problems if SEVERITIES[severity_of(p)].push_needs_force]
-    if (tree.refused or blocking) and not force:
-        names = sorted({p.path.removesuffix(SKILL_FILE).rstrip("/") or "." for p in blocking})
-        what = [f"{_count(len(tree.refused), 'unsafe or ambiguous file')}"] if tree.refused else []
-        if names:
-            what.append(f"{_count(len(blocking), 'SKILL.md problem')} in {summarise(names)}")
-        raise PushRefused(f"{source}: {' and '.join(what)} block the push; fix them or use --force", report)
+    if strict and (why := _strict_refusal(Path(source), tree, [])) is not None:
+        raise PushRefused(why, report)  # before any request
     if not tree.skills:
+        left = [f"{item.path}: {item.reason}" for item in tree.refused if item.path.endswith(SKILL_FILE)]
+        if left:  # every skill was left out: say why, not "none found"
+            more = f" (and {len(left) - 3} more)" if len(left) > 3 else ""
+            raise SkillError(f"{source}: every skill was left out: {'; '.join(left[:3])}{more}")
         raise SkillError(f"{source}: no skills found (a skill is a folder with a SKILL.md, at any depth)")
     try:
         objects, _ = await store.alist(prefix)
@@ -286,11 +316,15 @@ async def apush_tree(
         objects = []  # the bucket would be created: everything is new
     remote = {obj.key: obj for obj in objects}
     remote_ids = _remote_skills(objects, prefix)
-    report.conflicts = _layout_conflicts(tree.skills, remote_ids)
-    excluded = {item.path for item in report.conflicts} if force else set()
+    unreadable = _unreadable(tree)
+    report.conflicts = _layout_conflicts(set(tree.skills) - set(unreadable), remote_ids)
+    if strict and report.conflicts:
+        raise PushRefused(str(_strict_refusal(Path(source), tree, report.conflicts)), report)
+    excluded = {item.path for item in report.conflicts} | set(unreadable)
     report.left_out = sorted(excluded)
     report.skills = sorted(set(tree.skills) - excluded)
     protected = [p for item in tree.refused if (p := _protected(tree, item.path)) is not None]
+    protected += [sid + "/" for sid in sorted(excluded)]  # a left-out skill's library copy stays
     files = [f for f in tree.files if f.skill not in excluded]
     keys = {f.key_rel: join_key(prefix, tuple(f.key_rel.split("/"))) for f in files}
     compare = [f for f in files if keys[f.key_rel] in remote and "-" not in remote[keys[f.key_rel]].etag]
