@@ -101,15 +101,20 @@ class ServerLog:
 
 @contextlib.contextmanager
 def http_server_process(
-    bucket: str, endpoint: str, tokens: dict[str, str], tmp: Path, *extra: str
+    bucket: str, endpoint: str, tokens: dict[str, str], tmp: Path, *extra: str, cli: bool = False
 ) -> Iterator[tuple[str, subprocess.Popen[bytes], ServerLog]]:
     """Start the HTTP transport on a port it picks (`--port 0`); yields its /mcp URL (from the
-    "listening on" line), the process and its stderr; always stops it."""
+    "listening on" line), the process and its stderr; always stops it. `cli`: start it as a
+    user does, `s3skills --bucket B --endpoint-url E mcp ...`, not `python -m s3skills.serve.mcp`."""
     tmp.mkdir(parents=True, exist_ok=True)
     tokens_file = tmp / "tokens.json"
     tokens_file.write_text(json.dumps(tokens))
     tokens_file.chmod(0o600)
-    args = server_args(bucket, endpoint, "--transport", "http", "--port", "0", "--tokens", str(tokens_file))
+    http = ("--transport", "http", "--port", "0", "--tokens", str(tokens_file))
+    if cli:
+        args = ["-m", "s3skills.cli", "--bucket", bucket, "--endpoint-url", endpoint, "mcp", *http]
+    else:
+        args = server_args(bucket, endpoint, *http)
     proc = subprocess.Popen([sys.executable, *args, *extra], env=child_env(), stderr=subprocess.PIPE)
     log = ServerLog(proc)
     try:

@@ -3,19 +3,27 @@
 A failed `npm install`/`npx` is a failure, not a skip, in CI (the `CI` variable) and wherever the
 npm registry answers (a bad pin or a Node mismatch must show). Only outside CI, when `npm ping`
 also fails (no route to the registry), is the test skipped; tests/allowed_skips.py allows exactly
-that skip.
+that skip. What npm installs is cached under `cache_dir(name)`, reused by later runs.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+from pathlib import Path
 from typing import NoReturn
 
 import pytest
 from allowed_skips import in_ci
 
-__all__ = ["npm_failed"]
+__all__ = ["cache_dir", "npm_failed"]
+
+
+def cache_dir(name: str) -> Path:
+    """Where the tests keep `name` installed from npm: `$S3SKILLS_TEST_CACHE/name`
+    (default `~/.cache/s3skills-tests/name`); not created here."""
+    return Path(os.environ.get("S3SKILLS_TEST_CACHE") or Path.home() / ".cache" / "s3skills-tests") / name
 
 
 def _registry_unreachable() -> str | None:

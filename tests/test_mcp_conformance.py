@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 from mcp_harness import http_server
 from mcp_trees import public_repo_tree, put_tree
-from npm_tools import npm_failed
+from npm_tools import cache_dir, npm_failed
 
 from s3skills.seed import seed_example_library
 from s3skills.storage import S3ObjectStore
@@ -45,8 +45,7 @@ ERAS = {"2026-07-28": [], "2025-11-25": ["--spec-version", "2025-11-25", "--forc
 
 
 def _cache() -> Path:
-    root = Path(os.environ.get("S3SKILLS_TEST_CACHE") or Path.home() / ".cache" / "s3skills-tests")
-    return root / ("mcp-conformance-" + SUITE.rsplit("@", 1)[1])
+    return cache_dir("mcp-conformance-" + SUITE.rsplit("@", 1)[1])
 
 
 @pytest.fixture(scope="module")
