@@ -1,7 +1,9 @@
 """Output a person can read: lines of at most `MAX_LINE` characters, long lists summarised.
 
 The CLI's messages and the servers' logs go through these: `summarise` names the first
-items of a list and counts the rest (`a, b, c … and 12 more`), `wrap` cuts a long line
+items of a list and counts the rest (`a, b, c … and 12 more`), `listing` gives a list one
+line per item under a heading (the first `SUMMARY_LIMIT`, then "… and N more; X lists them
+all"), `fit` cuts one line to `MAX_LINE` characters (marked with `…`), `wrap` cuts a long line
 into lines of at most `MAX_LINE` characters at spaces (a word longer than that is cut),
 the continuation lines indented. An id is never split unless it alone is longer than a line.
 """
@@ -12,7 +14,7 @@ import logging
 import textwrap
 from collections.abc import Sequence
 
-__all__ = ["MAX_LINE", "SUMMARY_LIMIT", "WrappingFormatter", "summarise", "wrap"]
+__all__ = ["MAX_LINE", "SUMMARY_LIMIT", "WrappingFormatter", "fit", "listing", "summarise", "wrap"]
 
 MAX_LINE = 200
 """The longest line the CLI prints or a server logs."""
@@ -26,6 +28,21 @@ def summarise(items: Sequence[str], limit: int = SUMMARY_LIMIT, *, sep: str = ",
     shown = sep.join(items[:limit])
     rest = len(items) - limit
     return f"{shown} … and {rest} more" if rest > 0 else shown
+
+
+def fit(line: str, width: int = MAX_LINE) -> str:
+    """`line` on one line of at most `width` characters: newlines become spaces, a cut ends in `…`."""
+    line = " ".join(line.splitlines())
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def listing(head: str, items: Sequence[str], more: str, limit: int = SUMMARY_LIMIT) -> list[str]:
+    """`head`, then one indented line per item (the first `limit`), then, when there are more,
+    `  … and N more; {more} lists them all`: every line at most `MAX_LINE` characters."""
+    lines = [fit(head)] + [fit("  " + item) for item in items[:limit]]
+    if len(items) > limit:
+        lines.append(fit(f"  … and {len(items) - limit} more; {more} lists them all"))
+    return lines
 
 
 def wrap(text: str, width: int = MAX_LINE, indent: str = "  ") -> list[str]:

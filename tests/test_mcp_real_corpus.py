@@ -85,5 +85,11 @@ async def test_skills_list_names_every_servable_skill_of_a_pushed_repository_and
     if unservable:
         assert len(reports) == 1
         assert reports[0].startswith(f"{len(unservable)} of {len(names)} skills of ana are not listed")
+        report_lines = reports[0].splitlines()
+        assert len(report_lines) <= 1 + 10 + 1  # the count, the first 10 skills, how many more
+        if len(unservable) > 10:
+            assert report_lines[-1] == f"  … and {len(unservable) - 10} more; `s3skills mcp --check` lists them all"
     else:
         assert reports == []
+    logged = [line for r in caplog.records for line in r.getMessage().splitlines()]
+    assert [line for line in logged if len(line) > 200] == []

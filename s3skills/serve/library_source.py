@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 
 from s3skills.errors import InvalidPath, S3SkillsError
+from s3skills.lines import fit
 from s3skills.paths import VPath, check_identity
 from s3skills.serve.entries import Fingerprint
 from s3skills.serve.fingerprints import fingerprint_from
@@ -138,7 +139,7 @@ def _served(skill_id: str, files: Sequence[LibraryFile]) -> list[SkillFile]:
         try:
             parts = check_file_path(f.path)
         except InvalidPath:
-            logger.warning("skill %s: %r is not a valid file path; it is not served", skill_id, f.path)
+            logger.warning("%s", fit(f"skill {skill_id}: {f.path!r} is not a valid file path; it is not served"))
             continue
         found.append(SkillFile(path="/".join(parts), size=f.size, etag=f.etag, key=f.key))
     return sorted(found, key=lambda f: f.path)

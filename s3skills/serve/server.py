@@ -46,7 +46,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 from s3skills import __version__
 from s3skills.errors import InvalidPath, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE
-from s3skills.lines import summarise
+from s3skills.lines import fit, listing
 from s3skills.serve.auth import user_of_token
 from s3skills.serve.entries import (
     DigestCache,
@@ -71,7 +71,7 @@ from s3skills.serve.protocol import (
 )
 from s3skills.serve.source import SkillFile, SkillSource
 from s3skills.skills import Ranker, SkillInfo
-from s3skills.skills.format.naming import unservable_reason
+from s3skills.skills.format.naming import unservable_reason, unservable_skills
 
 __all__ = ["EXTENSION_ID", "MAX_SKILL_BYTES", "MAX_SKILL_FILES", "SkillsServer"]
 
@@ -227,20 +227,17 @@ class SkillsServer:
         return skills
 
     def report_unservable(self, user: str, skills: list[SkillInfo]) -> list[tuple[str, str]]:
-        """Log, once per user, the skills `skills/list` leaves out for their names (with a count)."""
+        """Log, once per user, the skills `skills/list` leaves out for their names: a count line,
+        then `id: reason` lines (the first 10, then how many more; `s3skills mcp --check` lists all)."""
         self._reported[user] = None
         while len(self._reported) > 10_000:
             self._reported.popitem(last=False)
-        refused = [(s.id, reason) for s in skills if (reason := unservable_reason(s.id, s.metadata.name))]
+        refused = unservable_skills(skills)
         if refused:
-            logger.warning(
-                "%d of %d skills of %s are not listed by skills/list (the tools face still serves them; "
-                "'s3skills mcp --check' names each): %s",
-                len(refused),
-                len(skills),
-                user,
-                summarise([f"{sid} ({why})" for sid, why in refused], 5, sep="; "),
-            )
+            head = f"{len(refused)} of {len(skills)} skills of {user} are not listed by skills/list"
+            head += " (the tools face still serves them):"
+            items = [f"{sid}: {why}" for sid, why in refused]
+            logger.warning("%s", "\n".join(listing(head, items, "`s3skills mcp --check`")))
         return refused
 
     async def _resolve(self, user: str, segments: tuple[str, ...]) -> tuple[_Target | None, list[SkillInfo]]:
@@ -369,7 +366,7 @@ class SkillsServer:
         entries: list[dict[str, Any]] = []
         for entry in await self._entries(user, [(s, tuple(s.id.split("/"))) for s in page], skills):
             if isinstance(entry, _Refused):
-                logger.warning("not served as a skill: %s", entry)
+                logger.warning("%s", fit(f"not served as a skill: {entry}"))
             else:
                 entries.append(entry)
         result: dict[str, Any] = {"skills": entries}
