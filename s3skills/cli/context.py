@@ -120,6 +120,7 @@ class Settings:
     shared: str | None = None
     json: bool = False
     debug: bool = False
+    actor: str | None = None
 
 
 @functools.cache
@@ -313,10 +314,10 @@ class Context:
             if self.shared_only:
                 shared = self.shared
                 assert shared is not None
-                config = Config(layout=self.layout.shared_as_user())
+                config = Config(layout=self.layout.shared_as_user(), actor=self.settings.actor)
                 tenant = Tenant(user_id=shared)
             else:
-                config = Config(layout=self.layout, shared_library=self.shared)
+                config = Config(layout=self.layout, shared_library=self.shared, actor=self.settings.actor)
                 tenant = Tenant(user_id=self.user)
             self._library = SkillLibrary(store, config, tenant=lambda: tenant)
         return self._library
@@ -456,6 +457,9 @@ _GLOBAL_OPTIONS: tuple[Callable[[F], F], ...] = (
     ),
     _flag("--json", "json", "Print one JSON document, for scripts."),
     _flag("--debug", "debug", "Show the traceback of an error."),
+    _value(
+        "--actor", "actor", "WHO", "Who the records of writes name (default: the AWS caller ARN, else the OS user)."
+    ),
 )
 
 
@@ -470,6 +474,7 @@ _OPTION_NAMES = (
     "layout_file",
     "json",
     "debug",
+    "actor",
 )
 
 

@@ -35,6 +35,7 @@ from s3skills.skills.results import (
 from s3skills.skills.versions.history import SkillVersion, current_from_objects, current_version
 from s3skills.skills.versions.history import history as version_history
 from s3skills.skills.versions.pinned import PinnedTexts, read_verified
+from s3skills.skills.versions.records import aread_records, recorded_history
 from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore, ObjectVersion
 from s3skills.tenancy import SkillPin, Tenant
 
@@ -291,10 +292,21 @@ class SkillReads:
 
     @io_bound
     async def ahistory(self, name: str, *, tenant: Tenant | None = None) -> list[SkillVersion]:
-        """The versions of an enabled S3 skill, newest first (1 ListObjectVersions per 1,000)."""
+        """The versions of an enabled S3 skill, newest first (1 ListObjectVersions per 1,000).
+
+        Exact from its version records (1 LIST and 1 GET per record), inferred from write
+        times before them (`s3skills.skills.versions.records.recorded_history`); records that
+        lie are ignored.
+        """
         home = await self.ahome(name, tenant=tenant, cached=False)
         versions: list[ObjectVersion] = await self.store.alist_versions(home.prefix)
-        return version_history(home.skill.id, home.prefix, versions, _ended(home, versions).owns)
+        owns = _ended(home, versions).owns
+        try:
+            records_prefix = self.config.layout.records_prefix(home.prefix[: -len(home.skill.id) - 1])
+        except ValueError:
+            return version_history(home.skill.id, home.prefix, versions, owns)
+        records, _ = await aread_records(self.store, records_prefix, home.skill.id)
+        return recorded_history(home.skill.id, home.prefix, versions, owns, records)[0]
 
     async def ainstructions_pinned(
         self, skill: SkillInfo, pin: SkillPin | None, *, tenant: Tenant | None = None

@@ -26,6 +26,7 @@ from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.severity import SEVERITIES, severity_of
 from s3skills.skills.index.digests import DigestBooks, Record, record_of
 from s3skills.skills.index.writers import anote_changed
+from s3skills.skills.versions.records import awrite_records
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.transfer.localtree import (
     MAX_FILE_BYTES,
@@ -194,6 +195,8 @@ async def apush_tree(
     concurrency: int = 16,
     max_file_bytes: int = MAX_FILE_BYTES,
     layout: KeyLayout | None = None,
+    actor: str | None = None,
+    command: str = "push",
 ) -> PushReport:
     """Upload a local tree of skills to the library at `prefix`.
 
@@ -228,6 +231,8 @@ async def apush_tree(
         layout: The key layout `prefix` belongs to (`KeyLayout()` by default): the
             library's derived data (manifest, digest book) is written at this layout's
             keys (`KeyLayout.manifest_key`), and not at all where it has none.
+        actor: Who the version records of the pushed skills name (None: the OS user).
+        command: What they say wrote them.
 
     Returns:
         What was uploaded, skipped, deleted, refused and ignored, and the conflicts.
@@ -312,7 +317,24 @@ async def apush_tree(
     )
     written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
     await _note_derived(store, prefix, layout or KeyLayout(), records, skill_mds, written, deletions)
+    changed_skills = {
+        str(sid)
+        for k in [*(keys[f.key_rel] for f in uploads), *deletions]
+        if (sid := SkillId.from_key(k, prefix)) is not None
+    }
+    await _record_versions(store, prefix, layout or KeyLayout(), changed_skills, actor, command)
     return report
+
+
+async def _record_versions(
+    store: ObjectStore, prefix: str, layout: KeyLayout, skills: set[str], actor: str | None, command: str
+) -> None:
+    """One version record per skill the push changed (any file: not only its `SKILL.md`)."""
+    try:
+        records = layout.records_prefix(prefix)
+    except ValueError:  # this layout keeps no derived data for the prefix
+        return
+    await awrite_records(store, prefix, records, skills, actor=actor, command=command)
 
 
 async def _write(
