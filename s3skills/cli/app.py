@@ -17,9 +17,11 @@ import sys
 import click
 
 from s3skills import __version__
+from s3skills.cli.channels import channel_group
 from s3skills.cli.context import CliError, Context, Settings, UsageError, global_options
 from s3skills.cli.demo import demo_command
 from s3skills.cli.library import disable_command, enable_command, info_command, list_command, rm_command
+from s3skills.cli.lock import lock_command, verify_command
 from s3skills.cli.migrate import migrate_command
 from s3skills.cli.scaffold import create_command
 from s3skills.cli.serve import mcp_command
@@ -69,6 +71,9 @@ for _command in (
     rollback_command,
     diff_command,
     versioning_group,
+    channel_group,
+    lock_command,
+    verify_command,
 ):
     cli.add_command(_command)
 
