@@ -168,10 +168,9 @@ async def test_a_record_that_lies_is_ignored_and_reported(store: ObjectStore, tm
         # names a VersionId the bucket never had
         "unknown": [{**f, "version_id": "3HL4kqtJlcpXroDTDmJ-rmSpXd3dIbrHY"} for f in base.to_json()["files"]],
     }
-    for n, (name, files) in enumerate(liars.items()):
+    for files in liars.values():
         rid = new_record_id()
         await store.aput(record_key(RECORDS, "pdf", rid), forged(base, id=rid, files=files), if_none_match=True)
-        assert name and n >= 0
     rid = new_record_id()  # a content id that is not its files'
     await store.aput(record_key(RECORDS, "pdf", rid), forged(base, id=rid, content="000000000000"))
     await store.aput(RECORDS + "pdf/not-a-record.json", b"{}")
@@ -196,7 +195,15 @@ def test_bounded_decoding_refuses_deep_or_large_documents() -> None:
 
 def test_a_record_must_name_its_key_and_a_plain_schema() -> None:
     rid = new_record_id()
-    doc = {"schema": RECORD_SCHEMA, "id": rid, "skill": "pdf", "content": "", "actor": "a", "command": "rm", "files": []}
+    doc = {
+        "schema": RECORD_SCHEMA,
+        "id": rid,
+        "skill": "pdf",
+        "content": "",
+        "actor": "a",
+        "command": "rm",
+        "files": [],
+    }
     assert isinstance(VersionRecord.decode(json.dumps(doc).encode(), skill_id="pdf", record_id=rid), VersionRecord)
     assert "another skill" in str(VersionRecord.decode(json.dumps(doc).encode(), skill_id="docx", record_id=rid))
     bad = {**doc, "files": [{"path": "a.md", "version_id": None, "etag": "e", "size": 1}], "content": "x"}
@@ -225,12 +232,26 @@ def test_cli_history_shows_each_push_with_its_actor(
     capsys.readouterr()
     assert main([*base, "--json", "history", "pdf"]) == 0
     versions = json.loads(capsys.readouterr().out)["versions"]
-    assert [(v["actor"], v["command"], v["inferred"]) for v in versions] == [("bob", "push", False), ("alice", "push", False)]
+    assert [(v["actor"], v["command"], v["inferred"]) for v in versions] == [
+        ("bob", "push", False),
+        ("alice", "push", False),
+    ]
     assert main([*base, "diff", "pdf"]) == 0
     out = capsys.readouterr().out
-    assert "-# PDF 1" in out and "+# PDF 2" in out
+    assert "-# PDF 1" in out
+    assert "+# PDF 2" in out
     assert main([*base, "--actor", "carol", "rollback", "pdf", "--to", versions[1]["version"]]) == 0
     capsys.readouterr()
     assert main([*base, "--json", "history", "pdf"]) == 0
     versions = json.loads(capsys.readouterr().out)["versions"]
-    assert [(v["actor"], v["command"]) for v in versions][0] == ("carol", "rollback")
+    assert (versions[0]["actor"], versions[0]["command"]) == ("carol", "rollback")
+
+
+async def test_a_push_that_changes_only_a_file_beside_skill_md_is_a_version(store: ObjectStore, tmp_path: Path) -> None:
+    await apush_tree(store, tree(tmp_path, 1, {"refs/a.md": "one"}), PREFIX, actor="ci")
+    (tmp_path / "src" / "pdf" / "refs" / "a.md").write_text("two")  # SKILL.md unchanged: not uploaded
+    report = await apush_tree(store, tmp_path / "src", PREFIX, actor="ci")
+    assert [i.path for i in report.uploaded] == ["pdf/refs/a.md"]
+    versions = await library(store).ahistory("pdf")
+    assert len(versions) == 2
+    assert all(v.record is not None for v in versions)

@@ -20,6 +20,7 @@ from s3skills import __version__
 from s3skills.cli.channels import channel_group
 from s3skills.cli.context import CliError, Context, Settings, UsageError, global_options
 from s3skills.cli.demo import demo_command
+from s3skills.cli.governance import approvals_command, approve_command, audit_command
 from s3skills.cli.library import disable_command, enable_command, info_command, list_command, rm_command
 from s3skills.cli.lock import lock_command, verify_command
 from s3skills.cli.migrate import migrate_command
@@ -74,6 +75,9 @@ for _command in (
     channel_group,
     lock_command,
     verify_command,
+    approve_command,
+    approvals_command,
+    audit_command,
 ):
     cli.add_command(_command)
 

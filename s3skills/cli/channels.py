@@ -18,14 +18,20 @@ import click
 from rich.table import Table
 
 from s3skills.cli.context import CliError, Context, global_options, pass_context
+from s3skills.cli.lockfile import channel_from_lock
 from s3skills.cli.versions import _versions
 from s3skills.errors import Conflict, SkillError
-from s3skills.ids import SKILL_FILE, SkillId
-from s3skills.skills.versions.channels import LATEST, Channel, ChannelSkill, aread_channel, awrite_channel
-from s3skills.skills.versions.history import current_version, find_version
+from s3skills.ids import SkillId
+from s3skills.skills.versions.channels import (
+    LATEST,
+    Channel,
+    ChannelSkill,
+    acurrent_skills,
+    aread_channel,
+    awrite_channel,
+)
+from s3skills.skills.versions.history import find_version
 from s3skills.skills.versions.records import MAX_TEXT, acaller, default_actor, new_record_id
-from s3skills.storage import ObjectVersion
-from s3skills.tenancy import PinnedFile
 
 __all__ = ["EVENT_SCHEMA", "actor_of", "channel_group", "current_skills", "load_channel", "write_event"]
 
@@ -38,39 +44,12 @@ def actor_of(ctx: Context) -> str:
 
 
 def current_skills(ctx: Context) -> dict[str, ChannelSkill]:
-    """Every skill of the library at its current version (1 ListObjectVersions per 1,000, 1 LIST
-    of the records for their ids)."""
-    listed: list[ObjectVersion] = ctx.run(ctx.store.alist_versions(ctx.prefix))
-    live = [v for v in listed if v.is_latest and not v.is_delete_marker]
-    ids = sorted(
-        {str(s) for v in live if v.key.endswith("/" + SKILL_FILE) and (s := SkillId.from_key(v.key, ctx.prefix))}
-    )
-    folders = {sid: ctx.prefix + sid + "/" for sid in ids}
-    newest = _newest_records(ctx)
-    out: dict[str, ChannelSkill] = {}
-    for sid, folder in folders.items():
-        nested = tuple(f for other, f in folders.items() if other != sid and f.startswith(folder))
-        mine = [v for v in listed if v.key.startswith(folder)]
-        version = current_version(sid, folder, mine, lambda k, n=nested: not k.startswith(n))  # type: ignore[misc]
-        entry = ChannelSkill.of(version)
-        out[sid] = ChannelSkill(entry.version, newest.get(sid), entry.files, entry.sizes)
-    return out
-
-
-def _newest_records(ctx: Context) -> dict[str, str]:
-    """The newest record id of each skill, from one listing of the records (not read: a hint)."""
+    """Every skill of the library at its current version (see `acurrent_skills`)."""
     try:
-        prefix = ctx.layout.records_prefix(ctx.prefix)
+        records: str | None = ctx.layout.records_prefix(ctx.prefix)
     except ValueError:
-        return {}
-    objects, _ = ctx.run(ctx.store.alist(prefix))
-    out: dict[str, str] = {}
-    for obj in objects:
-        sid, _, name = obj.key[len(prefix) :].rpartition("/")
-        rid = name.removesuffix(".json")
-        if sid and rid > out.get(sid, ""):
-            out[sid] = rid
-    return out
+        records = None
+    return ctx.run(acurrent_skills(ctx.store, ctx.prefix, records))
 
 
 def _channels_prefix(ctx: Context) -> str:
@@ -107,24 +86,6 @@ def _save(ctx: Context, channel: Channel, action: str, details: Mapping[str, Any
     except Conflict as exc:
         raise CliError(str(exc)) from exc
     write_event(ctx, action, {"channel": channel.name, **details})
-
-
-def channel_from_lock(path: str) -> dict[str, ChannelSkill]:
-    """The skills of a lockfile (`s3skills lock`), as channel entries.
-
-    Raises:
-        CliError: The file cannot be read or is not a lockfile; an entry names no VersionIds.
-    """
-    from s3skills.cli.lock import read_lock
-
-    lock = read_lock(path)
-    out: dict[str, ChannelSkill] = {}
-    for sid, skill in lock["skills"].items():
-        files = {p: PinnedFile(f["etag"], f.get("version_id")) for p, f in skill["files"].items()}
-        out[sid] = ChannelSkill(
-            skill["version"], skill.get("record"), files, {p: f["size"] for p, f in skill["files"].items()}
-        )
-    return out
 
 
 @click.group("channel", short_help="Channels: which version of each skill agents serve.")

@@ -19,43 +19,11 @@ import click
 
 from s3skills.cli.channels import load_channel
 from s3skills.cli.context import CliError, Context, global_options, pass_context
+from s3skills.cli.lockfile import LOCK_SCHEMA, read_lock
 from s3skills.paths import join_key
 from s3skills.skills.versions.channels import LATEST, ChannelSkill
-from s3skills.skills.versions.records import load_bounded
 
-__all__ = ["LOCK_SCHEMA", "lock_command", "read_lock", "verify_command"]
-
-LOCK_SCHEMA = "s3skills.lock/1"
-MAX_LOCK_BYTES = 64 * 1024 * 1024
-
-
-def read_lock(path: str) -> dict[str, Any]:
-    """A lockfile, schema-checked (skills -> version and files with sha256, etag, size).
-
-    Raises:
-        CliError: Unreadable, too large, or not a lockfile.
-    """
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise CliError(f"cannot read the lockfile {path}: {exc.strerror or exc}") from exc
-    doc = load_bounded(data, MAX_LOCK_BYTES)
-    bad = CliError(f"{path} is not an s3skills lockfile ({LOCK_SCHEMA})")
-    if not isinstance(doc, dict) or doc.get("schema") != LOCK_SCHEMA or not isinstance(doc.get("skills"), dict):
-        raise bad
-    for skill in doc["skills"].values():
-        if not isinstance(skill, dict) or not isinstance(skill.get("version"), str):
-            raise bad
-        files = skill.get("files")
-        if not isinstance(files, dict) or not all(
-            isinstance(f, dict)
-            and isinstance(f.get("sha256"), str)
-            and isinstance(f.get("etag"), str)
-            and isinstance(f.get("size"), int)
-            for f in files.values()
-        ):
-            raise bad
-    return doc
+__all__ = ["lock_command", "verify_command"]
 
 
 async def _hashes(ctx: Context, skills: dict[str, ChannelSkill]) -> dict[str, dict[str, str]]:

@@ -30,6 +30,7 @@ __all__ = ["mcp_command"]
 @click.option("--tokens", metavar="FILE", help='http: a JSON file {"<token>": "<user id>"} (for development).')
 @click.option("--shared-prefix", metavar="NAME", help="An organisation library under every user's.")
 @click.option("--page-size", type=int, default=50, show_default=True, help="Skills per page of skills/list.")
+@click.option("--channel", metavar="NAME", help="Serve this channel (s3skills channel); default: latest.")
 @click.option("--no-tools", is_flag=True, help="Serve only the skills extension, not the MCP tools and prompts.")
 @click.option(
     "--check",
@@ -47,6 +48,7 @@ def mcp_command(
     page_size: int,
     no_tools: bool,
     check: bool,
+    channel: str | None,
 ) -> int:
     """Serve skill libraries over MCP: the skills extension (skills/list, skills/get,
     resources/read) and, for hosts without it, tools and prompts."""
@@ -72,6 +74,8 @@ def mcp_command(
         argv += ["--shared-prefix", shared_prefix]
     if no_tools:
         argv.append("--no-tools")
+    if channel:
+        argv += ["--channel", channel]
     if check:
         argv += ["--check", "--user", ctx.user]
     elif transport == "stdio":

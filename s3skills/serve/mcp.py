@@ -62,6 +62,7 @@ def library_source(
     profile: str | None = None,
     shared_prefix: str | None = None,
     layout: KeyLayout | None = None,
+    channel: str | None = None,
 ) -> LibrarySkillSource:
     """A skill source over a bucket's libraries (the default key layout unless given).
 
@@ -70,7 +71,7 @@ def library_source(
     """
     session = session_for(endpoint_url, region, profile=profile)
     store = S3ObjectStore(bucket, endpoint_url=endpoint_url, region_name=region, session=session)
-    config = Config(layout=layout or KeyLayout(), shared_library=shared_prefix)
+    config = Config(layout=layout or KeyLayout(), shared_library=shared_prefix, channel=channel)
     return LibrarySkillSource(SkillLibrary(store, config))
 
 
@@ -177,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--tokens", help='http: a JSON file {"<token>": "<user id>"} of accepted bearer tokens')
     parser.add_argument("--shared-prefix", help="an organisation library under every user's (lower precedence)")
     parser.add_argument("--page-size", type=int, default=50, help="skills per page of skills/list")
+    parser.add_argument("--channel", help="serve this channel of the libraries (default: latest)")
     parser.add_argument(
         "--no-tools", action="store_true", help="serve only the skills extension, not the tools and prompts face"
     )
@@ -216,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
             profile=args.profile,
             shared_prefix=args.shared_prefix,
             layout=KeyLayout.named(args.layout),
+            channel=args.channel,
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -317,10 +317,11 @@ async def apush_tree(
     )
     written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
     await _note_derived(store, prefix, layout or KeyLayout(), records, skill_mds, written, deletions)
-    changed_skills = {
-        str(sid)
-        for k in [*(keys[f.key_rel] for f in uploads), *deletions]
-        if (sid := SkillId.from_key(k, prefix)) is not None
+    owners = set(remote_ids) | set(report.skills)
+    changed_skills = {f.skill for f in uploads} | {
+        max(found, key=len)
+        for k in deletions
+        if (found := [sid for sid in owners if k[len(prefix) :].startswith(sid + "/")])
     }
     await _record_versions(store, prefix, layout or KeyLayout(), changed_skills, actor, command)
     return report

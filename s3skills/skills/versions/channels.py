@@ -26,10 +26,10 @@ from typing import Any
 from s3skills.errors import Conflict, InvalidPath, NotFound, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.paths import check_identity
-from s3skills.skills.versions.history import SkillVersion, version_id_of
+from s3skills.skills.versions.history import SkillVersion, current_version, version_id_of
 from s3skills.skills.versions.pinned import pinned_key
 from s3skills.skills.versions.records import MAX_TEXT, RECORD_ID_RE, load_bounded
-from s3skills.storage import ObjectStore
+from s3skills.storage import ObjectStore, ObjectVersion
 from s3skills.tenancy import PinnedFile, SkillPin
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "MAX_CHANNEL_BYTES",
     "Channel",
     "ChannelSkill",
+    "acurrent_skills",
     "aread_channel",
     "awrite_channel",
     "channel_key",
@@ -187,6 +188,41 @@ def _entry(raw: object, sid: str, name: str) -> ChannelSkill:
     if version != version_id_of((p, f.etag) for p, f in pins.items()):
         raise bad
     return ChannelSkill(version, record, pins, sizes)
+
+
+async def acurrent_skills(
+    store: ObjectStore, prefix: str, records_prefix: str | None = None
+) -> dict[str, ChannelSkill]:
+    """Every skill of the library at `prefix` at its current version, as channel entries.
+
+    Costs 1 ListObjectVersions per 1,000 versions of the library and, with `records_prefix`,
+    1 LIST per 1,000 records for each skill's newest record id (not read: a hint).
+    """
+    listed = await store.alist_versions(prefix)
+    live = [v for v in listed if v.is_latest and not v.is_delete_marker]
+    ids = sorted({str(s) for v in live if v.key.endswith("/" + SKILL_FILE) and (s := SkillId.from_key(v.key, prefix))})
+    newest: dict[str, str] = {}
+    if records_prefix is not None:
+        objects, _ = await store.alist(records_prefix)
+        for obj in objects:
+            sid, _, name = obj.key[len(records_prefix) :].rpartition("/")
+            rid = name.removesuffix(".json")
+            if sid and RECORD_ID_RE.match(rid) and rid > newest.get(sid, ""):
+                newest[sid] = rid
+    folders = {sid: prefix + sid + "/" for sid in ids}
+    by_folder: dict[str, list[ObjectVersion]] = {f: [] for f in folders.values()}
+    for v in live:
+        parts = v.key[len(prefix) :].split("/")
+        for n in (2, 1):  # the deepest skill folder holding it (a nested skill's files are its own)
+            folder = prefix + "/".join(parts[:n]) + "/"
+            if len(parts) > n and folder in by_folder:
+                by_folder[folder].append(v)
+                break
+    out: dict[str, ChannelSkill] = {}
+    for sid, folder in folders.items():
+        entry = ChannelSkill.of(current_version(sid, folder, by_folder[folder], lambda _k: True))
+        out[sid] = ChannelSkill(entry.version, newest.get(sid), entry.files, entry.sizes)
+    return out
 
 
 async def aread_channel(store: ObjectStore, channels_prefix: str, name: str) -> Channel:
