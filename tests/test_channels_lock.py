@@ -107,6 +107,10 @@ def test_lock_then_verify_round_trips_and_a_changed_file_is_named(cli: Cli, tmp_
     assert doc["source"] == {"bucket": bucket, "library": "users/ana/skills/", "channel": "latest"}
     code, out, _ = cli("verify", "--lock", lock)
     assert (code, out.strip()) == (0, f"latest matches {lock}.")
+    code, out, err = cli("verify", "--lock", lock, "--user", "bob")  # another library than the lock's
+    assert code == 1
+    assert "locks s3://" in err
+    assert "pdf: in the lock, not served" in out
     # a channel made of the lock serves exactly its versions, whatever is pushed later
     cli.json("channel", "create", "reviewed", "--from-lock", lock)
     cli.push(2, names=("pdf", "xlsx"))

@@ -114,7 +114,13 @@ def verify_command(ctx: Context, lock: str, channel: str | None) -> int:
     A file whose ETag is the locked one is taken as unchanged; any other is read and hashed.
     """
     doc = read_lock(lock)
-    name = channel or str(doc.get("source", {}).get("channel") or LATEST)
+    raw = doc.get("source")
+    source: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    if source.get("library") not in (None, ctx.prefix) or source.get("bucket") not in (None, ctx.bucket):
+        ctx.warn(
+            f"warning: {lock} locks s3://{source.get('bucket')}/{source.get('library')}, not {ctx.location(ctx.prefix)}"
+        )
+    name = channel or str(source.get("channel") or LATEST)
     now = load_channel(ctx, name).skills
     locked: dict[str, Any] = doc["skills"]
     suspect = {
