@@ -462,21 +462,16 @@ class S3ObjectStore(StoreHelpers):
             raise translate_error(exc, "put versioning") from exc
 
     async def acaller_arn(self) -> str | None:
-        """The ARN of the credentials' AWS identity (STS GetCallerIdentity, once per store), or None.
-
-        Asked of the store's endpoint when it has one (moto and LocalStack answer), else of
-        STS; any failure (no STS there, no credentials) gives None, quickly (1 attempt).
-        """
+        """The credentials' AWS identity ARN (STS GetCallerIdentity at the store's endpoint, else STS;
+        once per store, 1 attempt), or None when it cannot be had (no STS there, no credentials)."""
         if self._caller is not None:
             return self._caller or None
         try:
-            cm = self._session.client(
-                "sts",
-                endpoint_url=self.endpoint_url,
-                region_name=self.region_name or "us-east-1",
-                config=Config(retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=5),
-            )
-            async with cm as sts:
+            config = Config(retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=5)
+            region = self.region_name or "us-east-1"
+            async with self._session.client(
+                "sts", endpoint_url=self.endpoint_url, region_name=region, config=config
+            ) as sts:
                 arn = str((await sts.get_caller_identity()).get("Arn") or "")
         except Exception:  # best effort: the caller falls back to the OS user
             arn = ""
