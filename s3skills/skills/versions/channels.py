@@ -17,6 +17,7 @@ never a version of that skill's own files.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -148,6 +149,16 @@ class Channel:
         )
 
 
+@functools.lru_cache(maxsize=4096)
+def _plain(path: object) -> bool:
+    """A plain relative path inside a skill (cached: a channel repeats a few paths many times)."""
+    try:
+        pinned_key("x/", path)  # type: ignore[arg-type]
+    except (InvalidPath, TypeError):
+        return False
+    return True
+
+
 def _checked_id(sid: object, name: str) -> str:
     try:
         canonical = str(SkillId.parse(sid))
@@ -170,10 +181,8 @@ def _entry(raw: object, sid: str, name: str) -> ChannelSkill:
     pins: dict[str, PinnedFile] = {}
     sizes: dict[str, int] = {}
     for path, f in files.items():
-        try:
-            pinned_key("x/", path)
-        except InvalidPath:
-            raise bad from None
+        if not _plain(path):
+            raise bad
         if not isinstance(f, dict):
             raise bad
         etag, vid, size = f.get("etag"), f.get("version_id"), f.get("size", 0)

@@ -214,36 +214,36 @@ class VersionRecord:
         return cls(record_id, skill_id, content, tuple(out), _time_of(record_id), actor, command)
 
 
-def load_bounded(data: bytes, max_bytes: int, max_depth: int = 6) -> Any:
-    """`json.loads(data)` when it is at most `max_bytes` and nested at most `max_depth` deep, else None.
+_NODE_COST = 80
+"""Estimated bytes one decoded JSON container or scalar costs (as `s3skills.skills.index.derived`)."""
 
-    The depth is measured on the bytes before decoding (brackets outside strings), so a
-    document built to exhaust the parser's recursion is never decoded.
+
+def load_bounded(data: bytes, max_bytes: int, max_depth: int = 6) -> Any:
+    """`json.loads(data)` when it is small enough, cheap enough and shallow enough, else None.
+
+    Before decoding: at most `max_bytes`, and an estimate of the memory decoding takes
+    (counted at C speed: 2 bytes a byte and `_NODE_COST` per `{ [ , :`) at most 10 times
+    `max_bytes`. A document nested past the interpreter's recursion limit fails to decode
+    (`RecursionError`); one that decodes is walked without recursion and refused past
+    `max_depth`. Never raises.
     """
     if len(data) > max_bytes:
         return None
-    depth = 0
-    in_string = escaped = False
-    for byte in data:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:
-                escaped = True
-            elif byte == 0x22:
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):
-            depth += 1
-            if depth > max_depth:
-                return None
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
+    nodes = data.count(b"{") + data.count(b"[") + data.count(b",") + data.count(b":") + 1
+    if 2 * len(data) + _NODE_COST * nodes > 10 * max_bytes:
+        return None
     try:
-        return json.loads(data)
+        doc = json.loads(data)
     except (ValueError, UnicodeDecodeError, RecursionError, MemoryError):
         return None
+    stack: list[tuple[object, int]] = [(doc, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > max_depth:
+                return None
+            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return doc
 
 
 def record_key(records_prefix: str, skill_id: str, record_id: str) -> str:
