@@ -58,7 +58,7 @@ class Org:
 
     def library(self, channel: str | None, **config: Any) -> SkillLibrary:
         store = S3ObjectStore(self.bucket, endpoint_url=self.endpoint)
-        cfg = Config(shared_library="org", channel=channel, shared_catalog_ttl=None, **config)
+        cfg = Config(**{"shared_library": "org", "channel": channel, "shared_catalog_ttl": None, **config})
         return SkillLibrary(store, cfg, tenant=lambda: ANA)
 
 
@@ -97,6 +97,18 @@ def test_production_serves_its_versions_after_a_newer_push_and_promote_reaches_a
     org("channel", "set", "production", "pdf", "--version", loaded.version.id)
     assert prod.instructions("pdf").strip() == "# pdf 1"
     assert prod.load("pdf").version == loaded.version
+
+
+def test_a_channel_read_is_trusted_for_the_ttl_then_asked_again(org: Org) -> None:
+    org.push(1)
+    org("channel", "create", "production", "--from", "latest")
+    org.push(2)
+    prod = org.library("production", catalog_ttl=3600.0, shared_catalog_ttl=3600.0)
+    assert prod.instructions("pdf").strip() == "# pdf 1"
+    org("channel", "promote", "latest", "production")
+    assert prod.instructions("pdf").strip() == "# pdf 1"  # within the TTL: no request, the channel read
+    prod.invalidate()  # what the TTL's end does
+    assert prod.instructions("pdf").strip() == "# pdf 2"
 
 
 def test_a_backend_and_the_mcp_source_take_the_channel(org: Org) -> None:

@@ -326,9 +326,11 @@ class SkillLibrary(SkillReads, LibraryWriter):
             tenant = self._user(tenant)
         except TenantError:
             self.catalog.invalidate()
+            self.channels.invalidate()
             return
         for _, prefix in self.libraries(tenant):
             self.catalog.invalidate(prefix)
+            self.channels.invalidate(prefix)
 
     index = sync_method(aindex)
     get = sync_method(aget)

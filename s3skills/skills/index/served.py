@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -85,6 +86,12 @@ class ChannelServer:
     def active(self) -> bool:
         """A channel other than `latest` is served."""
         return self.name is not None
+
+    def invalidate(self, library_prefix: str | None = None) -> None:
+        """Forget the age of the channel read for a library (all with None): the next query asks."""
+        for prefix, held in self._held.items():
+            if library_prefix is None or prefix == library_prefix:
+                held.read_at = -math.inf
 
     def pin_of(self, library_prefix: str, skill_id: str) -> SkillPin | None:
         """The pin the channel serves of a skill of that library (None: none, or not served)."""
