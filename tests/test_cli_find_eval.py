@@ -61,25 +61,31 @@ def _queries(tmp_path: Path, items: Any, name: str = "queries.json") -> Path:
 def test_find_ranks_the_real_skill_first_and_names_the_fields_and_words_that_matched(real_library: Cli) -> None:
     run = real_library
     found = run.json("find", "build an AMI with packer for EC2", "--limit", "3")
-    assert found["skills"] == 31 and found["ranker"] == "lexical"
+    assert found["skills"] == 31
+    assert found["ranker"] == "lexical"
     first = found["results"][0]
-    assert first["id"] == "hashicorp/aws-ami-builder" and first["rank"] == 1
-    assert "packer" in first["matched"]["description"] and "ami" in first["matched"]["name"]
+    assert first["id"] == "hashicorp/aws-ami-builder"
+    assert first["rank"] == 1
+    assert "packer" in first["matched"]["description"]
+    assert "ami" in first["matched"]["name"]
     assert len(found["results"]) == 3
     assert [r["score"] for r in found["results"]] == sorted((r["score"] for r in found["results"]), reverse=True)
 
     assert run("find", "build", "an", "AMI", "with", "packer") == 0, run.err
     lines = run.out.splitlines()
     assert lines[1] == "  1. hashicorp/aws-ami-builder"  # the id whole, on a line of its own
-    assert lines[3].startswith("     matched name: ") and "packer" in lines[3]
+    assert lines[3].startswith("     matched name: ")
+    assert "packer" in lines[3]
     assert all(len(line) <= 200 for line in lines)
 
 
 def test_find_says_so_when_nothing_matches_and_refuses_an_empty_query(real_library: Cli) -> None:
     run = real_library
     assert run.json("find", "zzqx")["results"] == []
-    assert run("find", "zzqx") == 0 and "No skill of 31 matches" in run.out
-    assert run("find", "  ") == 1 and "the query is empty" in run.err
+    assert run("find", "zzqx") == 0
+    assert "No skill of 31 matches" in run.out
+    assert run("find", "  ") == 1
+    assert "the query is empty" in run.err
 
 
 def test_find_with_the_hybrid_ranker_names_the_extra_to_install_when_it_is_missing(real_library: Cli) -> None:
@@ -92,28 +98,38 @@ def test_find_with_the_hybrid_ranker_names_the_extra_to_install_when_it_is_missi
         pytest.skip("the embeddings extra is installed")
     run = real_library
     assert run("find", "packer image", "--ranker", "hybrid") == 1
-    assert EMBEDDINGS_HINT in run.err and 'pip install "s3skills[embeddings]"' in run.err
+    assert EMBEDDINGS_HINT in run.err
+    assert 'pip install "s3skills[embeddings]"' in run.err
 
 
 def test_eval_reports_recall_page_one_rank_and_false_triggers_per_query(real_library: Cli, tmp_path: Path) -> None:
     run = real_library
     queries = _queries(tmp_path, DEBUGGING)
     report = run.json("eval", "obra/systematic-debugging", "--queries", str(queries))
-    assert report["ok"] and report["status"] == 0 and report["errors"] == []
+    assert report["ok"]
+    assert report["status"] == 0
+    assert report["errors"] == []
     (skill,) = report["skills"]
-    assert skill["skill"] == "obra/systematic-debugging" and skill["library_skills"] == 31
+    assert skill["skill"] == "obra/systematic-debugging"
+    assert skill["library_skills"] == 31
     assert (skill["should_trigger"], skill["should_not_trigger"]) == (2, 2)
     results = skill["results"]
     assert [r["should_trigger"] for r in results] == [True, True, False, False]
     # Real descriptions are long: 31 skills do not fit a 6,000-character index whole.
     for should in results[:2]:
-        assert should["rank"] == 1 and should["described"] and should["on_first_page"]
-    assert results[2]["rank"] is None and not results[2]["described"]  # no word shared: not described
+        assert should["rank"] == 1
+        assert should["described"]
+        assert should["on_first_page"]
+    assert results[2]["rank"] is None
+    assert not results[2]["described"]
     assert results[3]["rank"] > 1  # a should-not request that shares a word: not first
-    assert skill["recall"] == 1.0 and skill["page1_recall"] == 1.0 and skill["false_trigger_rate"] == 0.0
+    assert skill["recall"] == 1.0
+    assert skill["page1_recall"] == 1.0
+    assert skill["false_trigger_rate"] == 0.0
 
     assert run("eval", "systematic-debugging", "--queries", str(queries)) == 0, run.err  # the folder name works
-    assert "recall 100 %" in run.out and all(len(line) <= 200 for line in run.out.splitlines())
+    assert "recall 100 %" in run.out
+    assert all(len(line) <= 200 for line in run.out.splitlines())
 
 
 def test_eval_exits_1_when_the_skill_misses_the_bar(real_library: Cli, tmp_path: Path) -> None:
@@ -122,14 +138,19 @@ def test_eval_exits_1_when_the_skill_misses_the_bar(real_library: Cli, tmp_path:
     queries = _queries(tmp_path, DEBUGGING[:2])
     report = run.json("eval", "hashicorp/terraform-test", "--queries", str(queries), "--budget", "600")
     (skill,) = report["skills"]
-    assert skill["recall"] == 0.0 and not any(r["described"] for r in skill["results"])
-    assert report["ok"] and report["failed"] == []  # no bar given: a report, exit 0
+    assert skill["recall"] == 0.0
+    assert not any(r["described"] for r in skill["results"])
+    assert report["ok"]
+    assert report["failed"] == []
     code = run("eval", "hashicorp/terraform-test", "--queries", str(queries), "--budget", "600", "--min-recall", "0.5")
-    assert code == 1 and "below the bar: hashicorp/terraform-test" in run.err
+    assert code == 1
+    assert "below the bar: hashicorp/terraform-test" in run.err
     # A should-not query that ranks the skill first is a false trigger.
     wrong = _queries(tmp_path, [{"query": "build an AMI with packer for EC2", "should_trigger": False}], "w.json")
-    report = run.json("eval", "hashicorp/aws-ami-builder", "--queries", str(wrong), "--max-false-trigger", "0", expect=1)
-    assert report["skills"][0]["false_trigger_rate"] == 1.0 and report["failed"] == ["hashicorp/aws-ami-builder"]
+    args = ("eval", "hashicorp/aws-ami-builder", "--queries", str(wrong), "--max-false-trigger", "0")
+    report = run.json(*args, expect=1)
+    assert report["skills"][0]["false_trigger_rate"] == 1.0
+    assert report["failed"] == ["hashicorp/aws-ami-builder"]
 
 
 @pytest.mark.parametrize(
@@ -153,7 +174,8 @@ def test_eval_refuses_a_bad_queries_file_with_exit_status_2(
     path.write_bytes(content)
     run = real_library
     assert run("eval", "obra/systematic-debugging", "--queries", str(path)) == 2
-    assert message in run.err and "Traceback" not in run.err
+    assert message in run.err
+    assert "Traceback" not in run.err
     assert path.read_bytes() == content  # nothing lost
 
 
@@ -161,10 +183,12 @@ def test_eval_refuses_an_unknown_skill_and_a_missing_file_with_exit_status_2(rea
     run = real_library
     queries = _queries(tmp_path, DEBUGGING)
     assert run("eval", "obra/systematic-debuging", "--queries", str(queries)) == 2
-    assert "unknown skill 'obra/systematic-debuging'" in run.err and "obra/systematic-debugging" in run.err
+    assert "unknown skill 'obra/systematic-debuging'" in run.err
+    assert "obra/systematic-debugging" in run.err
     assert run("eval", "obra/systematic-debugging", "--queries", str(tmp_path / "missing.json")) == 2
     assert "cannot read the queries file" in run.err
-    assert run("eval", "obra/systematic-debugging") == 2 and "--all" in run.err
+    assert run("eval", "obra/systematic-debugging") == 2
+    assert "--all" in run.err
     assert run("eval", "--all", "--queries", str(queries)) == 2
 
 
@@ -174,7 +198,7 @@ def test_eval_all_runs_each_skills_triggers_file_and_reports_a_bad_one(run: Cli,
     shutil.copytree(repo.root, tree)
     evals = tree / "skills" / "systematic-debugging" / TRIGGERS_FILE
     evals.parent.mkdir(parents=True, exist_ok=True)
-    evals.write_text(json.dumps(DEBUGGING[:2] + [{"query": "plan a birthday party", "should_trigger": False}]))
+    evals.write_text(json.dumps([*DEBUGGING[:2], {"query": "plan a birthday party", "should_trigger": False}]))
     broken = tree / "skills" / "brainstorming" / TRIGGERS_FILE
     broken.parent.mkdir(parents=True, exist_ok=True)
     broken.write_text('[{"query": "x"}]')
@@ -183,11 +207,13 @@ def test_eval_all_runs_each_skills_triggers_file_and_reports_a_bad_one(run: Cli,
     assert [s["skill"] for s in report["skills"]] == ["obra/systematic-debugging"]
     assert report["skills"][0]["queries_file"] == f"obra/systematic-debugging/{TRIGGERS_FILE}"
     assert report["skills"][0]["should_not_trigger"] == 1
-    assert len(report["errors"]) == 1 and "obra/brainstorming/evals/triggers.json" in report["errors"][0]
+    assert len(report["errors"]) == 1
+    assert "obra/brainstorming/evals/triggers.json" in report["errors"][0]
     broken.unlink()
     assert run("push", str(tree), "--category", "obra", "--delete") == 0, run.err
     assert run("eval", "--all", "--min-recall", "1") == 0, run.err
-    assert "obra/systematic-debugging" in run.out and "recall 100 %" in run.out
+    assert "obra/systematic-debugging" in run.out
+    assert "recall 100 %" in run.out
 
 
 @pytest.mark.slow
@@ -208,4 +234,5 @@ def test_find_and_eval_on_the_whole_real_corpus(run: Cli, tmp_path: Path) -> Non
     assert "k-dense/scanpy" in [r["id"] for r in found["results"]]
     report = run.json("eval", "obra/systematic-debugging", "--queries", str(_queries(tmp_path, DEBUGGING)))
     (skill,) = report["skills"]
-    assert skill["library_skills"] > 600 and skill["false_trigger_rate"] == 0.0
+    assert skill["library_skills"] > 600
+    assert skill["false_trigger_rate"] == 0.0

@@ -369,9 +369,9 @@ class Bm25Index:
         terms = self._terms(query)
         out: dict[str, list[str]] = {}
         for name in ("name", "description", "sketch"):
-            if self.weights.get(name, 0.0) > 0:
-                if hits := [word for word, stems, _ in terms if stems & fields[name]]:
-                    out[name] = hits
+            hits = [word for word, stems, _ in terms if stems & fields[name]]
+            if hits and self.weights.get(name, 0.0) > 0:
+                out[name] = hits
         return out
 
     def scores(self, query: str) -> list[float]:
