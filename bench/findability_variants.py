@@ -124,7 +124,7 @@ def make_variant(name: str) -> Ranker | None:
         elif key == "ids":
             options["identifiers"] = bool(number)
         elif key == "qcap":
-            options["max_query_terms"] = int(number) or None
+            options["max_query_terms"] = int(number)  # 0: every word
         elif key == "idf":
             options["min_idf"] = number
         elif key.startswith("b.") and key[2:] in b:

@@ -272,7 +272,7 @@ class Bm25Index:
         identifiers: Also index and match identifiers whole and their camelCase parts
             (`IDENTIFIERS` by default).
         max_query_terms: Score at most this many of a query's words, the rarest in the
-            library first (`MAX_QUERY_TERMS` by default; None: all).
+            library first (None: `MAX_QUERY_TERMS`; 0: all).
         min_idf: Query words whose IDF is below this do not count (`MIN_IDF` by default).
     """
 
@@ -284,7 +284,7 @@ class Bm25Index:
         b: dict[str, float] | None = None,
         k1: float = K1,
         identifiers: bool | None = None,
-        max_query_terms: int | None = -1,
+        max_query_terms: int | None = None,
         min_idf: float | None = None,
     ) -> None:
         self.skills = list(skills)
@@ -292,7 +292,7 @@ class Bm25Index:
         self.b = dict(FIELD_B if b is None else b)
         self.k1 = k1
         self.identifiers = IDENTIFIERS if identifiers is None else identifiers
-        self.max_query_terms = MAX_QUERY_TERMS if max_query_terms == -1 else max_query_terms
+        self.max_query_terms = MAX_QUERY_TERMS if max_query_terms is None else (max_query_terms or None)
         self.min_idf = MIN_IDF if min_idf is None else min_idf
         docs = [_fields(skill, self.identifiers) for skill in self.skills]
         averages = {
