@@ -74,6 +74,7 @@ def test_find_ranks_the_real_skill_first_and_names_the_fields_and_words_that_mat
     assert run("find", "build", "an", "AMI", "with", "packer") == 0, run.err
     lines = run.out.splitlines()
     assert lines[1] == "  1. hashicorp/aws-ami-builder"  # the id whole, on a line of its own
+    assert lines[2].startswith("     score ")
     assert lines[3].startswith("     matched name: ")
     assert "packer" in lines[3]
     assert all(len(line) <= 200 for line in lines)

@@ -132,6 +132,7 @@ def find_command(ctx: Context, query: tuple[str, ...], limit: int, ranker_name: 
     ctx.print(f"{len(ranked)} of {len(skills)} skill(s) match; the best {len(results)} ({ranker_name} ranker):")
     for item in results:
         ctx.print(f"{item['rank']:>3}. {item['id']}")
-        ctx.print(_shorten(f"     score {item['score']:.2f}, {item['source']}: {item['description']}", LINE_CHARS))
+        about = f"score {item['score']:.2f}, {item['source']}: {item['description']}"
+        ctx.print("     " + _shorten(about, LINE_CHARS - 5))
         ctx.print("     matched " + explain_line(item["matched"], LINE_CHARS - 13))
     return 0
