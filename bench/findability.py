@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import findability_distractors
+import findability_variants
 from findability_distractors import put_distractors, skill_md
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -202,8 +203,6 @@ def make_ranker(name: str) -> Any:
         from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
 
         return HybridRanker(MiniLMEncoder(), background=False)
-    import findability_variants  # imports this module: only when a variant is asked for
-
     return findability_variants.make_variant(name)
 
 
@@ -211,8 +210,6 @@ def _sketches(name: str) -> Any:
     """The context in which the library is indexed: a variant's sketch content (`content=`)."""
     if not name.startswith("bm25:"):
         return contextlib.nullcontext()
-    import findability_variants
-
     return findability_variants.sketches(findability_variants.sketch_mode_of(name))
 
 
@@ -259,15 +256,15 @@ async def measure(
         cpu_ms.append(1000 * (time.process_time() - cpu))
         index = prompt.split("### Loaded skills")[0]
         longest = max(longest, len(index))
-        found = _named(case.skill_id, index)
-        with_description = found and _named(case.skill_id, index.split("Also relevant (ids only):")[0])
-        in_index += found
+        shown = _named(case.skill_id, index)
+        with_description = shown and _named(case.skill_id, index.split("Also relevant (ids only):")[0])
+        in_index += shown
         described += with_description
         samples.append(
             {
                 "skill": case.skill_id,
                 "request": case.request,
-                "in_index": found,
+                "in_index": shown,
                 "described": with_description,
                 "cpu_ms": round(cpu_ms[-1], 3),
             }

@@ -6,7 +6,7 @@ names are in the request file): a skill's id is `<short>/<folder name>`, as `s3s
 maps it (`s3skills.transfer.localtree.scan_tree`). Skills that push refuses (ambiguous
 folders) are left out and listed in the results (`excluded_skills`); byte-identical copies
 are pushed once. The library is then grown to each `--sizes` entry with the synthetic
-bench's distractors (`findability.put_distractors`), made from the corpus's words.
+bench's distractors (`findability_distractors.put_distractors`), made from the corpus's words.
 
 The requests (`findability_real_data/requests.json`) are written by hand as users type them,
 split dev/test by skill; should-not requests (`target: null`) name the skill they sound
@@ -51,6 +51,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import findability  # the synthetic bench: its library layout, distractors and checks
+import findability_distractors
 from findability_variants import PRESETS, FieldWeightsRanker, make_variant, sketch_mode_of, sketches
 from langchain_core.messages import HumanMessage
 
@@ -198,7 +199,7 @@ def build_real_library(store: MemoryObjectStore, corpus: Corpus, size: int, seed
     for skill_id, text in corpus.skills.items():
         store.put_object(f"{findability.PREFIX}{skill_id}/SKILL.md", text)
     count = max(0, size - len(corpus.skills))
-    findability.put_distractors(store, sorted(corpus.skills.items()), count, random.Random(seed))
+    findability_distractors.put_distractors(store, sorted(corpus.skills.items()), count, random.Random(seed))
     return len(corpus.skills) + count
 
 

@@ -100,9 +100,9 @@ def make_variant(name: str) -> Ranker | None:
     if name == "default":
         return None
     if name == "hybrid":
-        import findability  # the synthetic bench's hybrid ranker
+        from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
 
-        return findability.make_ranker("hybrid")  # type: ignore[no-any-return]
+        return HybridRanker(MiniLMEncoder(), background=False)
     if name == "no-sketch":
         return FieldWeightsRanker({**weights, "sketch": 0.0}, b, k1)
     if name == "sketch-1":
