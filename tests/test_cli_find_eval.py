@@ -237,3 +237,22 @@ def test_find_and_eval_on_the_whole_real_corpus(run: Cli, tmp_path: Path) -> Non
     (skill,) = report["skills"]
     assert skill["library_skills"] > 600
     assert skill["false_trigger_rate"] == 0.0
+
+
+def test_find_and_eval_see_the_users_skills_over_the_shared_library(run: Cli, tmp_path: Path) -> None:
+    roots = {r.name: r.root for r in real_repositories()}
+    org = Cli("", "", run.capsys, "")
+    org.globals = [g for n, g in enumerate(run.globals) if n not in (2, 3)]  # no --user: the shared library
+    assert org.globals[:2] == run.globals[:2]
+    assert "--user" not in org.globals
+    assert org("--shared", "org", "push", str(roots["hashicorp/agent-skills"]), "--category", "hashicorp") == 0
+    _push(run, roots["obra/superpowers"], "obra")
+    found = run.json("--shared", "org", "find", "build an AMI with packer for EC2", "--limit", "1")
+    assert found["skills"] == 31
+    assert found["results"][0]["id"] == "hashicorp/aws-ami-builder"
+    assert found["results"][0]["source"] == "shared"
+    assert run.json("find", "build an AMI with packer for EC2")["skills"] == 14  # without --shared: ana's only
+    queries = _queries(tmp_path, DEBUGGING)
+    report = run.json("--shared", "org", "eval", "obra/systematic-debugging", "--queries", str(queries))
+    assert report["skills"][0]["library_skills"] == 31
+    assert report["skills"][0]["false_trigger_rate"] == 0.0
