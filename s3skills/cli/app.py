@@ -20,6 +20,8 @@ import click
 from s3skills import __version__
 from s3skills.cli.context import CliError, Context, Settings, UsageError, global_options
 from s3skills.cli.demo import demo_command
+from s3skills.cli.evals import eval_command
+from s3skills.cli.find import find_command
 from s3skills.cli.library import disable_command, enable_command, info_command, list_command, rm_command
 from s3skills.cli.migrate import migrate_command
 from s3skills.cli.scaffold import create_command
@@ -57,6 +59,8 @@ def cli(click_ctx: click.Context) -> None:
 for _command in (
     list_command,
     info_command,
+    find_command,
+    eval_command,
     create_command,
     enable_command,
     disable_command,
