@@ -45,7 +45,7 @@ from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command
 
 from s3skills.aio import run_sync
-from s3skills.errors import S3SkillsError
+from s3skills.errors import ConfigurationError, S3SkillsError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
 from s3skills.skills import SkillChanged, SkillInfo, SkillRegistry, tool_name
@@ -227,6 +227,10 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         Raises:
             UserNotResolved: The run has no user and the backend does not `allow_anonymous`
                 (so the run fails before the model is called).
+            ConfigurationError: The index cannot be read because the deployment is wrong
+                (no bucket, no or rejected credentials, access denied; `exc.fix` says what to
+                change): the run fails rather than telling the model to try again. A transient
+                fault still gives the prompt an "unavailable, try again later" note.
         """
         user_id = self.backend.require_user().user_id
         if user_id is None:  # allowed anonymous: no library
@@ -236,6 +240,9 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         loaded, current, pins = thread.loaded, thread.current, thread.pins
         try:
             everything = await self.library.aindex()
+        except ConfigurationError as exc:  # no bucket, no credentials, denied: retrying will not help
+            logger.error("skill index misconfigured: %s: %s", exc, exc.fix)
+            raise
         except S3SkillsError as exc:
             logger.warning("skill index unavailable: %s", exc)
             return f"{_HEADER}\n\n(The skill index is unavailable right now: {exc}. Try again later.)"

@@ -9,9 +9,10 @@ virtual path (the backend) writes the message the agent sees.
     ├── InvalidPath (ValueError)       a path or id outside the rules; never resolved
     ├── TenantError (LookupError)      no user/thread for the call, or ids a layout refuses
     │   └── UserNotResolved            an agent run with no user (refused before the model is called)
+    ├── ConfigurationError             the deployment is wrong, not the moment: `fix` says what to do
     ├── NotFound (FileNotFoundError)
-    │   └── BucketNotFound
-    ├── AccessDenied (PermissionError) the store said 403 (never reported as NotFound)
+    │   └── BucketNotFound             (also a ConfigurationError)
+    ├── AccessDenied (PermissionError) the store said 403 (never reported as NotFound; a ConfigurationError)
     ├── ReadOnly (PermissionError)     a write to /skills or /ticket
     ├── Conflict                       a conditional write lost (IfMatch / IfNoneMatch)
     ├── FileTooLarge                   over a size limit (`Limits`)
@@ -20,7 +21,11 @@ virtual path (the backend) writes the message the agent sees.
     ├── SkillError                     unknown, disabled, ambiguous or clashing skill
     └── StoreError (OSError)
         ├── StoreUnavailable           unreachable or throttled, after retries
-        └── CredentialsError
+        └── CredentialsError           (also a ConfigurationError)
+
+Configuration errors (`ConfigurationError`: a missing bucket, no or rejected credentials,
+access denied) do not go away by trying again; servers fail fast on them and say `fix`.
+`StoreUnavailable` (5xx, throttling, a network fault) is the transient one: "try again".
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ __all__ = [
     "AccessDenied",
     "BinaryFile",
     "BucketNotFound",
+    "ConfigurationError",
     "Conflict",
     "CredentialsError",
     "FileTooLarge",
@@ -44,6 +50,7 @@ __all__ = [
     "StoreUnavailable",
     "TenantError",
     "UserNotResolved",
+    "is_transient",
     "translate_error",
 ]
 
@@ -69,16 +76,42 @@ class UserNotResolved(TenantError):
     """
 
 
+class ConfigurationError(S3SkillsError):
+    """The deployment is misconfigured (bucket, credentials, permissions): retrying will not help.
+
+    `fix` is one sentence saying what to change, for a person (a CLI line, a server's exit).
+    """
+
+    @property
+    def fix(self) -> str:
+        """What to change, in one sentence."""
+        return "check the bucket, the endpoint and the credentials"
+
+
 class NotFound(S3SkillsError, FileNotFoundError):
     """The object (or bucket) does not exist, or is not visible to the caller."""
 
 
-class BucketNotFound(NotFound):
+class BucketNotFound(NotFound, ConfigurationError):
     """The bucket does not exist."""
 
+    @property
+    def fix(self) -> str:
+        return (
+            "the bucket does not exist at this endpoint: check --bucket (S3SKILLS_BUCKET) and --endpoint-url "
+            "(S3SKILLS_ENDPOINT_URL), or create it with 's3skills push --create-bucket DIR'"
+        )
 
-class AccessDenied(S3SkillsError, PermissionError):
+
+class AccessDenied(ConfigurationError, PermissionError):
     """The store refused the request (403). Never treated as a missing object."""
+
+    @property
+    def fix(self) -> str:
+        return (
+            "access denied: the credentials may not use this bucket; grant them s3:ListBucket, s3:GetObject "
+            "(and s3:PutObject to write) on it, or use other credentials (--profile, AWS_PROFILE)"
+        )
 
 
 class ReadOnly(S3SkillsError, PermissionError):
@@ -113,8 +146,25 @@ class StoreUnavailable(StoreError):
     """The store did not answer usefully after retries (5xx, throttling, network)."""
 
 
-class CredentialsError(StoreError):
+class CredentialsError(StoreError, ConfigurationError):
     """No usable credentials were found, or the store rejected them."""
+
+    @property
+    def fix(self) -> str:
+        if "no AWS credentials" in str(self):
+            return (
+                "no AWS credentials were found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "
+                "or name a profile with --profile (AWS_PROFILE)"
+            )
+        return f"the store rejected the credentials ({self}): check the access key, the secret and the endpoint"
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether trying again later may succeed: the store was unreachable or throttled.
+
+    Configuration errors (`ConfigurationError`) and everything else are not transient.
+    """
+    return isinstance(exc, StoreUnavailable)
 
 
 # One table: S3 error code (or HTTP status as a string) -> exception class.

@@ -23,7 +23,15 @@ from pathlib import Path
 
 from s3skills.errors import InvalidPath
 
-__all__ = ["MAX_KEY_BYTES", "MAX_SEGMENT_BYTES", "VPath", "check_identity", "join_key", "read_private_file"]
+__all__ = [
+    "MAX_KEY_BYTES",
+    "MAX_SEGMENT_BYTES",
+    "VPath",
+    "ascii_fold",
+    "check_identity",
+    "join_key",
+    "read_private_file",
+]
 
 MAX_SEGMENT_BYTES = 255
 """Longest path segment accepted, in UTF-8 bytes."""
@@ -128,6 +136,14 @@ class VPath:
         return text if text.endswith("/") else text + "/"
 
 
+def ascii_fold(value: str) -> str:
+    """`value` with accents removed and spaces as `-` (`cálculos` -> `calculos`), other
+    non-ASCII characters dropped: the id to suggest for a folder name people write naturally."""
+    decomposed = unicodedata.normalize("NFKD", value)
+    plain = "".join(c for c in decomposed if not unicodedata.combining(c))
+    return "-".join(plain.split()).encode("ascii", "ignore").decode("ascii")
+
+
 def check_identity(value: object, what: str) -> str:
     """Return `value` when it is a safe identity part (user, thread, ticket id).
 
@@ -138,7 +154,9 @@ def check_identity(value: object, what: str) -> str:
         InvalidPath: When the value is not a string of the allowed characters.
     """
     if not isinstance(value, str) or not _IDENTITY_RE.fullmatch(value) or value in (".", ".."):
-        raise InvalidPath(f"Invalid {what} {value!r}: use only letters, digits and . _ @ + : ~ -")
+        folded = ascii_fold(value) if isinstance(value, str) else None
+        hint = f" (try {folded!r})" if folded and folded != value and _IDENTITY_RE.fullmatch(folded) else ""
+        raise InvalidPath(f"Invalid {what} {value!r}: use only ASCII letters, digits and . _ @ + : ~ -{hint}")
     if len(value.encode("utf-8")) > 128:
         raise InvalidPath(f"Invalid {what}: longer than 128 characters")
     return value

@@ -22,6 +22,7 @@ import click
 from s3skills.aio import io_bound, sync_method
 from s3skills.examples import LIBRARY
 from s3skills.layout import KeyLayout
+from s3skills.options import option
 from s3skills.paths import check_identity
 from s3skills.storage import ObjectStore, S3ObjectStore
 from s3skills.transfer import PushReport, apush_tree
@@ -42,7 +43,7 @@ LOCAL_ACCESS_KEY = "test"
 LOCAL_SECRET_KEY = "test"  # noqa: S105 - a well-known dummy value, for local servers only
 """Secret key that goes with `LOCAL_ACCESS_KEY`."""
 DEFAULT_REGION = "us-east-1"
-_ENDPOINT_VARIABLES = ("S3SKILLS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+_ENDPOINT_VARIABLES = option("endpoint_url").env  # the table every entry point reads
 
 
 def library_prefix(user_id: str, *, shared: bool = False, layout: KeyLayout | None = None) -> str:

@@ -11,6 +11,9 @@ Fixtures:
     localstack_bucket: a fresh bucket on LocalStack, as a :class:`s3skills.testing.LocalStackBucket`.
     live_target: an external endpoint from ``S3SKILLS_TEST_*`` variables, as a :class:`s3skills.testing.LiveTarget`.
 
+Skips: in CI (`CI` set) the run fails on any skip that tests/allowed_skips.py does not allow
+(`pytest_sessionfinish` below), so a skip cannot hide coverage there.
+
 Markers: tests using the SeaweedFS fixtures are marked ``seaweedfs`` automatically (so
 ``-m "not seaweedfs"`` deselects them), tests using the LocalStack fixtures ``localstack`` and
 ``slow`` (the README's command leaves them to ``-m slow``); tests marked ``live`` or using ``live_target`` are
@@ -33,6 +36,7 @@ from typing import Any
 
 import aioboto3
 import pytest
+from allowed_skips import LIVE_ENV, Skip, in_ci, skip_reason, unexpected_skips
 
 from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
@@ -51,7 +55,6 @@ from s3skills.testing import (
     unique_bucket_name,
 )
 
-LIVE_ENV = "S3SKILLS_TEST_ENDPOINT"
 REGION = "us-east-1"
 
 _SEAWEED_FIXTURES = frozenset({"seaweed_server", "seaweed_bucket"})
@@ -156,6 +159,48 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.live)
         if item.get_closest_marker("live") is not None and not os.environ.get(LIVE_ENV):
             item.add_marker(live_skip)
+
+
+# --- skips ----------------------------------------------------------------------------------
+
+_SKIPPED: list[Skip] = []  # every skip reported to this process (under xdist: the controller sees all)
+_NOT_ALLOWED: list[Skip] = []
+
+
+def _record_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if report.skipped and not hasattr(report, "wasxfail"):  # an xfail is reported as skipped too
+        _SKIPPED.append(Skip(report.nodeid, skip_reason(report.longrepr)))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Remember each skipped test."""
+    _record_skip(report)
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    """Remember each file skipped at collection (a module-level `pytest.skip`/`importorskip`)."""
+    _record_skip(report)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """In CI, fail an otherwise passing run that made a skip tests/allowed_skips.py does not allow.
+
+    Only the process that reports the session judges (not an xdist worker); the skips at fault
+    are listed at the end of the terminal summary.
+    """
+    if hasattr(session.config, "workerinput") or not in_ci():
+        return
+    _NOT_ALLOWED[:] = unexpected_skips(_SKIPPED)
+    if _NOT_ALLOWED and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Name each skip that failed the run (see :func:`pytest_sessionfinish`)."""
+    if _NOT_ALLOWED:
+        terminalreporter.section("skips not allowed in CI (tests/allowed_skips.py)", red=True)
+        for skip in _NOT_ALLOWED:
+            terminalreporter.line(f"{skip.nodeid}: {skip.reason}")
 
 
 # --- moto -----------------------------------------------------------------------------------

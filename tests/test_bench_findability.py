@@ -34,10 +34,26 @@ BEFORE_AT_1000 = {"in_index": 82.7, "in_first_search_page": 82.7}
 LEXICAL_AT_10000 = {"in_index": 95.1, "in_first_search_page": 95.1}
 
 
+# Targets the bench may miss without the test failing: page 1 at 98 % is missed by both rankers
+# (README's findability table; the figures above pin no regression instead), and the CPU per
+# prompt is a timing of this machine, reported by the bench and never asserted.
+MISSED_KNOWINGLY = {"on the first search page >= 98 %", "warm prompt build <= 50 ms CPU (median)"}
+
+
+def _exit_status_says_which_targets_were_missed(status: int, report: dict[str, object]) -> None:
+    """The bench exits 1 exactly when a target was missed, and only the known ones were."""
+    targets = report["targets"]
+    assert isinstance(targets, list)
+    missed = {t["target"] for t in targets if not t["ok"]}
+    assert status == (1 if missed else 0), (status, missed)
+    assert missed <= MISSED_KNOWINGLY, missed
+
+
 def test_the_index_holds_the_right_skill_at_ten_thousand_skills_and_no_worse_at_a_thousand(tmp_path: Path) -> None:
     out = tmp_path / "report.json"
-    findability.main(["--split", "test", "--sizes", "1000,10000", "--json", str(out)])
+    status = findability.main(["--split", "test", "--sizes", "1000,10000", "--json", str(out)])
     report = json.loads(out.read_text())
+    _exit_status_says_which_targets_were_missed(status, report)
     small, large = report["results"]
     assert (small["skills"], large["skills"]) == (1000, 10000)
     assert small["requests"] == large["requests"] >= 75
@@ -91,8 +107,10 @@ def test_the_hybrid_ranker_finds_at_least_what_the_lexical_one_does_at_ten_thous
     # HybridRanker(MiniLMEncoder()): its fusion was chosen on the dev split; this is the held-out one.
     _embeddings_extra()
     out = tmp_path / "report.json"
-    findability.main(["--split", "test", "--sizes", "1000,10000", "--ranker", "hybrid", "--json", str(out)])
-    small, large = json.loads(out.read_text())["results"]
+    status = findability.main(["--split", "test", "--sizes", "1000,10000", "--ranker", "hybrid", "--json", str(out)])
+    report = json.loads(out.read_text())
+    _exit_status_says_which_targets_were_missed(status, report)
+    small, large = report["results"]
     assert (small["ranker"], large["ranker"], large["skills"]) == ("hybrid", "hybrid", 10000)
     assert large["in_index"] >= 90
     # Never below the lexical default on the held-out split (README's findability table).

@@ -73,10 +73,26 @@ async def test_concurrent_callers_share_one_refresh_of_a_library() -> None:
 
 
 async def test_a_contended_library_gathers_the_next_callers_into_one_refresh_read_after_they_asked() -> None:
+    """The wait and its one-second window run on a clock and a sleep the test moves by hand."""
     store = GatedStore()
     for sid in SKILLS:
         store.put_object(f"{PREFIX}{sid}/SKILL.md", skill_md(sid.rsplit("/", 1)[1]))
-    catalog = SkillCatalog(store, manifest_key=LAYOUT.manifest_key, verify="never", gather_delay=1.0)
+    now = [100.0]
+    waits: list[float] = []
+    released = asyncio.Event()
+
+    async def held(seconds: float) -> None:  # the catalog's wait, until the test releases it
+        waits.append(seconds)
+        await released.wait()
+
+    catalog = SkillCatalog(
+        store,
+        manifest_key=LAYOUT.manifest_key,
+        verify="never",
+        gather_delay=1.0,
+        monotonic=lambda: now[0],
+        sleep=held,
+    )
     store.gate.set()
     await catalog.aindex("shared", PREFIX)  # builds the manifest
     await catalog.aflush()
@@ -85,6 +101,7 @@ async def test_a_contended_library_gathers_the_next_callers_into_one_refresh_rea
     store.arrived.clear()
     alone = asyncio.ensure_future(catalog.aindex("shared", PREFIX))
     await store.arrived.wait()
+    assert waits == []
     # Two callers share that refresh: the library is contended now.
     joiner = asyncio.ensure_future(catalog.aindex("shared", PREFIX))
     await asyncio.sleep(0)
@@ -96,17 +113,31 @@ async def test_a_contended_library_gathers_the_next_callers_into_one_refresh_rea
         return set((await catalog.aindex("shared", PREFIX)).entries)  # what this caller was answered
 
     gets = store.manifest_gets
+    now[0] += 0.5  # within the window
     first = asyncio.ensure_future(ask())
-    await asyncio.sleep(0)
+    for _ in range(100):  # until the refresh is in its wait (a bounded number of turns)
+        if waits:
+            break
+        await asyncio.sleep(0)
+    assert waits == [1.0]
     other = SkillCatalog(store, manifest_key=LAYOUT.manifest_key, verify="always")
     store.put_object(f"{PREFIX}cat/new-one/SKILL.md", skill_md("new-one"))
     await other.aindex("shared", PREFIX)
     await other.aflush()
     assert store.manifest_gets == gets + 1  # the other process's read; ours has not asked yet
     later = [asyncio.ensure_future(ask()) for _ in range(5)]
+    for _ in range(10):
+        await asyncio.sleep(0)
+    released.set()
     answers = await asyncio.gather(first, *later)
     assert store.manifest_gets == gets + 2  # one conditional GET for the six callers
     assert all("cat/new-one" in answer for answer in answers)  # read after every one of them asked
+    # Past the window, a caller alone asks at once again.
+    now[0] += 5.0
+    released.clear()
+    waits.clear()
+    await catalog.aindex("shared", PREFIX)
+    assert waits == []
 
 
 async def test_a_forced_refresh_is_not_satisfied_by_one_already_in_flight() -> None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from cli_harness import Cli
 
 from s3skills.cli import main
+from s3skills.cli.context import CLI_MAX_ATTEMPTS
 from s3skills.errors import BucketNotFound
 from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
@@ -156,23 +158,37 @@ def test_single_skill_folder_is_pushed_as_one_skill(cli: Cli, tmp_path: Path, s3
     assert {PREFIX + "pdf/SKILL.md", PREFIX + "pdf/scripts/fill.py", PREFIX + "skill-000/SKILL.md"} <= set(remote)
 
 
-def test_invalid_tree_is_refused_without_force(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+def test_unreadable_skill_is_left_out_and_named_and_strict_refuses_the_push(
+    cli: Cli, tmp_path: Path, s3_client: Any, bucket: str
+) -> None:
     tree = make_tree(tmp_path / "lib", 3)
-    write(tree, "broken/SKILL.md", "no frontmatter at all\n")
-    assert cli("push", str(tree)) == 1
-    assert "broken/SKILL.md: fatal: no frontmatter" in cli.err
+    write(tree, "broken/SKILL.md", skill_md("broken"))
+    assert cli("push", str(tree)) == 0
+    write(tree, "broken/SKILL.md", "no frontmatter at all\n")  # broken locally since
+    assert cli("push", "--strict", str(tree)) == 1
+    assert "  broken: no frontmatter" in cli.err
     assert cli.err.strip().splitlines()[-1].startswith("s3skills: error: push refused")
-    assert keys(s3_client, bucket) == {}
-
-    refused = cli.json("push", str(tree), expect=1)
+    refused = cli.json("push", "--strict", str(tree), expect=1)
     assert refused["ok"] is False
     assert any(p["fatal"] for p in refused["problems"])
 
-    forced = cli.json("push", "--force", str(tree))
-    assert "broken" in forced["skills"]
-    assert PREFIX + "broken/SKILL.md" in keys(s3_client, bucket)
-    listed = cli.json("list")
-    assert [p["id"] for p in listed["problems"] if p["level"] == "error"] == ["broken"]
+    pushed = cli.json("push", "--delete", str(tree))  # stored what hosts load, left the rest out
+    assert "broken" not in pushed["skills"]
+    assert "broken" in pushed["left_out"]
+    assert cli("push", "--delete", str(tree)) == 0
+    assert "left out 1 skill no host can read" in cli.err
+    assert "  broken: no frontmatter: the file must start with a '---' line" in cli.err
+    kept = s3_client.get_object(Bucket=bucket, Key=PREFIX + "broken/SKILL.md")["Body"].read()
+    assert b"name: broken" in kept  # the library's copy is kept, even on --delete
+    assert cli("push", str(tree / "broken")) == 1  # nothing of it could be pushed
+    assert "nothing pushed" in cli.err
+
+
+def test_push_force_is_gone_and_says_what_replaces_it(cli: Cli, tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "lib", 1)
+    assert cli("push", "--force", str(tree)) == 2
+    assert "push has no --force" in cli.err
+    assert "--strict" in cli.err
 
 
 def test_unsafe_files_are_refused_and_junk_ignored(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
@@ -185,12 +201,14 @@ def test_unsafe_files_are_refused_and_junk_ignored(cli: Cli, tmp_path: Path, s3_
     write(tree, "skill-000/scripts/a.pyc", b"\0")
     write(tree, "Bad Folder/SKILL.md", skill_md("bad-folder"))
 
-    assert cli("push", str(tree)) == 1
-    assert "leak.txt: error: symlink to a file outside the tree" in cli.err
-    assert "Bad Folder/SKILL.md: error: maps to the skill id 'Bad Folder', which is invalid" in cli.err
+    assert cli("push", "--strict", str(tree)) == 1
+    assert "  skill-000/leak.txt: symlink to a file outside the tree" in cli.err
+    assert "  Bad Folder/SKILL.md: maps to the skill id 'Bad Folder', which is invalid" in cli.err
     assert keys(s3_client, bucket) == {}
 
-    forced = cli.json("push", "--force", str(tree))
+    assert cli("push", str(tree)) == 0
+    assert "left out 2 files that cannot be pushed safely:" in cli.err
+    forced = cli.json("push", str(tree))
     assert {i["path"] for i in forced["refused"]} == {"skill-000/leak.txt", "Bad Folder/SKILL.md"}
     remote = {k[len(PREFIX) :] for k in keys(s3_client, bucket)}
     assert remote == {"skill-000/SKILL.md", "skill-000/references/notes.md", "cat-1/skill-001/SKILL.md"}
@@ -202,7 +220,7 @@ def test_oversized_file_is_refused_with_a_clear_reason(tmp_path: Path, store: Ob
     tree = make_tree(tmp_path / "lib", 1)
     write(tree, "skill-000/assets/big.bin", b"x" * 2048)
     with pytest.raises(PushRefused) as info:
-        push_tree(store, tree, PREFIX, max_file_bytes=1024)
+        push_tree(store, tree, PREFIX, max_file_bytes=1024, strict=True)
     assert info.value.report.refused[0].path == "skill-000/assets/big.bin"
     assert "the file is 2.0 KiB (2048 bytes); the limit is 1.0 KiB" in info.value.report.refused[0].reason
 
@@ -469,7 +487,7 @@ def test_validate_local_tree_exit_codes_and_format(cli: Cli, tmp_path: Path) -> 
     assert cli("validate", str(tree / "skill-000")) == 0
 
 
-def test_what_validate_calls_an_error_push_refuses_without_force_and_every_count_names_its_skills(
+def test_what_validate_calls_an_error_push_stores_naming_each_skill_and_strict_refuses(
     cli: Cli, tmp_path: Path
 ) -> None:
     tree = make_tree(tmp_path / "lib", 2)
@@ -479,13 +497,15 @@ def test_what_validate_calls_an_error_push_refuses_without_force_and_every_count
     assert checked["counts"]["error"] == {"problems": 2, "skills": ["cat-2/wrong", "long"]}
     assert {p["skill"]: p["severity"] for p in checked["problems"]} == {"cat-2/wrong": "error", "long": "error"}
 
-    assert cli("push", str(tree)) == 1
-    assert "2 SKILL.md problems in cat-2/wrong, long block the push" in cli.err
-    assert "use --force" in cli.err
-    pushed = cli.json("push", "--force", str(tree))
-    assert {"cat-2/wrong", "long"} <= set(pushed["skills"])
-    cli("push", "--force", str(tree))
-    assert "pushed with problems" not in cli.err  # nothing changed: nothing pushed, no note
+    assert cli("push", "--strict", str(tree)) == 1
+    assert "--strict refuses 2 skills with errors (cat-2/wrong, long)" in cli.err
+    assert cli("push", str(tree)) == 0
+    assert "stored 2 skills that break the Agent Skills specification" in cli.err
+    assert "  cat-2/wrong: name 'other-name' does not match folder 'wrong'" in cli.err
+    assert "  long: description is " in cli.err, cli.err
+    assert cli.json("push", str(tree))["skills"] == ["cat-1/skill-001", "cat-2/wrong", "long", "skill-000"]
+    cli("push", str(tree))
+    assert "break the Agent Skills" not in cli.err  # nothing changed: nothing pushed, no note
 
     listed = cli.json("list")
     assert listed["counts"]["error"]["skills"] == ["cat-2/wrong", "long"]
@@ -508,10 +528,10 @@ def test_validate_and_push_name_the_skills_mcp_will_not_list_and_why(cli: Cli, t
     assert "other than a-z, 0-9 and '-'" in unlisted["capsule_crm-automation"]
     assert "differs from its folder 'pdf-tools'" in unlisted["pdf-tools"]
     assert cli("validate", str(tree)) == 1
-    assert "s3skills mcp will not list 2 skills (capsule_crm-automation, pdf-tools)" in cli.err
+    assert "s3skills mcp will not list 2 skills in skills/list" in cli.err
     assert "  pdf-tools: its name 'pdf' differs from its folder 'pdf-tools'" in cli.err
 
-    pushed = cli.json("push", "--force", str(tree))
+    pushed = cli.json("push", str(tree))
     assert {item["skill"] for item in pushed["mcp_unlisted"]} == {"capsule_crm-automation", "pdf-tools"}
     assert cli.json("validate", "skill-000")["mcp_unlisted"] == []
     assert cli.json("validate", "pdf-tools", expect=1)["mcp_unlisted"][0]["skill"] == "pdf-tools"
@@ -599,11 +619,36 @@ def test_missing_bucket_is_named(moto_endpoint: str, tmp_path: Path, capsys: pyt
     assert main([*g, "push", "--create-bucket", str(tmp_path / "lib")]) == 0
 
 
-def test_unreachable_endpoint_fails_fast(capsys: pytest.CaptureFixture[str]) -> None:
-    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    start = time.monotonic()
+def _count_connects(monkeypatch: pytest.MonkeyPatch, port: int) -> list[int]:
+    """Count the connections this process opens to `port` on loopback (in a one-item list)."""
+    count = [0]
+    connect, connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def counted(address: Any) -> None:
+        if isinstance(address, tuple) and address[1] == port:
+            count[0] += 1
+
+    def counting_connect(self: socket.socket, address: Any) -> None:
+        counted(address)
+        connect(self, address)
+
+    def counting_connect_ex(self: socket.socket, address: Any) -> int:
+        counted(address)
+        return connect_ex(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", counting_connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", counting_connect_ex)
+    return count
+
+
+def test_unreachable_endpoint_fails_fast(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    port = free_port()
+    endpoint = f"http://127.0.0.1:{port}"  # nothing listens there
+    attempts = _count_connects(monkeypatch, port)
     assert main(["--bucket", "b-1", "--user", USER, "--endpoint-url", endpoint, "list"]) == 1
-    assert time.monotonic() - start < 15
+    # A person is waiting: two requests (the manifest's GET, then the LIST the index falls back
+    # to), each tried CLI_MAX_ATTEMPTS (2) times, not the library's default of 4 with backoff.
+    assert attempts == [2 * CLI_MAX_ATTEMPTS]
     line = one_error_line(capsys.readouterr().err)
     assert line.startswith(f"s3skills: error: cannot reach the S3 endpoint {endpoint}")
 
@@ -690,7 +735,9 @@ def test_layout_option_and_environment(
     assert "'flat' is not one of 'users', 'seeds'" in line
     monkeypatch.setenv("S3SKILLS_LAYOUT", "flat")
     assert main([*g, "list"]) == 2
-    assert one_error_line(capsys.readouterr().err) == "s3skills: error: invalid layout 'flat': use one of users, seeds"
+    assert one_error_line(capsys.readouterr().err) == (
+        "s3skills: error: invalid S3SKILLS_LAYOUT 'flat': use one of users, seeds"
+    )
     assert main([*g, "list", "--layout", "seeds"]) == 0  # the option wins over the environment
     capsys.readouterr()
 
@@ -758,12 +805,12 @@ def test_pull_tree_sync_twin(tmp_path: Path, store: ObjectStore) -> None:
 def test_a_big_push_prints_a_summary_and_a_push_that_changes_nothing_prints_one_line(cli: Cli, tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "lib", 12)
     assert cli("push", str(tree)) == 0
-    lines = cli.out.strip().splitlines()
+    lines = cli.out.strip().replace("\n  ", " ").splitlines()  # a line over 200 characters is wrapped
     assert len(lines) == 2
     assert lines[0].startswith("Uploaded 14 files (")
     assert "of 12 skills" in lines[0]
     assert lines[1].startswith("Changed: cat-0/skill-005, cat-1/skill-001, ")
-    assert lines[1].endswith(", +2 more (-v lists each skill with its version)")
+    assert re.search(r", \+\d+ more \(-v lists each skill with its version\)$", lines[1])  # a bounded line
 
     assert cli("push", str(tree)) == 0
     assert cli.out.strip().splitlines() == [

@@ -119,8 +119,9 @@ def test_a_layout_file_is_used_and_checked_for_isolation(run: Run, tmp_path: Pat
     risky = tmp_path / "risky.json"
     risky.write_text(json.dumps({"user_skills": "{user_id}/skills/", "workspace": "threads/{thread_id}/"}))
     assert run("--layout-file", str(risky), "--user", "ana", "list") == 0
-    assert "keys threads by thread id only: whoever knows a thread id reaches its files" in run.err
-    assert "the user id cannot be shared, threads, tickets" in run.err
+    err = " ".join(run.err.split())  # warnings over 200 characters are wrapped
+    assert "keys threads by thread id only: whoever knows a thread id reaches its files" in err
+    assert "the user id cannot be shared, threads, tickets" in err
 
     overlapping = tmp_path / "bad.toml"
     overlapping.write_text('user_skills = "lib/{user_id}/"\nworkspace = "lib/{thread_id}/"\n')
@@ -131,9 +132,11 @@ def test_a_layout_file_is_used_and_checked_for_isolation(run: Run, tmp_path: Pat
     unknown.write_text('user_skill = "u/{user_id}/skills/"\n')
     assert run("--layout-file", str(unknown), "--user", "ana", "list") == 2
     assert "unknown fields ['user_skill']" in run.err
-    # The MCP server takes a layout by name only: a layout file is refused, never silently dropped.
-    assert run("--layout-file", str(good), "mcp") == 2
-    assert "not --layout-file" in run.err
+    # The MCP server takes the layout file too (given before `mcp` or after it), never drops it.
+    assert run("--layout-file", str(good), "--user", "ana", "mcp", "--check") == 0, run.err
+    assert "0 of 1 skills are not listed" in run.err
+    assert run("--user", "ana", "mcp", "--layout-file", str(good), "--layout", "seeds", "--check") == 2
+    assert "give --layout or --layout-file, not both" in run.err
 
 
 def test_the_default_layouts_need_no_isolation_note_but_the_seeds_one_does() -> None:

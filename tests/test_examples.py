@@ -238,9 +238,9 @@ def test_itp_bad_input(argv: tuple[str, ...]) -> None:
 
 def test_itp_runs_through_the_script_runner(moto_endpoint: str, bucket: str) -> None:
     """The real runner: fetch `scripts/` from S3, run it scrubbed, parse its one JSON value."""
-    runner_module = pytest.importorskip("s3skills.runner")
     import aioboto3
 
+    import s3skills.runner as runner_module
     from s3skills import S3Backend
     from s3skills.seed import seed_example_library
 

@@ -90,13 +90,14 @@ def test_a_push_reads_back_no_skill_md_it_wrote(tmp_path: Path) -> None:
     store = MemoryObjectStore()
     counter = counted(store)
     run_sync(apush_tree(store, tree(tmp_path / "lib", 200), PREFIX))
-    # 1 LIST to plan; 200 PUTs, the book's GET (404) and PUT; the manifest's GET (404),
-    # the listing that builds it (folders + 4 categories) and its PUT: no GET of a SKILL.md.
+    # 1 LIST to plan; the writer's mark: the manifest's GET (404), the listing that builds it
+    # (the library is still empty: 1 LIST) and its PUT; 200 PUTs; the book's GET (404) and PUT; the
+    # manifest's last update (GET, PUT, clearing the mark): no GET of a SKILL.md.
     # Then each skill's version record: 1 ListObjectVersions and 1 conditional PUT.
-    assert counter["GetObject"] == 2
-    assert counter["PutObject"] == 200 + 2 + 200
+    assert counter["GetObject"] == 3
+    assert counter["PutObject"] == 200 + 3 + 200
     assert counter["ListObjectVersions"] == 200
-    assert counter["ListObjectsV2"] == 1 + 1 + 4
+    assert counter["ListObjectsV2"] == 1 + 1
 
 
 def test_a_push_into_a_library_written_by_another_tool_indexes_all_of_it(tmp_path: Path) -> None:

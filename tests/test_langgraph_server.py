@@ -11,6 +11,7 @@ index, reads a file of that skill, /workspace/notes.md and /ticket/brief.md, wri
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import shutil
@@ -153,8 +154,15 @@ json.dump({
 """
 
 
+def _require(*modules: str) -> None:
+    """Fail (never skip) without LangGraph Server's packages: the test extra installs them."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} not installed: pip install -e '.[test]' (langgraph-cli[inmem])")
+
+
 def test_resolver_reads_the_users_langgraph_api_builds() -> None:
-    pytest.importorskip("langgraph_api", reason="langgraph-cli[inmem] is not installed (the test extra has it)")
+    _require("langgraph_api")
     done = subprocess.run(
         [sys.executable, "-c", _SERVER_SHAPES], capture_output=True, text=True, timeout=120, env=_server_env()
     )
@@ -326,8 +334,7 @@ def _seed_libraries(s3: Any, bucket: str) -> None:
 @pytest.fixture(scope="module")
 def deployment(moto_server: MotoServer) -> Iterator[Deployment]:
     """The example served by `langgraph dev`, over a fresh bucket with two users' libraries."""
-    pytest.importorskip("langgraph_cli", reason="langgraph-cli[inmem] is not installed (the test extra has it)")
-    pytest.importorskip("langgraph_api", reason="langgraph-cli[inmem] is not installed (the test extra has it)")
+    _require("langgraph_cli", "langgraph_api")
     bucket = make_bucket(moto_server.endpoint_url, unique_bucket_name("lgserver"))
     s3 = make_client(moto_server.endpoint_url)
     _seed_libraries(s3, bucket)
@@ -521,8 +528,7 @@ def shared_deployment(moto_server: MotoServer) -> Iterator[Deployment]:
 
     `versions` holds the (ETag, VersionId) of each SKILL.md push: V0 (withdrawn), then VA.
     """
-    pytest.importorskip("langgraph_cli", reason="langgraph-cli[inmem] is not installed (the test extra has it)")
-    pytest.importorskip("langgraph_api", reason="langgraph-cli[inmem] is not installed (the test extra has it)")
+    _require("langgraph_cli", "langgraph_api")
     bucket = make_bucket(moto_server.endpoint_url, unique_bucket_name("lgstate"))
     s3 = make_client(moto_server.endpoint_url)
     s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
@@ -534,7 +540,7 @@ def shared_deployment(moto_server: MotoServer) -> Iterator[Deployment]:
     env = _server_env(
         S3SKILLS_BUCKET=bucket,
         S3SKILLS_ENDPOINT_URL=moto_server.endpoint_url,
-        S3SKILLS_SHARED_PREFIX="org",
+        S3SKILLS_SHARED="org",
         # The tests push to the shared library between runs and expect the next run to see it.
         S3SKILLS_SHARED_CATALOG_TTL="0",
         S3SKILLS_SCRIPTED="1",

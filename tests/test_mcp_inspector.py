@@ -1,6 +1,7 @@
 """The MCP skills server driven by a client written elsewhere: the MCP Inspector CLI (npm).
 
-Skipped, with the reason, when `npx` or the Inspector package cannot be had.
+Skipped, with the reason, when `npx` is absent, or outside CI when the npm registry cannot be
+reached; a failed `npx` is otherwise a failure (tests/npm_tools.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 from mcp_harness import digest, server_args
+from npm_tools import npm_failed
 
 from s3skills.examples import LIBRARY
 from s3skills.seed import seed_example_library
@@ -30,7 +32,7 @@ def _inspector() -> list[str]:
         pytest.skip("npx is not installed (the MCP Inspector CLI comes from npm)")
     probe = subprocess.run([npx, "-y", INSPECTOR, "--help"], capture_output=True, text=True, timeout=300)
     if probe.returncode != 0:
-        pytest.skip(f"the MCP Inspector is not available from npm: {probe.stderr.strip()[-300:]}")
+        npm_failed("the MCP Inspector is not available from npm", probe.stderr)
     return [npx, "-y", INSPECTOR, "--cli"]
 
 

@@ -236,6 +236,7 @@ def test_the_cli_command_passes_the_global_profile_to_the_server(
     config = tmp_path / "aws-config"
     config.write_text("[profile elsewhere]\nregion = eu-west-1\n")
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
-    # The server is built with the profile: an unknown one is refused before it serves anything.
-    assert main(["--bucket", "b-1", "--user", "ana", "--profile", "missing-profile", "mcp"]) == 2
+    # The server is built with the profile: an unknown one is refused before it serves anything
+    # (a configuration error, status 1, with the fix).
+    assert main(["--bucket", "b-1", "--user", "ana", "--profile", "missing-profile", "mcp"]) == 1
     assert "AWS profile not found" in capsys.readouterr().err

@@ -119,12 +119,17 @@ def test_a_skill_that_is_also_a_category_is_refused_with_every_clash_listed(tmp_
     skill(repo, "fine")
     store = MemoryObjectStore()
     with pytest.raises(PushRefused) as info:
-        push_tree(store, repo, PREFIX)
+        push_tree(store, repo, PREFIX, strict=True)
     refused = {i.path: i.reason for i in info.value.report.refused}
     assert "both a skill" in refused["tools/SKILL.md"]
     assert "both a skill" in refused["x/tools/calc/SKILL.md"]
     assert "a/skills/common/SKILL.md" not in refused  # differing folders got distinct ids instead
     assert store.keys() == []
+    # Without --strict the ambiguous folders are left out (named) and the rest is pushed.
+    report = push_tree(store, repo, PREFIX, dry_run=True)
+    assert {i.path for i in report.refused} == {"tools/SKILL.md", "x/tools/calc/SKILL.md"}
+    assert "fine" in report.skills
+    assert "tools" not in report.skills
 
     # --category puts every skill in one category; two differing folders then stay ambiguous.
     tree = scan_tree(repo, category="mine")
@@ -165,7 +170,7 @@ def test_delete_never_removes_the_remote_copy_of_a_refused_skill(tmp_path: Path)
     store = MemoryObjectStore()
     push_tree(store, repo, PREFIX, category="lib")
     skill(repo, "b/skills/common", description="Another common. Use it elsewhere.")  # lib/common twice: refused
-    report = push_tree(store, repo, PREFIX, delete=True, force=True, category="lib")
+    report = push_tree(store, repo, PREFIX, delete=True, category="lib")  # the clash is left out
     assert report.skills == ["lib/keep"]
     assert report.deleted == []
     stored = store.keys()
@@ -186,26 +191,33 @@ def test_duplicate_leaf_across_pushes_is_a_conflict_not_a_silent_overwrite(tmp_p
     assert [c.path for c in info.value.report.conflicts] == ["access"]
     assert "system one" in library(store).index()[0].metadata.description
 
-    # Pushing the first folder again is no conflict; --force (push invalid skills) does not
-    # replace, --replace does.
+    # Pushing the first folder again is no conflict; --strict does not replace, --replace does.
     assert push_tree(store, first, PREFIX).conflicts == []
     with pytest.raises(PushRefused, match="use --replace"):
-        push_tree(store, second, PREFIX, force=True)
+        push_tree(store, second, PREFIX, strict=True)
     push_tree(store, second, PREFIX, replace=True)
     lib = S3Backend("memory", user_id=USER, store=store, layout=SEEDS, catalog_ttl=None).skills
     assert "system two" in lib.index(refresh=True)[0].metadata.description
 
 
-def test_skill_nested_under_a_remote_skill_is_refused(tmp_path: Path) -> None:
+def test_skill_nested_under_a_remote_skill_is_left_out_and_strict_refuses_it(tmp_path: Path) -> None:
     store = MemoryObjectStore()
     skill(tmp_path / "one", "tools")
     push_tree(store, tmp_path / "one", PREFIX)
     skill(tmp_path / "two", "tools/calc")
+    skill(tmp_path / "two", "other")
     with pytest.raises(PushRefused) as info:
-        push_tree(store, tmp_path / "two", PREFIX)
+        push_tree(store, tmp_path / "two", PREFIX, strict=True)
     (conflict,) = info.value.report.conflicts
     assert conflict.path == "tools/calc"
     assert "is a skill in the library" in conflict.reason
+    assert PREFIX + "other/SKILL.md" not in store.keys()
+
+    report = push_tree(store, tmp_path / "two", PREFIX)
+    assert report.left_out == ["tools/calc"]
+    assert report.skills == ["other"]
+    assert PREFIX + "tools/calc/SKILL.md" not in store.keys()
+    assert PREFIX + "tools/SKILL.md" in store.keys()
 
 
 # -- item 5: disable survives push --------------------------------------------------------------
@@ -317,7 +329,7 @@ def test_cli_dry_run_lists_a_conflict_and_exits_1(cli: Cli, tmp_path: Path) -> N
     assert cli("push", str(tmp_path / "two")) == 1
     assert "use --replace" in cli.err
     assert "validate" not in cli.err  # the skills are valid: the message names the flag that helps
-    assert cli("push", "--force", str(tmp_path / "two")) == 1
+    assert cli("push", "--strict", str(tmp_path / "two")) == 1
     assert cli("push", "--replace", str(tmp_path / "two")) == 0
 
 

@@ -8,11 +8,14 @@ Durations are never asserted; limits are checked by what the process could or co
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 import logging
 import os
 import signal
-import time
+import stat
+import sys
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +29,7 @@ from procs import alive, eventually
 from s3skills import S3Backend, create_skills_agent
 from s3skills._loop import run_sync
 from s3skills.layout import KeyLayout
-from s3skills.runner import ScriptObservation, ScriptRunner, key_parts, script_parts
+from s3skills.runner import Finished, Job, LocalLauncher, ScriptObservation, ScriptRunner, key_parts, script_parts
 from s3skills.storage import RequestCounter
 from s3skills.storage import S3ObjectStore as ObjectStore
 from s3skills.testing import MemoryObjectStore, MotoServer, make_client, unique_bucket_name
@@ -383,11 +386,13 @@ def test_forked_children_do_not_outlive_the_run(runner: ScriptRunner) -> None:
 async def test_cancelling_a_run_kills_its_processes(runner: ScriptRunner, tmp_path: Path) -> None:
     task = asyncio.create_task(runner.arun(SKILL, "pidfile.py", {"dir": str(tmp_path)}, loaded=[SKILL]))
     pids_file = tmp_path / "pids"
-    deadline = time.monotonic() + 20
-    while not pids_file.exists():  # the script writes it once it runs
+    for _ in range(1000):  # polls, not a clock: up to 20 s for the script to start and write it
+        if pids_file.exists():
+            break
         assert not task.done(), task.result()
-        assert time.monotonic() < deadline
         await asyncio.sleep(0.02)
+    else:
+        pytest.fail("the script never wrote its pid file")
     parent, child, workdir = pids_file.read_text().split()
 
     task.cancel()
@@ -466,9 +471,59 @@ def test_nproc_does_not_bind_root(backend: S3Backend) -> None:
     assert _all_dead(obs.result["children"])
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="RLIMIT_NPROC only binds non-root uids")
+# Run as root, the script drops to this uid after the trampoline has set its rlimits (python -I -S:
+# the standard library only). The uid is one no process uses, so RLIMIT_NPROC=1 counts the script alone.
+_DROP = (
+    "import os, sys; uid = int(sys.argv[1]); os.setgroups([]); os.setgid(uid); os.setuid(uid);"
+    " os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def _unused_uid() -> int:
+    """A uid above the usual ranges that no account names and no process runs as."""
+    named = {int(line.split(":")[2]) for line in Path("/etc/passwd").read_text().splitlines() if line.count(":") >= 6}
+    running: set[int] = set()
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError):
+            running.update(int(n) for n in status.read_text().split("Uid:", 1)[1].split("\n", 1)[0].split())
+    return next(uid for uid in range(64000, 65000) if uid not in named | running)
+
+
+def _runnable_by_others(path: str) -> bool:
+    """Every folder on the way is searchable, and the file readable and executable, by any uid."""
+    real = Path(os.path.realpath(path))
+    if not real.is_file() or real.stat().st_mode & (stat.S_IROTH | stat.S_IXOTH) != stat.S_IROTH | stat.S_IXOTH:
+        return False
+    return all(folder.stat().st_mode & stat.S_IXOTH for folder in real.parents)
+
+
+class _AsAnotherUid:
+    """`LocalLauncher`, with the script started as `uid` (a root service running scripts as a
+    dedicated user): the production trampoline sets the job's rlimits, then `_DROP` gives up
+    root and execs the interpreter. The staging folder is handed to that uid first."""
+
+    def __init__(self, uid: int) -> None:
+        self.uid = uid
+
+    async def launch(self, job: Job) -> Finished:
+        for path in [job.workdir, *job.workdir.rglob("*")]:
+            os.chown(path, self.uid, self.uid)
+        drop = (sys.executable, "-I", "-S", "-c", _DROP, str(self.uid))
+        return await LocalLauncher().launch(dataclasses.replace(job, command=(*drop, *job.command)))
+
+
 def test_nproc_binds_other_uids(backend: S3Backend) -> None:
-    obs = ScriptRunner(backend, timeout=20, max_processes=1).run(SKILL, "forker.py", None, loaded=[SKILL])
+    # The kernel exempts root from RLIMIT_NPROC: as root (CI), the script runs as an unused uid.
+    options: dict[str, Any] = {}
+    if os.geteuid() == 0:
+        python = next(
+            (p for p in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3") if _runnable_by_others(p)), None
+        )
+        assert python is not None, (
+            "as root, no Python that another uid can run (tried the venv's, /usr/bin, /usr/local/bin)"
+        )
+        options = {"launcher": _AsAnotherUid(_unused_uid()), "python": python}
+    obs = ScriptRunner(backend, timeout=20, max_processes=1, **options).run(SKILL, "forker.py", None, loaded=[SKILL])
     assert not obs.ok
     assert "BlockingIOError" in obs.stderr_tail
 

@@ -1,8 +1,9 @@
 """The bubblewrap launcher: the same runner, with the script inside `bwrap` namespaces.
 
 Each property is shown against `LocalLauncher` too, where it does NOT hold, so a test that
-passes under bwrap is known to test something. Skipped, with the reason, where bwrap is not
-installed or cannot create namespaces (install: `apt-get install -y bubblewrap`).
+passes under bwrap is known to test something. Skipped only where bwrap is not installed (install:
+`apt-get install -y bubblewrap`; tests/allowed_skips.py allows that outside CI only); an installed
+bwrap that cannot create its namespaces fails the tests that need it, with the probe's error.
 """
 
 from __future__ import annotations
@@ -108,8 +109,28 @@ def _bwrap_problem() -> str | None:
     return None
 
 
-PROBLEM = _bwrap_problem()
-needs_bwrap = pytest.mark.skipif(PROBLEM is not None, reason=f"bubblewrap unavailable: {PROBLEM}")
+INSTALLED = shutil.which("bwrap") is not None
+PROBLEM = _bwrap_problem() if INSTALLED else "bubblewrap is not installed"
+_skip_without_bwrap = pytest.mark.skipif(
+    not INSTALLED, reason="bubblewrap is not installed (apt-get install -y bubblewrap)"
+)
+
+
+def _fail_unless_bwrap_runs() -> None:
+    if PROBLEM is not None:
+        pytest.fail(f"bubblewrap is installed but cannot run here: {PROBLEM}")
+
+
+@pytest.fixture
+def bwrap_runs() -> None:
+    """Fails the test when an installed bwrap cannot create its namespaces (never a skip)."""
+    _fail_unless_bwrap_runs()
+
+
+def needs_bwrap(test: Callable[..., Any]) -> Callable[..., Any]:
+    """Skipped without bwrap; failed when bwrap is there but cannot run."""
+    marked: Callable[..., Any] = _skip_without_bwrap(pytest.mark.usefixtures("bwrap_runs")(test))
+    return marked
 
 
 @pytest.fixture
@@ -127,13 +148,16 @@ def _runner(backend: S3Backend, launcher: Launcher, **options: Any) -> ScriptRun
 
 def _launchers() -> list[Any]:
     return [
-        pytest.param("bwrap", marks=needs_bwrap),
+        pytest.param("bwrap", marks=_skip_without_bwrap),
         pytest.param("local"),
     ]
 
 
 def _make(kind: str) -> Launcher:
-    return BubblewrapLauncher() if kind == "bwrap" else LocalLauncher()
+    if kind == "bwrap":
+        _fail_unless_bwrap_runs()
+        return BubblewrapLauncher()
+    return LocalLauncher()
 
 
 @pytest.fixture
@@ -289,7 +313,7 @@ def test_bubblewrap_launcher_says_when_bwrap_is_missing(tmp_path: Path) -> None:
 
 def test_both_launchers_fit_the_seam() -> None:
     assert isinstance(LocalLauncher(), Launcher)
-    if PROBLEM is None:
+    if INSTALLED:
         assert isinstance(BubblewrapLauncher(), Launcher)
     assert not isinstance(object(), Launcher)
 

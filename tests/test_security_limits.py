@@ -273,11 +273,15 @@ def tree_with_a_20mb_file(tmp_path: Path) -> Path:
 def test_push_of_a_20mb_file_is_refused_with_its_size_and_writes_nothing(tree_with_a_20mb_file: Path) -> None:
     store = KeyLogStore()
     with pytest.raises(PushRefused) as refused:
-        push_tree(store, tree_with_a_20mb_file, "users/ana/skills/")
+        push_tree(store, tree_with_a_20mb_file, "users/ana/skills/", strict=True)
     reasons = {item.path: item.reason for item in refused.value.report.refused}
     assert reasons == {"pdf/big.bin": f"too large: the file is 19.1 MiB ({20 * MB} bytes); the limit is 10.0 MiB"}
     assert store.keys() == []
     assert [op for op, _ in store.take() if op == "PutObject"] == []
+    # Without --strict the skill is pushed and the file left out, named with its size.
+    report = push_tree(store, tree_with_a_20mb_file, "users/ana/skills/")
+    assert {item.path for item in report.refused} == {"pdf/big.bin"}
+    assert [k for k in store.keys() if "/skills/" in k] == ["users/ana/skills/pdf/SKILL.md"]
 
 
 def test_validate_reports_the_20mb_file_with_its_size(

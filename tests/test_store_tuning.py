@@ -1,10 +1,12 @@
 """`S3ObjectStore`'s client spends less CPU per request and answers the same (issue 21 item 2).
 
 The S3 endpoint ruleset never reads an object's `Key`, yet botocore resolved the endpoint
-again for every new key; timestamps went through dateutil. `s3skills.storage.tuning`
-takes both off the store's own client. These tests pin that the answers are unchanged
-(the same instants, the same endpoint) and that the resolution is now found in the
-cache (counted, not timed).
+again for every new key; timestamps went through dateutil; the User-Agent was rebuilt twice
+per request. `s3skills.storage.tuning` takes all three off the store's own client. These tests
+pin that the answers are unchanged (the same instants, the same endpoint, the same header) and,
+through the store's real requests to moto, that each saving happens: botocore's own ruleset
+evaluation, User-Agent builder and dateutil timestamp parser are wrapped and their calls counted
+per request (never timed), so switching any of the three off fails a test.
 """
 
 from __future__ import annotations
@@ -137,3 +139,90 @@ def test_a_tuned_client_sends_the_user_agent_botocore_builds_for_each_feature_se
     assert "Z" in _features(tuned[2])[1]
     assert {"Z", "e"} <= _features(tuned[3])[1]  # a new feature set is built anew, not served stale
     assert tuned[4] == tuned[0]  # back outside the request's context
+
+
+# --- each optimisation, switched off, fails a test: the work it saves is counted per request ---
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str) -> list[int]:
+    """Wrap botocore's real `owner.name` so that each call is counted (in the returned one-item list)."""
+    real = getattr(owner, name)
+    calls = [0]
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, counting)
+    return calls
+
+
+async def _requests(store: S3ObjectStore, keys: list[str], work: list[int]) -> list[int]:
+    """`work[0]` after each round of one ranged GET per key and one LIST of them (the first is a warm-up)."""
+    seen = []
+    for key in keys:
+        body = await store.aget_range(key, 0, 8)
+        assert body.data == b"---\nname"
+        assert body.last_modified is not None
+        assert body.last_modified.tzinfo is not None
+        objects, _ = await store.alist("lib/")
+        assert all(o.last_modified is not None for o in objects)
+        seen.append(work[0])
+    return seen
+
+
+def _rounds(bucket: str, endpoint: str, work: list[int], count: int = 12) -> list[int]:
+    """`work` counted over `count` rounds of requests by a new store on `bucket` (made after the wrap)."""
+    keys = [f"lib/s{n}/SKILL.md" for n in range(count)]
+    writer = S3ObjectStore(bucket, endpoint_url=endpoint, region_name="us-east-1")
+    reader = S3ObjectStore(bucket, endpoint_url=endpoint, region_name="us-east-1")
+
+    async def scenario() -> list[int]:
+        for key in keys:
+            await writer.aput(key, b"---\nname: x\n---\n")
+        await writer.aclose_all()
+        try:
+            return await _requests(reader, keys, work)
+        finally:
+            await reader.aclose_all()
+
+    return run_sync(scenario())
+
+
+def test_the_store_builds_its_user_agent_once_per_feature_set_not_per_request(
+    bucket: str, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.useragent import UserAgentString
+
+    builds = _counted(monkeypatch, UserAgentString, "to_string")
+    seen = _rounds(bucket, moto_endpoint, builds)
+    # Untuned, botocore builds it twice per request: 2 x 2 x 11 more builds after the first round.
+    assert seen[1:] == [seen[0]] * (len(seen) - 1), seen
+    assert seen[0] >= 1  # the counter does see botocore's builder
+
+
+def test_the_store_resolves_its_endpoint_once_not_per_key(
+    bucket: str, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from botocore.endpoint_provider import RuleSet
+
+    evaluations = _counted(monkeypatch, RuleSet, "evaluate")
+    seen = _rounds(bucket, moto_endpoint, evaluations)
+    # Untuned, every new Key misses botocore's cache: one more evaluation per GET.
+    assert seen[1:] == [seen[0]] * (len(seen) - 1), seen
+    assert seen[0] >= 1
+
+
+def test_the_store_parses_no_timestamp_with_botocores_dateutil_parser(
+    bucket: str, moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import botocore.parsers
+
+    from s3skills.storage import tuning
+
+    slow = _counted(monkeypatch, botocore.parsers, "DEFAULT_TIMESTAMP_PARSER")
+    fast = _counted(monkeypatch, tuning, "fast_timestamp")
+    seen = _rounds(bucket, moto_endpoint, slow)
+    # Untuned, each GET's Last-Modified and each listed key went through dateutil.
+    assert seen == [0] * len(seen)
+    assert fast[0] >= 2 * len(seen)  # every GET header and every listing parsed, the fast way

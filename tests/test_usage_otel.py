@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import opentelemetry.sdk.trace as sdk_trace  # the test extra has the SDK
+import opentelemetry.sdk.trace.export as export
+import opentelemetry.sdk.trace.export.in_memory_span_exporter as in_memory
 import pytest
 
 from s3skills.skills.usage import log_usage, reset_usage
-
-sdk_trace = pytest.importorskip("opentelemetry.sdk.trace")
-in_memory = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
-export = pytest.importorskip("opentelemetry.sdk.trace.export")
 
 
 @pytest.fixture(scope="module")
@@ -21,8 +20,8 @@ def spans() -> Any:
     provider = sdk_trace.TracerProvider()
     provider.add_span_processor(export.SimpleSpanProcessor(exporter))
     trace.set_tracer_provider(provider)  # once per process: the global provider cannot be replaced
-    if trace.get_tracer_provider() is not provider:
-        pytest.skip("another tracer provider was installed earlier in this process")
+    # Nothing else in the suite installs one; if something does, these tests cannot see spans.
+    assert trace.get_tracer_provider() is provider, "another tracer provider was installed earlier in this process"
     return exporter
 
 

@@ -2,12 +2,15 @@
 
 Every existing bucket starts so: push, `versioning enable`, edit, push. The first push's
 objects have VersionId "null" and are a real version: history, diff, rollback and a thread's
-pin all reach it, on moto and on SeaweedFS.
+pin all reach it. The CLI cases and the store-level cases (a pin on a "null" version, one
+replaced in place, one replaced while versioning was suspended) run on moto and on SeaweedFS
+(and the store-level ones on `MemoryObjectStore` as well); the agent's thread runs on moto.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +32,7 @@ from s3skills.skills.versions.history import (
     read_version,
     restore,
 )
-from s3skills.storage import RequestCounter
+from s3skills.storage import ObjectStore, RequestCounter
 from s3skills.tenancy import PinnedFile, SkillPin
 from s3skills.testing import MemoryObjectStore
 from s3skills.testing.scripted import ScriptedChatModel, tool_call
@@ -61,6 +64,18 @@ def cli(request: pytest.FixtureRequest, capsys: pytest.CaptureFixture[str], monk
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", sw.secret_key)
         return Cli(sw.endpoint_url, sw.bucket, capsys)
     return Cli(request.getfixturevalue("moto_endpoint"), request.getfixturevalue("bucket"), capsys)
+
+
+@pytest.fixture(params=["memory", "moto", pytest.param("seaweedfs", marks=pytest.mark.seaweedfs)])
+async def store(request: pytest.FixtureRequest) -> AsyncIterator[ObjectStore]:
+    """A store on a bucket that has never had versioning: in memory, or on moto or SeaweedFS."""
+    if request.param == "memory":
+        yield MemoryObjectStore()
+        return
+    s3 = request.getfixturevalue("s3_store_on")(request.param)
+    assert await s3.aget_versioning() == ""  # never enabled, like every existing bucket
+    yield s3
+    await s3.aclose()
 
 
 @pytest.fixture
@@ -103,8 +118,7 @@ def test_the_first_push_before_versioning_is_a_version_diff_and_rollback_reach(c
     assert "+Form A" in out
 
 
-async def test_a_pin_on_a_null_version_reads_it_after_versioning_is_enabled_in_one_get() -> None:
-    store = MemoryObjectStore()
+async def test_a_pin_on_a_null_version_reads_it_after_versioning_is_enabled_in_one_get(store: ObjectStore) -> None:
     etag = await store.aput(FOLDER + "ref.md", b"before versioning")
     await store.aput_versioning(True)
     await store.aput(FOLDER + "ref.md", b"after versioning")
@@ -115,8 +129,10 @@ async def test_a_pin_on_a_null_version_reads_it_after_versioning_is_enabled_in_o
     assert counter.counts == {"GetObject": 1}
 
 
-async def test_a_null_version_replaced_in_place_asks_for_a_reload_never_serves_other_bytes() -> None:
-    store = MemoryObjectStore()  # versioning off: each write replaces the "null" version
+async def test_a_null_version_replaced_in_place_asks_for_a_reload_never_serves_other_bytes(
+    store: ObjectStore,
+) -> None:
+    # Versioning off: each write replaces the "null" version.
     etag = await store.aput(FOLDER + "ref.md", b"v1")
     pin = SkillPin("x", {"ref.md": PinnedFile(etag, NULL_VERSION)})
     await store.aput(FOLDER + "ref.md", b"v2")
@@ -124,8 +140,7 @@ async def test_a_null_version_replaced_in_place_asks_for_a_reload_never_serves_o
         await read_pinned(store, FOLDER + "ref.md", "ref.md", pin)
 
 
-async def test_a_null_version_replaced_while_versioning_was_suspended_is_reported_gone() -> None:
-    store = MemoryObjectStore()
+async def test_a_null_version_replaced_while_versioning_was_suspended_is_reported_gone(store: ObjectStore) -> None:
     await store.aput(FOLDER + "SKILL.md", b"one")
     await store.aput_versioning(True)
     await store.aput(FOLDER + "SKILL.md", b"two")

@@ -33,7 +33,7 @@ from s3skills.tenancy import SKILL_VERSIONS_KEY, thread_skills
 __all__ = ["load_skill_update", "skill_tools"]
 
 _LOAD_DOC = """Load a skill (cargar habilidad = "load skill") by its id, e.g. 'escrituras/compraventa', or by its
-folder name when unique, e.g. 'compraventa'.
+folder name or its name when unique, e.g. 'compraventa'.
 
 After loading, the skill's instructions (its SKILL.md) appear in your system prompt and
 its files become readable under /skills/<name>/ (ls, read_file, grep, glob). Load a skill
@@ -92,7 +92,7 @@ async def load_skill_update(
 
     Args:
         library: The skills.
-        skill_path: The skill's id or unique folder name.
+        skill_path: The skill's id, or its unique folder name or frontmatter `name`.
         loaded: Skills already loaded in the thread.
         tool_call_id: The id of the tool call (for the `ToolMessage`).
         agent_tools: Tool names of the agent (to check `tools_required`); None skips.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
@@ -37,6 +38,7 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from s3skills.aio import run_sync
+from s3skills.config import check_length
 from s3skills.errors import S3SkillsError, SkillError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
@@ -66,7 +68,7 @@ AsyncHandler = Callable[[ToolCallRequest], Awaitable[ToolResponse]]
 class UseSkillInput(BaseModel):
     """The model-facing arguments of `use_skill`."""
 
-    skill_name: str = Field(description="The skill's id (e.g. 'informes/analizar') or its unique folder name.")
+    skill_name: str = Field(description="The skill's id (e.g. 'informes/analizar') or its unique folder name or name.")
     input: JSONValue = Field(default=None, description="What the skill should work on: text or a JSON value.")
 
 
@@ -261,6 +263,12 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
         )
 
     async def _prepare(self, skill_name: str, input: JSONValue, runtime: ToolRuntime[Any, Any]) -> _Prepared:
+        limits = self.backend.skills.config.limits
+        try:  # the caps of `s3skills.config.Limits`, where the model's arguments enter
+            check_length(str(skill_name), limits.max_name_chars, "'skill_name'")
+            check_length(json.dumps(input, ensure_ascii=False), limits.max_args_chars, "'input' (as JSON)")
+        except (ValueError, TypeError) as exc:
+            raise _Refused(f"refused: {exc}", str(skill_name)[: limits.max_name_chars]) from None
         scope = _SCOPE.get()
         if scope is None:
             raise _Refused("use_skill runs only in an agent built with SkillExecutionMiddleware", str(skill_name))
@@ -320,13 +328,15 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
                 )
             return code_id, code, "code"
         s3_id = _match(name, [s for s in loaded if s not in code_ids])
-        if s3_id is None:
+        if s3_id is None:  # not a loaded id or leaf: perhaps a skill's frontmatter name
             try:
                 known = await self.library.aget(name, tenant=tenant)
             except SkillError:
                 runnable = ", ".join([*code_ids, *loaded]) or "none"
                 raise SkillError(f"no skill '{name}' can run here (runnable: {runnable})") from None
-            raise SkillError(f"the skill '{known.id}' is not loaded: load it with cargar_habilidad first")
+            if known.id not in loaded:
+                raise SkillError(f"the skill '{known.id}' is not loaded: load it with cargar_habilidad first")
+            s3_id = known.id
         # Disabled since it was loaded: not found, like everywhere else.
         info = await self.library.aget(s3_id, tenant=tenant)
         # The version this thread loaded (its pin), as the prompt shows it; a changed skill on an

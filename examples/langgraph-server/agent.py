@@ -5,12 +5,16 @@ deployment's auth handler (`auth.py`) authenticated, through
 `s3skills.serve.langgraph.langgraph_auth_identity`; a client's `context` or
 `config["configurable"]` never picks the user.
 
-Environment:
+Environment (the connection variables are those of every entry point, `s3skills.options`):
     S3SKILLS_BUCKET: The bucket (required).
     S3SKILLS_ENDPOINT_URL: An S3-compatible endpoint (else `AWS_ENDPOINT_URL_S3`,
         `AWS_ENDPOINT_URL`, else AWS). Credentials come from the usual AWS chain.
     S3SKILLS_REGION: The region (else `AWS_REGION`, `AWS_DEFAULT_REGION`).
-    S3SKILLS_SHARED_PREFIX: An organisation library under `shared/{prefix}/skills/`.
+    S3SKILLS_SHARED: An organisation library under every user's (`shared/{name}/skills/`);
+        `S3SKILLS_SHARED_PREFIX` still works, with a deprecation warning.
+    S3SKILLS_LAYOUT / S3SKILLS_LAYOUT_FILE: The key layout (default `users`: everything a
+        user owns under `users/{user_id}/`), or a layout file.
+    S3SKILLS_RANKER: `lexical` (default) or `hybrid` (needs `s3skills[embeddings]`).
     S3SKILLS_SHARED_CATALOG_TTL: Seconds the organisation library's index is trusted
         without asking S3 (default 5; `0` asks on every model call, so a push to it
         shows in the very next run).
@@ -35,16 +39,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from s3skills import KeyLayout, S3Backend, create_skills_agent
+from s3skills import S3Backend, create_skills_agent
 from s3skills.config import SHARED_CATALOG_TTL
+from s3skills.options import backend_keywords, build_ranker, resolve
 from s3skills.serve.langgraph import LangGraphAuthResolver
 from s3skills.testing.scripted import ScriptedChatModel, ScriptStep, tool_call
 
 SYSTEM_PROMPT = "You are a helpful assistant. Use the skills of your library when a task calls for one."
-
-# The default layout: everything a user owns sits under users/{user_id}/, so one user's
-# workspace can never be reached through another user's run, even on a thread id they share.
-LAYOUT = KeyLayout()
 
 
 class ConfigError(RuntimeError):
@@ -74,16 +75,25 @@ def backend() -> S3Backend:
     bucket = _env("S3SKILLS_BUCKET")
     if bucket is None:
         raise ConfigError("set S3SKILLS_BUCKET to the bucket that holds the skills")
+    try:
+        keywords = backend_keywords()  # endpoint, region, shared library, layout
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     return S3Backend(
         bucket,
-        endpoint_url=_env("S3SKILLS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"),
-        region_name=_env("S3SKILLS_REGION", "AWS_REGION", "AWS_DEFAULT_REGION"),
-        shared_prefix=_env("S3SKILLS_SHARED_PREFIX"),
+        **keywords,
         shared_catalog_ttl=_shared_catalog_ttl(),
-        layout=LAYOUT,
         resolver=LangGraphAuthResolver(),
         channel=_env("S3SKILLS_CHANNEL"),
     )
+
+
+def _ranker() -> Any:
+    """The ranker `S3SKILLS_RANKER` names (None: the lexical default)."""
+    try:
+        return build_ranker(resolve("ranker", None))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _scripted() -> bool:
@@ -95,7 +105,7 @@ def _provider_agent() -> Any:
     model = _env("S3SKILLS_MODEL")
     if model is None:
         raise ConfigError("set S3SKILLS_MODEL=provider:name (or S3SKILLS_SCRIPTED=1 for the scripted model)")
-    return create_skills_agent(model, backend(), system_prompt=SYSTEM_PROMPT)
+    return create_skills_agent(model, backend(), system_prompt=SYSTEM_PROMPT, ranker=_ranker())
 
 
 def make_graph() -> Any:
@@ -105,7 +115,9 @@ def make_graph() -> Any:
     keeps its position in the script, so each run gets its own.
     """
     if _scripted():
-        return create_skills_agent(ScriptedChatModel(steps=probe_steps()), backend(), system_prompt=SYSTEM_PROMPT)
+        return create_skills_agent(
+            ScriptedChatModel(steps=probe_steps()), backend(), system_prompt=SYSTEM_PROMPT, ranker=_ranker()
+        )
     return _provider_agent()
 
 

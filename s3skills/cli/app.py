@@ -4,8 +4,9 @@
 
 The global options (see `s3skills.cli.context`) are valid before and after the
 command, the demo's included. Every error is one line on stderr, `s3skills: error:
-...` (`--debug` shows the traceback instead); the exit status is 0 on success, 1 on
-an error, 2 on a usage error, 130 when interrupted.
+...` (wrapped, never cut, if over 200 characters; `--debug` shows the traceback
+instead); the exit status is 0 on success, 1 on an error, 2 on a usage error, 130
+when interrupted.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from s3skills import __version__
 from s3skills.cli.channels import channel_group
 from s3skills.cli.context import CliError, Context, Settings, UsageError, global_options
 from s3skills.cli.demo import demo_command
+from s3skills.cli.evals import eval_command
+from s3skills.cli.find import find_command
 from s3skills.cli.governance import approvals_command, approve_command, audit_command
 from s3skills.cli.library import disable_command, enable_command, info_command, list_command, rm_command
 from s3skills.cli.lock import lock_command, verify_command
@@ -29,6 +32,7 @@ from s3skills.cli.serve import mcp_command
 from s3skills.cli.transfer import pull_command, push_command, validate_command
 from s3skills.cli.versions import diff_command, history_command, rollback_command, versioning_group
 from s3skills.errors import AccessDenied, BucketNotFound, Conflict, CredentialsError, S3SkillsError, StoreUnavailable
+from s3skills.lines import wrap
 
 __all__ = ["cli", "describe", "main"]
 
@@ -58,6 +62,8 @@ def cli(click_ctx: click.Context) -> None:
 for _command in (
     list_command,
     info_command,
+    find_command,
+    eval_command,
     create_command,
     enable_command,
     disable_command,
@@ -127,7 +133,7 @@ def _usage_line(exc: click.UsageError) -> str:
 
 def _fail(message: str, ctx: Context | None = None, status: int = 1) -> None:
     """The error line on stderr; with --json, also `{"ok": false, "error": ...}` on stdout."""
-    print(f"{PROG}: error: {message}", file=sys.stderr)
+    print("\n".join(wrap(f"{PROG}: error: {message}")), file=sys.stderr)
     if ctx is not None and ctx.settings.json and not ctx.emitted:
         ctx.emit({"ok": False, "error": message, "status": status})
 

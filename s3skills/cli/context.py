@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import os
 import re
 import sys
 from collections.abc import Callable, Coroutine
@@ -31,6 +30,8 @@ from rich.console import Console
 
 from s3skills.aio import run_sync
 from s3skills.layout import KeyLayout
+from s3skills.lines import wrap
+from s3skills.options import LAYOUTS, OPTIONS, resolve, resolve_layout
 from s3skills.paths import check_identity
 from s3skills.tenancy import Tenant
 
@@ -54,9 +55,6 @@ __all__ = [
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
-
-LAYOUTS = ("users", "seeds")
-"""The names `--layout` accepts; the first is the default."""
 
 _BUCKET_RE = re.compile(r"^[A-Za-z0-9._-]{1,255}$")
 # The CLI fails fast: a person is waiting. Library defaults are for services.
@@ -164,17 +162,17 @@ class Context:
     @property
     def configured_bucket(self) -> str | None:
         """`--bucket`, else `S3SKILLS_BUCKET`, unchecked (None when neither is set)."""
-        return self.settings.bucket or os.environ.get("S3SKILLS_BUCKET") or None
+        return resolve("bucket", self.settings.bucket)
 
     @property
     def configured_endpoint(self) -> str | None:
-        """`--endpoint-url`, else `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL`, unchecked."""
-        return (
-            self.settings.endpoint_url
-            or os.environ.get("AWS_ENDPOINT_URL_S3")
-            or os.environ.get("AWS_ENDPOINT_URL")
-            or None
-        )
+        """`--endpoint-url`, else the endpoint variables (`s3skills.options`), unchecked."""
+        return resolve("endpoint_url", self.settings.endpoint_url)
+
+    @property
+    def region(self) -> str | None:
+        """`--region`, else `S3SKILLS_REGION`, `AWS_REGION`, `AWS_DEFAULT_REGION` (None: botocore's default)."""
+        return resolve("region", self.settings.region)
 
     @property
     def bucket(self) -> str:
@@ -195,11 +193,11 @@ class Context:
 
     @property
     def _configured_user(self) -> str | None:
-        return self.settings.user or os.environ.get("S3SKILLS_USER") or None
+        return resolve("user", self.settings.user)
 
     @property
     def _configured_shared(self) -> str | None:
-        return self.settings.shared or os.environ.get("S3SKILLS_SHARED") or None
+        return resolve("shared", self.settings.shared)
 
     @property
     def shared(self) -> str | None:
@@ -246,19 +244,19 @@ class Context:
     @property
     def layout_file(self) -> str | None:
         """`--layout-file`, else `S3SKILLS_LAYOUT_FILE` (None when neither is set)."""
-        return self.settings.layout_file or os.environ.get("S3SKILLS_LAYOUT_FILE") or None
+        return resolve("layout_file", self.settings.layout_file)
 
     @property
     def layout_name(self) -> str:
-        """`--layout`, else `S3SKILLS_LAYOUT`, else `users`.
+        """`--layout`, else `S3SKILLS_LAYOUT`, else `users` (a layout file, if any, wins over it).
 
         Raises:
-            UsageError: A layout file is configured: a command that can only pass a
-                layout's name on (the MCP server's) would silently drop it.
+            UsageError: `S3SKILLS_LAYOUT` names no layout.
         """
-        if self.layout_file is not None:
-            raise UsageError("this command takes a named layout (--layout users|seeds), not --layout-file")
-        return self.settings.layout or os.environ.get("S3SKILLS_LAYOUT") or LAYOUTS[0]
+        try:
+            return resolve("layout", self.settings.layout) or LAYOUTS[0]
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
 
     @property
     def layout(self) -> KeyLayout:
@@ -271,18 +269,12 @@ class Context:
             UsageError: Both a layout file and `--layout` were given, or the file is refused.
         """
         if self._layout is None:
-            path = self.layout_file
-            if path is None:
-                self._layout = build_layout(self.layout_name)
-            else:
-                if self.settings.layout is not None:
-                    raise UsageError("give --layout or --layout-file, not both")
-                try:
-                    self._layout = KeyLayout.from_file(path)
-                except ValueError as exc:
-                    raise UsageError(f"layout file refused: {exc}") from exc
-                for note in self._layout.isolation_notes():
-                    self.warn(f"warning: layout file {path}: {note}")
+            try:
+                self._layout, notes = resolve_layout(self.settings.layout, self.settings.layout_file)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from exc
+            for note in notes:
+                self.warn(f"warning: {note}")
         return self._layout
 
     @property
@@ -354,7 +346,7 @@ class Context:
             core = get_session()
             # The service models are static files: parse them once per process, not per call.
             core.register_component("data_loader", _data_loader())
-            region = self.settings.region
+            region = self.region
             try:
                 session = aioboto3.Session(
                     botocore_session=core, profile_name=self.settings.profile, region_name=region
@@ -377,12 +369,13 @@ class Context:
         return run_sync(coro)
 
     def print(self, text: str = "") -> None:
-        """One line of plain text on stdout (never interpreted as markup)."""
-        print(text, file=self.stdout)
+        """One line of plain text on stdout (never interpreted as markup); over `MAX_LINE`
+        characters, it is wrapped (`s3skills.lines.wrap`)."""
+        print("\n".join(wrap(text)), file=self.stdout)
 
     def warn(self, text: str) -> None:
-        """One line on stderr."""
-        print(text, file=self.stderr)
+        """One line on stderr, wrapped like `print`."""
+        print("\n".join(wrap(text)), file=self.stderr)
 
     def emit(self, data: Any) -> None:
         """The JSON document of `--json`."""
@@ -424,57 +417,22 @@ def _flag(flag: str, name: str, help_text: str) -> Callable[[F], F]:
     return click.option(flag, name, is_flag=True, expose_value=False, callback=_remember(name), help=help_text)
 
 
+def _table_option(key: str) -> Callable[[F], F]:
+    spec = next(o for o in OPTIONS if o.key == key)
+    extra: dict[str, Any] = {"type": click.Choice(spec.choices)} if spec.choices else {}
+    return _value(spec.flag, spec.key, spec.metavar, spec.help_text(), **extra)
+
+
+_OPTION_NAMES = (*(o.key for o in OPTIONS if "cli" in o.entry_points), "json", "debug", "actor")
+"""The global options, by name: the CLI's options of the table (`s3skills.options`), two flags, the actor."""
+
 _GLOBAL_OPTIONS: tuple[Callable[[F], F], ...] = (
-    _value("--bucket", "bucket", "NAME", "The bucket (env S3SKILLS_BUCKET)."),
-    _value("--user", "user", "ID", "Whose library (env S3SKILLS_USER)."),
-    _value(
-        "--shared",
-        "shared",
-        "NAME",
-        "The organisation library NAME (env S3SKILLS_SHARED): without --user, commands act on it; "
-        "with --user, list shows the user's skills over it.",
-    ),
-    _value(
-        "--endpoint-url",
-        "endpoint_url",
-        "URL",
-        "An S3-compatible endpoint (env AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL).",
-    ),
-    _value("--profile", "profile", "NAME", "An AWS profile (env AWS_PROFILE)."),
-    _value("--region", "region", "NAME", "The AWS region."),
-    _value(
-        "--layout",
-        "layout",
-        "|".join(LAYOUTS),
-        f"The key layout (env S3SKILLS_LAYOUT; default {LAYOUTS[0]}).",
-        type=click.Choice(LAYOUTS),
-    ),
-    _value(
-        "--layout-file",
-        "layout_file",
-        "FILE",
-        "A custom key layout: TOML or JSON of KeyLayout's templates (env S3SKILLS_LAYOUT_FILE).",
-    ),
+    *(_table_option(key) for key in _OPTION_NAMES[:-3]),
     _flag("--json", "json", "Print one JSON document, for scripts."),
     _flag("--debug", "debug", "Show the traceback of an error."),
     _value(
         "--actor", "actor", "WHO", "Who the records of writes name (default: the AWS caller ARN, else the OS user)."
     ),
-)
-
-
-_OPTION_NAMES = (
-    "bucket",
-    "user",
-    "shared",
-    "endpoint_url",
-    "profile",
-    "region",
-    "layout",
-    "layout_file",
-    "json",
-    "debug",
-    "actor",
 )
 
 

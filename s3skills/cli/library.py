@@ -11,13 +11,15 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import click
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
-from s3skills.cli.shared import human_size, problem_line, resolve_skill
-from s3skills.errors import Conflict, SkillError
+from s3skills.cli.shared import edit_hint, human_size, is_placeholder, problem_line, resolve_skill
+from s3skills.errors import Conflict, InvalidPath, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
+from s3skills.lines import MAX_LINE, summarise
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.severity import Severity, Tally, severity_of, severity_of_skill_problem
@@ -27,6 +29,9 @@ if TYPE_CHECKING:
     from s3skills.storage import ObjectInfo
 
 __all__ = ["disable_command", "enable_command", "info_command", "list_command", "rm_command"]
+
+_MAX_ID_COLUMN = 120
+"""Ids up to this long get a column of their own width (never folded); longer ones fold."""
 
 
 @click.command("list")
@@ -89,8 +94,12 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
             title += f" ({len(hidden)} disabled hidden: --all shows them)"
         merged = ctx.shared is not None and not ctx.shared_only  # the user's skills over the shared ones
         table = Table(title=title, title_justify="left")
+        id_width = max(len(s.id) for s in skills)
         for column in ("ID", "ON", *(["SOURCE"] if merged else []), "CATEGORY", "DESCRIPTION"):
-            table.add_column(column, overflow="fold")
+            if column == "ID" and id_width <= _MAX_ID_COLUMN:  # an id is never split across lines
+                table.add_column(column, no_wrap=True, min_width=id_width)
+            else:
+                table.add_column(column, overflow="fold")
         for s in skills:
             flag = "yes" if s.metadata.enabled else Text("no (disabled)", style="yellow")
             desc = s.metadata.description
@@ -98,19 +107,50 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
             table.add_row(
                 Text(s.id), flag, *source, Text(s.category or "-"), Text(desc if len(desc) <= 80 else desc[:77] + "...")
             )
-        ctx.console.print(table)
+        # Room for the ids and a readable description: wider than the terminal if need be, never over MAX_LINE.
+        needed = min(MAX_LINE, id_width + (36 if merged else 28) + 30)
+        console = ctx.console
+        if console.width < needed:
+            console = Console(file=ctx.stdout, width=needed, highlight=False, soft_wrap=False)
+        console.print(table)
     if hidden:
-        ctx.warn(
-            f"{len(hidden)} disabled skill(s) not shown ({', '.join(hidden[:12])}"
-            + (f", +{len(hidden) - 12} more" if len(hidden) > 12 else "")
-            + "); use --all"
-        )
+        ctx.warn(f"{len(hidden)} disabled skill(s) not shown ({summarise(hidden)}); use --all")
     for p in problems:
         if severity_of_skill_problem(p) is Severity.FATAL:
             ctx.warn(f"skipped {p.skill_id}: {p.reason}")
     if tally.count(Severity.FATAL) or tally.count(Severity.ERROR):
         ctx.warn(f"problems: {tally.summary()}; see 's3skills validate NAME'")
     return 0
+
+
+def _locate(ctx: Context, name: str) -> tuple[str, str, str, list[ObjectInfo]]:
+    """`(prefix, source, skill id, its objects)` of the skill `name` stands for: an id or a
+    folder name in the user's library, else in the shared one (what the user's agent sees),
+    else a skill's frontmatter name as the agent's library resolves it (its index: no scan).
+    """
+    places = [(ctx.prefix, "shared" if ctx.shared_only else "user")]
+    if ctx.shared_prefix is not None and not ctx.shared_only:
+        places.append((ctx.shared_prefix, "shared"))  # what the user's agent sees: the shared copy
+    missing = CliError(f"unknown skill {name!r}")
+    for prefix, source in places:
+        try:
+            return (prefix, source, *resolve_skill(ctx, name, prefix))
+        except CliError as exc:
+            missing = exc
+    try:  # perhaps the skill's name, as hosts call it
+        skill_id = ctx.run(ctx.library.aresolve(name))
+    except SkillError as exc:
+        if "is the name of several skills" in str(exc):
+            raise CliError(str(exc)) from None  # the candidates
+        raise missing from None
+    except InvalidPath:
+        raise missing from None
+    for prefix, source in places:
+        try:
+            return (prefix, source, *resolve_skill(ctx, skill_id, prefix))
+        except CliError:
+            continue
+    raise missing
 
 
 @click.command("info", short_help="Show a skill: metadata, files, problems.")
@@ -120,16 +160,10 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
 def info_command(ctx: Context, name: str) -> int:
     """Show a skill: metadata, files with sizes, total size, SKILL.md ETag, problems.
 
-    NAME is a skill id (`pdf`, `category/skill`) or its folder name when that is unique.
+    NAME is a skill id (`pdf`, `category/skill`), or its folder name or its frontmatter
+    name (`"Xero Automation"`, any case) when that is unique.
     """
-    prefix, source = ctx.prefix, "shared" if ctx.shared_only else "user"
-    try:
-        skill_id, objects = resolve_skill(ctx, name)
-    except CliError:
-        if ctx.shared_prefix is None or ctx.shared_only:
-            raise
-        prefix, source = ctx.shared_prefix, "shared"  # what the user's agent sees: the shared copy
-        skill_id, objects = resolve_skill(ctx, name, prefix)
+    prefix, source, skill_id, objects = _locate(ctx, name)
     folder = prefix + skill_id + "/"
     key_md = folder + SKILL_FILE
     body = ctx.run(ctx.store.aget(key_md, max_bytes=MAX_SKILL_MD_BYTES))
@@ -199,6 +233,13 @@ def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
         ctx.emit({"id": skill_id, "enabled": enabled, "changed": changed})
     else:
         ctx.print(f"{skill_id} {word}" if changed else f"{skill_id} is already {word}")
+    if enabled:
+        description = ctx.library.get(skill_id).metadata.description
+        if is_placeholder(description):
+            ctx.warn(
+                f"warning: the description of {skill_id} is still a TODO placeholder, and agents choose "
+                f"skills by their description; {edit_hint(skill_id)}"
+            )
     return 0
 
 
@@ -241,7 +282,7 @@ def rm_command(ctx: Context, name: str, yes: bool) -> int:
     objects, nested = _own_objects(ctx.prefix, skill_id, objects)
     folder = ctx.location(ctx.prefix + skill_id + "/")
     if nested:
-        ctx.warn(f"kept the nested skill(s) {', '.join(nested)}: a skill is one folder; remove them by name")
+        ctx.warn(f"kept the nested skill(s) {summarise(nested)}: a skill is one folder; remove them by name")
     if not yes:
         if not sys.stdin.isatty():
             raise UsageError(f"rm would delete {len(objects)} file(s) of '{skill_id}'; pass --yes to confirm")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import click
 
 from s3skills.cli.context import CliError, Context, global_options, pass_context
+from s3skills.cli.shared import edit_hint
 from s3skills.errors import Conflict, S3SkillsError
 from s3skills.ids import SkillId
 from s3skills.paths import check_identity
@@ -174,9 +175,9 @@ _NAME_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 def _skill_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     """An Agent Skills name: lowercase letters, digits and single hyphens, 1-64 characters."""
     if len(value) > 64 or not _NAME_RE.match(value):
+        shown = value if len(value) <= 40 else value[:37] + "..."
         raise click.BadParameter(
-            f"invalid skill name {value!r}: a skill name must be 1-64 lowercase letters, digits and hyphens, "
-            "not starting or ending with a hyphen, without consecutive hyphens (the Agent Skills name rule)"
+            f"invalid skill name {shown!r}: use 1-64 of a-z, 0-9 and single hyphens, not at either end"
         )
     return value
 
@@ -228,13 +229,14 @@ def create_command(
         ctx.emit({"created": where, "name": name, "category": category, "code": code, "enabled": enabled})
         return 0
     ctx.print(f"Created skill '{name}' in {where}" + ("" if enabled else " (disabled)"))
-    if enabled:
-        ctx.print("Edit its SKILL.md: the description says when an agent should use it.")
-    else:
+    skill_md_at = f"{where}/SKILL.md" if local else None
+    how = f"edit {skill_md_at}" if skill_md_at else edit_hint(f"{category}/{name}" if category else name)
+    if not enabled:
         ctx.print(
-            "Its description is a TODO placeholder, so it is disabled: edit its SKILL.md, "
-            f"then run 's3skills enable {name}' (or create it with -d DESC)."
+            f"Its description is a TODO placeholder, so it is disabled until you edit it and run "
+            f"'s3skills enable {name}' (or create it with -d DESC)."
         )
+    ctx.print(f"{how[0].upper()}{how[1:]}.")
     return 0
 
 

@@ -1,23 +1,42 @@
 """`s3skills mcp`: serve skill libraries over MCP (the skills extension, SEP-2640).
 
-A thin front over `s3skills.serve.mcp.main`, with the CLI's global options (bucket,
-endpoint, region, layout; the user for stdio). The MCP SDK is imported only when the
+A thin front over `s3skills.serve.mcp.main`, with the CLI's global options (bucket, user,
+shared library, endpoint, region, profile, layout or layout file: `s3skills.options`, the
+same table the server reads), given before or after `mcp`. The MCP SDK is imported only when the
 command runs; without the `mcp` extra the command says how to install it.
 """
 
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
-from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
+from s3skills.cli.context import CliError, Context, UsageError, global_options_except, pass_context
+from s3skills.options import option, warn_deprecated_flag
 
 __all__ = ["mcp_command"]
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _ranker_option(command: F) -> F:
+    spec = option("ranker")
+    return click.option(
+        spec.flag, "ranker", type=click.Choice(spec.choices or ()), metavar=spec.metavar, help=spec.help_text()
+    )(command)
+
+
+def _deprecated_shared_prefix(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        warn_deprecated_flag("--shared-prefix")
+        ctx.ensure_object(Context).settings.shared = value
+
 
 @click.command("mcp")
-@global_options
+@global_options_except("json")
 @click.option(
     "--transport",
     type=click.Choice(["stdio", "http"]),
@@ -26,9 +45,10 @@ __all__ = ["mcp_command"]
     help="stdio: one person's library (--user). http: many tenants, each named by its bearer token.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="http: the address to bind.")
-@click.option("--port", type=int, default=8000, show_default=True, help="http: the port.")
+@click.option("--port", type=int, default=8000, show_default=True, help="http: the port (0 picks a free one).")
 @click.option("--tokens", metavar="FILE", help='http: a JSON file {"<token>": "<user id>"} (for development).')
-@click.option("--shared-prefix", metavar="NAME", help="An organisation library under every user's.")
+@click.option("--shared-prefix", metavar="NAME", hidden=True, expose_value=False, callback=_deprecated_shared_prefix)
+@_ranker_option
 @click.option("--page-size", type=int, default=50, show_default=True, help="Skills per page of skills/list.")
 @click.option("--channel", metavar="NAME", help="Serve this channel (s3skills channel); default: latest.")
 @click.option("--no-tools", is_flag=True, help="Serve only the skills extension, not the MCP tools and prompts.")
@@ -44,34 +64,36 @@ def mcp_command(
     host: str,
     port: int,
     tokens: str | None,
-    shared_prefix: str | None,
+    ranker: str | None,
     page_size: int,
     no_tools: bool,
     check: bool,
     channel: str | None,
 ) -> int:
     """Serve skill libraries over MCP: the skills extension (skills/list, skills/get,
-    resources/read) and, for hosts without it, tools and prompts."""
+    resources/read) and, for hosts without it, tools and prompts.
+
+    Every global option applies, before or after `mcp`: `s3skills --shared acme --user ana mcp`
+    serves ana's library over acme's."""
     if importlib.util.find_spec("mcp") is None:
         raise CliError('the MCP server needs the mcp package, which is not installed: pip install "s3skills[mcp]"')
-    argv = [
-        "--bucket",
-        ctx.bucket,
-        "--transport",
-        transport,
-        "--layout",
-        ctx.layout_name,
-        "--page-size",
-        str(page_size),
-    ]
+    argv = ["--bucket", ctx.bucket, "--transport", transport, "--page-size", str(page_size)]
+    if ctx.layout_file is not None:  # the server checks it (and refuses it together with --layout)
+        argv += ["--layout-file", ctx.layout_file]
+        if ctx.settings.layout:
+            argv += ["--layout", ctx.settings.layout]
+    else:
+        argv += ["--layout", ctx.layout_name]
     if ctx.endpoint_url:
         argv += ["--endpoint-url", ctx.endpoint_url]
-    if ctx.settings.region:
-        argv += ["--region", ctx.settings.region]
+    if ctx.region:
+        argv += ["--region", ctx.region]
     if ctx.settings.profile:
         argv += ["--profile", ctx.settings.profile]
-    if shared_prefix:
-        argv += ["--shared-prefix", shared_prefix]
+    if ctx.shared:
+        argv += ["--shared", ctx.shared]
+    if ranker:
+        argv += ["--ranker", ranker]
     if no_tools:
         argv.append("--no-tools")
     if channel:
@@ -86,9 +108,4 @@ def mcp_command(
         argv += ["--host", host, "--port", str(port)] + (["--tokens", tokens] if tokens else [])
     from s3skills.serve.mcp import main
 
-    try:
-        return main(argv)
-    except SystemExit as exc:  # argparse's usage errors
-        if exc.code in (0, None):
-            return 0
-        raise UsageError("invalid options for the MCP server (see above)") from None
+    return main(argv)  # the server prints its own one-line errors (`s3skills mcp: error: ...`)

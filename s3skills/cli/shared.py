@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -10,13 +12,21 @@ from typing import TYPE_CHECKING
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
 from s3skills.cli.context import CliError, Context
-from s3skills.errors import InvalidPath
+from s3skills.errors import InvalidPath, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 
 if TYPE_CHECKING:
     from s3skills.storage import ObjectInfo
 
-__all__ = ["ProgressFn", "human_size", "problem_line", "progress", "resolve_skill"]
+__all__ = [
+    "ProgressFn",
+    "edit_hint",
+    "human_size",
+    "is_placeholder",
+    "problem_line",
+    "progress",
+    "resolve_skill",
+]
 
 ProgressFn = Callable[[str, int, int], None]
 """Called with (path, done, total) as files are transferred (`s3skills.transfer.Progress`)."""
@@ -30,6 +40,22 @@ def human_size(size: int) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{size} B"  # pragma: no cover
+
+
+_PLACEHOLDER_RE = re.compile(r"^\s*TODO\b|\bTODO:", re.IGNORECASE)
+
+
+def is_placeholder(description: str) -> bool:
+    """Whether a description is still the template's placeholder (`TODO: ...`)."""
+    return _PLACEHOLDER_RE.search(description) is not None
+
+
+def edit_hint(skill_id: str) -> str:
+    """How to edit a skill of the bucket: pull it, edit the SKILL.md, push it back."""
+    return (
+        f"to edit it: s3skills pull ./edit --skill {skill_id} (with the same --bucket/--user options), "
+        f"edit ./edit/{skill_id}/SKILL.md, then s3skills push ./edit"
+    )
 
 
 def problem_line(path: str, level: str, message: str) -> str:
@@ -46,11 +72,27 @@ def _skill_ids(objects: list[ObjectInfo], prefix: str) -> list[str]:
     return sorted(ids)
 
 
-def _unknown(name: str, ids: list[str]) -> CliError:
+_SUGGESTED = re.compile(r"Did you mean: (.+?)\?")
+
+
+def _unknown(ctx: Context, name: str, ids: list[str]) -> CliError:
+    """The error for a skill no id or folder name matches, with the closest ids.
+
+    The closest ids are those the agent's and MCP's `load_skill` suggest (the library's
+    lookup, which weighs spelling and related words: `xero` -> `xero-automation`), then
+    spelling-close ids of disabled skills too.
+    """
+    close: list[str] = []
+    with contextlib.suppress(S3SkillsError, ValueError):
+        try:
+            ctx.library.get(name)
+        except SkillError as exc:
+            found = _SUGGESTED.search(str(exc))
+            close += [s.strip() for s in found.group(1).split(",")] if found else []
     leaves = {sid.rsplit("/", 1)[-1]: sid for sid in ids}
-    close = difflib.get_close_matches(name, ids, n=3, cutoff=0.6)
+    close += difflib.get_close_matches(name, ids, n=3, cutoff=0.6)
     close += [leaves[leaf] for leaf in difflib.get_close_matches(name, list(leaves), n=3, cutoff=0.6)]
-    suggestions = list(dict.fromkeys(close))[:3]
+    suggestions = [s for s in dict.fromkeys(close) if s in ids][:3]
     hint = f" (did you mean: {', '.join(suggestions)}?)" if suggestions else ""
     return CliError(f"unknown skill '{name}'{hint}")
 
@@ -80,7 +122,7 @@ def resolve_skill(ctx: Context, name: str, prefix: str | None = None) -> tuple[s
     if len(matches) > 1:
         raise CliError(f"'{name}' is ambiguous: {', '.join(matches)}; give the full id")
     if not matches:
-        raise _unknown(name, ids)
+        raise _unknown(ctx, name, ids)
     folder = prefix + matches[0] + "/"
     return matches[0], [o for o in everything if o.key.startswith(folder)]
 

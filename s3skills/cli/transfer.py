@@ -7,29 +7,37 @@ in the backend's file helpers, and with them deepagents, which the other command
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from s3skills.cli.context import CliError, Context, global_options, pass_context
-from s3skills.cli.shared import human_size, problem_line, progress, resolve_skill
+from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
+from s3skills.cli.push_output import (
+    QUIET_OVER,
+    by_skill,
+    fit,
+    names,
+    skill_lines,
+    warn_left_out,
+    warn_list,
+    warn_notes,
+    warn_problems,
+)
+from s3skills.cli.shared import human_size, is_placeholder, problem_line, progress, resolve_skill
 from s3skills.cli.versions import pushed_versions
 from s3skills.errors import SkillError
 from s3skills.ids import SKILL_FILE
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.naming import unservable_reason
-from s3skills.skills.format.severity import SEVERITIES, Severity, Tally, severity_of
+from s3skills.skills.format.severity import SEVERITIES, Tally, severity_of
 from s3skills.transfer.localtree import Finding, check_relative_path, read_local, scan_tree
 
 if TYPE_CHECKING:
     from s3skills.transfer import PushReport
 
 __all__ = ["pull_command", "push_command", "validate_command"]
-
-_PLACEHOLDER_RE = re.compile(r"^\s*TODO\b|\bTODO:", re.IGNORECASE)
 
 
 def _validate_local(path: Path) -> tuple[list[tuple[str, Finding]], int, dict[str, bytes]]:
@@ -97,13 +105,13 @@ def _say_unservable(ctx: Context, unservable: list[tuple[str, str]], *, verbose:
     """Tell which skills MCP's `skills/list` leaves out (they still work for agents and MCP tools)."""
     if not unservable:
         return
-    ctx.warn(
-        f"s3skills mcp will not list {_plural(len(unservable), 'skill')} "
-        f"({_names([sid for sid, _ in unservable])}): agents and the MCP tools still use them"
+    warn_list(
+        ctx,
+        f"s3skills mcp will not list {_plural(len(unservable), 'skill')} in skills/list "
+        "(agents and the MCP tools still use them):",
+        [f"{skill_id}: {reason}" for skill_id, reason in unservable],
+        verbose=verbose,
     )
-    if verbose or len(unservable) <= QUIET_OVER:
-        for skill_id, reason in unservable:
-            ctx.warn(f"  {skill_id}: {reason}")
 
 
 def _placeholder_findings(rel: str, data: bytes, skill_id: str) -> list[Finding]:
@@ -112,7 +120,7 @@ def _placeholder_findings(rel: str, data: bytes, skill_id: str) -> list[Finding]
         description = parse_skill_md(data, folder=skill_id.rsplit("/", 1)[-1]).metadata.description
     except InvalidSkill:
         return []
-    if not _PLACEHOLDER_RE.search(description):
+    if not is_placeholder(description):
         return []
     return [Finding(rel, "warning", "the description is a placeholder (TODO): say what the skill does and when")]
 
@@ -175,8 +183,10 @@ def validate_command(ctx: Context, target: str) -> int:
         for shown, _, f in lines:
             ctx.print(problem_line(shown, str(severity_of(f)), f.message))
         ctx.print(f"{_plural(count, 'skill')} checked: {tally.summary(zeros=True)}")
-        if tally.blocking_push:
-            ctx.print("push refuses fatal problems and errors without --force")
+        if tally.refused_by_strict:
+            ctx.print(
+                "push stores skills with errors (hosts load them) and leaves out fatal ones; push --strict refuses both"
+            )
         _say_unservable(ctx, unservable)
     return 1 if tally.failing_validate else 0
 
@@ -204,51 +214,17 @@ def _print_plan(ctx: Context, report: PushReport, directory: str) -> None:
             ctx.print(f"  {item.path}: {item.reason}")
 
 
-QUIET_OVER = 10
-"""A push names each skill (and each note) up to this many; over it, one line per kind unless -v."""
-
-
-def _names(items: list[str], limit: int = QUIET_OVER) -> str:
-    more = f", +{len(items) - limit} more" if len(items) > limit else ""
-    return ", ".join(items[:limit]) + more
-
-
-def _warn_notes(ctx: Context, report: PushReport, directory: str, *, verbose: bool = False) -> None:
-    would = "would be" if report.dry_run else "were"
-    for item in report.refused:
-        ctx.warn(f"left out {Path(directory) / item.path}: {item.reason}")
-    for kind, items in (
-        ("nested skill folders", report.nested),
-        ("identical copies collapsed", report.duplicates),
-        ("folders given a distinguishing id", report.renamed),
-    ):
-        if verbose or len(items) <= QUIET_OVER:
-            for item in items:
-                ctx.warn(f"note: {Path(directory) / item.path}: {item.reason}")
-        else:
-            folders = [item.path.removesuffix("/" + SKILL_FILE) for item in items]
-            ctx.warn(f"note: {len(items)} {kind} ({_names(folders)}); -v shows each")
-    for item in report.conflicts:
-        ctx.warn(f"conflict: {item.path}: {item.reason}")
-    for item in report.replaced:
-        ctx.warn(f"note: {item.path} {would} replaced: {item.reason}")
-    if report.disabled:
-        ctx.warn(f"kept disabled (use --enable to enable): {', '.join(report.disabled)}")
-    if report.kept_nested:
-        kept = "would keep" if report.dry_run else "kept"
-        ctx.warn(f"{kept} the nested skill(s) {_names(report.kept_nested)}: a skill is one folder; remove them by name")
-
-
-def _pushed_problems(report: PushReport) -> Tally:
-    """The SKILL.md problems of the skills this push wrote (or would write), by skill id."""
-    ids = {folder: sid for sid, folder in report.mapping.items()}
-    written = {sid for sid in report.skills if any(item.path.startswith(sid + "/") for item in report.uploaded)}
-    pairs = []
-    for p in report.problems:
-        sid = ids.get(p.path.removesuffix(SKILL_FILE).rstrip("/") or ".")
-        if sid is not None and sid in written:
-            pairs.append((sid, severity_of(p)))
-    return Tally.of(pairs)
+def _say_switched(ctx: Context, report: PushReport, state: str) -> None:
+    """What `push --enable/--disable` changed (the flag wins over the SKILL.md frontmatter)."""
+    flag = "--enable" if state == "enabled" else "--disable"
+    if report.switched:
+        would = "would be" if report.dry_run else ""
+        ctx.print(
+            f"{_plural(len(report.switched), 'skill')} {would or 'now'} {state} ({flag} wins over the SKILL.md "
+            f"frontmatter): {names(report.switched)}"
+        )
+    else:
+        ctx.print(f"Every pushed skill was already {state} ({flag}).")
 
 
 @click.command("push", short_help="Upload a local tree of skills.")
@@ -256,10 +232,14 @@ def _pushed_problems(report: PushReport) -> Tally:
 @click.argument("directory", metavar="DIR")
 @click.option("--dry-run", is_flag=True, help="Show the skills, files and conflicts; write nothing.")
 @click.option("--delete", is_flag=True, help="Mirror: delete remote files that are not in DIR.")
-@click.option("--force", is_flag=True, help="Push invalid skills; leave unsafe files and clashing ids out.")
+@click.option("--strict", is_flag=True, help="Refuse the push on any error, unsafe file or clashing id (for CI).")
+@click.option("--force", "gone_force", is_flag=True, hidden=True)
 @click.option("--replace", is_flag=True, help="Replace library skills that were pushed from another folder.")
 @click.option("--category", metavar="C", help="Put every skill in category C (instead of the rule's choice).")
-@click.option("--enable", is_flag=True, help="Enable skills that are disabled in the library.")
+@click.option(
+    "--enable", is_flag=True, help="Store every pushed skill enabled, whatever its SKILL.md or the library says."
+)
+@click.option("--disable", is_flag=True, help="Store every pushed skill disabled (enabled: false).")
 @click.option("--create-bucket", is_flag=True, help="Create the bucket if it does not exist.")
 @click.option("-v", "--verbose", is_flag=True, help="One line per changed skill and per note, however many.")
 @pass_context
@@ -268,10 +248,12 @@ def push_command(
     directory: str,
     dry_run: bool,
     delete: bool,
-    force: bool,
+    strict: bool,
+    gone_force: bool,
     replace: bool,
     category: str | None,
     enable: bool,
+    disable: bool,
     create_bucket: bool,
     verbose: bool,
 ) -> int:
@@ -286,13 +268,26 @@ def push_command(
     --dry-run shows each id and file. Over 10 changed skills, the output is a summary
     (-v: one line each); a push that changes nothing prints one line.
 
-    Not without --force: invalid skills or unsafe files. Not without --replace:
-    replacing a library skill that was pushed from another folder (a folder made by
-    `s3skills pull` replaces the copy it was pulled from without it). A skill
-    disabled in the library stays disabled unless --enable.
+    What Claude Code and other hosts load is stored, even when it breaks the Agent Skills
+    specification (a name that is not its folder's, a long description): one warning line
+    per skill. Left out, each named, the library's copy kept: a SKILL.md no host can read,
+    unsafe files, an id clashing with the library's folders. --strict refuses the whole
+    push instead (exit 1), for a curated library's CI; `s3skills validate` lists every
+    problem. Not without --replace: replacing a library skill that was pushed from
+    another folder (a folder made by `s3skills pull` replaces the copy it was pulled
+    from without it). A skill disabled in the library stays disabled unless --enable. --enable and --disable win
+    over the SKILL.md frontmatter (a pulled skill says `enabled: false`); the output names
+    the skills whose state they change.
     """
+    if enable and disable:
+        raise UsageError("give --enable or --disable, not both")
     from s3skills.transfer import PushRefused, push_tree
 
+    if gone_force:
+        raise UsageError(
+            "push has no --force: it stores what hosts load and leaves out, naming each, what it cannot; "
+            "--strict refuses instead (s3skills push --help)"
+        )
     store, prefix = ctx.store, ctx.prefix
     if create_bucket and not dry_run:
         ctx.run(store.acreate_bucket())
@@ -305,9 +300,10 @@ def push_command(
                 category=category,
                 delete=delete,
                 dry_run=dry_run,
-                force=force,
+                strict=strict,
                 replace=replace,
                 enable=enable,
+                disable=disable,
                 bucket_may_be_missing=create_bucket,
                 progress=report_progress,
                 layout=ctx.layout,
@@ -317,30 +313,34 @@ def push_command(
         refused = exc.report
         if ctx.json:
             ctx.emit({"ok": False, "error": str(exc), **refused.to_dict()})
-        for item in refused.refused:
-            ctx.warn(problem_line(str(Path(directory) / item.path), "error", item.reason))
-        for p in refused.problems:
-            if SEVERITIES[severity_of(p)].push_needs_force:
-                ctx.warn(problem_line(str(Path(directory) / p.path), str(severity_of(p)), p.message))
-        for item in refused.blocking:
-            ctx.warn(f"conflict: {item.path}: {item.reason}")
-        hint = "" if refused.blocking else f" (see 's3skills validate {directory}')"
-        raise CliError(f"push refused: {exc}{hint}") from exc
+        strict_ones = [p for p in refused.problems if SEVERITIES[severity_of(p)].strict_refuses]
+        warn_list(ctx, "skills with errors:", skill_lines(by_skill(refused, strict_ones)))
+        warn_list(ctx, "unsafe or ambiguous files:", [f"{i.path}: {i.reason}" for i in refused.refused])
+        warn_list(ctx, "conflicts:", [f"{i.path}: {i.reason}" for i in refused.conflicts])
+        raise CliError(fit(f"push refused: {exc}")) from exc
     blocked = bool(report.blocking)  # only a dry run gets here with blocking conflicts
     versions = pushed_versions(ctx, report.skills) if not dry_run and report.skills else {}
-    unservable = _mcp_unservable(_pushed_skill_mds(Path(directory), report.mapping))
+    pushed = {sid: folder for sid, folder in report.mapping.items() if sid in report.skills}
+    unservable = _mcp_unservable(_pushed_skill_mds(Path(directory), pushed))
     if ctx.json:
+        failed = blocked or bool(report.left_out and not report.skills)  # nothing of DIR could be pushed
         mcp_unlisted = [{"skill": sid, "reason": why} for sid, why in unservable]
-        ctx.emit({"ok": not blocked, **report.to_dict(), "versions": versions, "mcp_unlisted": mcp_unlisted})
-        return 1 if blocked else 0
+        ctx.emit({"ok": not failed, **report.to_dict(), "versions": versions, "mcp_unlisted": mcp_unlisted})
+        return 1 if failed else 0
     if dry_run:
         _print_plan(ctx, report, directory)
-    _warn_notes(ctx, report, directory, verbose=verbose)
+    warn_notes(ctx, report, verbose=verbose)
+    warn_left_out(ctx, report, verbose=verbose)
     if blocked:
-        ctx.warn(f"the push would be refused: {report.blocking_summary()}")
+        ctx.warn(fit(f"the push would be refused: {report.blocking_summary()}"))
+    if report.left_out and not report.skills:
+        ctx.warn(f"nothing pushed: every skill of {directory} was left out")
+        return 1
     changed = sorted(
         sid for sid in report.skills if any(i.path.startswith(sid + "/") for i in (*report.uploaded, *report.deleted))
     )
+    if enable or disable:
+        _say_switched(ctx, report, "enabled" if enable else "disabled")
     if not dry_run and not report.uploaded and not report.deleted:
         are = "is" if len(report.skills) == 1 else "are"
         ctx.print(
@@ -356,15 +356,10 @@ def push_command(
     if verbose or len(changed) <= QUIET_OVER:
         for skill_id in changed:
             if skill_id in versions:
-                ctx.print(f"{skill_id}: version {versions[skill_id]}")
+                ctx.print(fit(f"{skill_id}: version {versions[skill_id]}"))
     else:
-        ctx.print(f"Changed: {_names(changed)} (-v lists each skill with its version)")
-    tally = _pushed_problems(report)
-    if any(tally.count(s) for s in Severity):
-        pushed = "would be pushed" if dry_run else "pushed"
-        ctx.warn(f"{pushed} with problems: {tally.summary()}; see 's3skills validate {directory}'")
-        if tally.skills[Severity.FATAL]:
-            ctx.warn(f"agents skip skills with fatal problems: {', '.join(tally.skills[Severity.FATAL])}")
+        ctx.print(f"Changed: {names(changed)} (-v lists each skill with its version)")
+    warn_problems(ctx, report, verbose=verbose)
     _say_unservable(ctx, unservable, verbose=verbose)
     return 1 if blocked else 0
 

@@ -245,6 +245,8 @@ def diff_command(ctx: Context, name: str, from_: str | None, to: str | None) -> 
         )
     if ctx.json:
         ctx.emit({"id": skill_id, "from": old.id, "to": new.id, "diff": "".join(out)})
+    elif not out:
+        ctx.print(f"No differences: {skill_id} is the same in versions {old.id} and {new.id}.")
     else:
         for line in out:
             ctx.stdout.write(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n")

@@ -12,7 +12,9 @@ import logging
 from s3skills.errors import (
     AccessDenied,
     BinaryFile,
+    BucketNotFound,
     Conflict,
+    CredentialsError,
     FileTooLarge,
     InvalidPath,
     NotFound,
@@ -35,6 +37,10 @@ def not_found(path: str) -> str:
 
 def message(exc: BaseException, path: str, op: str) -> str:
     """The agent-facing message of an exception raised while doing `op` on `path`."""
+    if isinstance(exc, BucketNotFound | CredentialsError):  # the deployment, not the file: say so
+        return (
+            f"Could not {op} '{path}': the storage is misconfigured ({exc.fix}). Retrying will not help; tell the user."
+        )
     if isinstance(exc, NotFound):
         return not_found(path)
     if isinstance(exc, InvalidPath | TenantError | BinaryFile | SkillError):
@@ -60,6 +66,8 @@ def message(exc: BaseException, path: str, op: str) -> str:
 
 def op_error(exc: BaseException, path: str, op: str) -> str:
     """deepagents' `FileOperationError` code when one fits (upload/download), else a message."""
+    if isinstance(exc, BucketNotFound | CredentialsError):
+        return message(exc, path, op)
     if isinstance(exc, NotFound):
         return "file_not_found"
     if isinstance(exc, ReadOnly | AccessDenied):

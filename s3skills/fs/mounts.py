@@ -17,9 +17,9 @@ from dataclasses import dataclass, replace
 
 from s3skills.config import Config
 from s3skills.errors import InvalidPath, NotFound, SkillError, TenantError
-from s3skills.ids import SkillId
+from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.paths import VPath, join_key
-from s3skills.skills import SkillLibrary
+from s3skills.skills import SkillLibrary, anested_now
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.tenancy import Tenant
 
@@ -227,13 +227,27 @@ class Mounts:
         return roots
 
     async def objects_under(self, loc: Location) -> list[ObjectInfo]:
-        """Every object at or below `loc` that belongs to its mount (1 LIST per 1,000 keys)."""
-        if not loc.rel:
-            objects, _ = await self.store.alist(loc.prefix)
-            return [o for o in objects if not o.key.endswith("/") and loc.owns(o.key)]
-        objects, _ = await self.store.alist(loc.key)
+        """Every object at or below `loc` that belongs to its mount (1 LIST per 1,000 keys).
+
+        In a skill, a listed folder that holds a `SKILL.md` is another skill's, whatever the
+        index said (the listing is newer than the index that built `loc`), and so is a folder
+        below one that holds a `SKILL.md` now (`anested_now`).
+        """
+        if loc.mount == "skills" and loc.rel and await anested_now(self.store, loc.prefix, (*loc.rel, "")):
+            return []  # the folder is in a nested skill's (1 HEAD per level, as a read costs)
+        objects, _ = await self.store.alist(loc.key if loc.rel else loc.prefix)
+        ends = _nested_folders(loc, objects) if loc.mount == "skills" else ()
         return [
             o
             for o in objects
-            if (o.key == loc.key or (o.key.startswith(loc.dir_prefix) and not o.key.endswith("/"))) and loc.owns(o.key)
+            if not o.key.endswith("/")
+            and (not loc.rel or o.key == loc.key or o.key.startswith(loc.dir_prefix))
+            and loc.owns(o.key)
+            and not any(o.key.startswith(end) for end in ends)
         ]
+
+
+def _nested_folders(loc: Location, objects: list[ObjectInfo]) -> tuple[str, ...]:
+    """The listed folders below a skill's own that hold a `SKILL.md` (each ends the skill there)."""
+    own = loc.prefix + SKILL_FILE
+    return tuple(o.key[: -len(SKILL_FILE)] for o in objects if o.key.endswith("/" + SKILL_FILE) and o.key != own)

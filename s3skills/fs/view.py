@@ -9,7 +9,7 @@ It raises the project's exceptions; `S3Backend` turns them into `error=` strings
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 
 from deepagents.backends.protocol import FileInfo
@@ -20,7 +20,8 @@ from s3skills.fs import fileops
 from s3skills.fs.mounts import Location, Mounts, RootDir, SkillsDir, loaded_skill_of, mounts_of
 from s3skills.ids import SkillId
 from s3skills.paths import VPath
-from s3skills.skills.versions.pinned import read_verified
+from s3skills.skills import anested_now
+from s3skills.skills.versions.pinned import VerifiedKey, read_verified
 from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore
 from s3skills.tenancy import Tenant
 
@@ -116,9 +117,17 @@ class FileView:
         skill_id = loaded_skill_of(tenant, target)
         pin = tenant.skill_versions.get(skill_id) if skill_id is not None else None
         if pin is None:
-            return await self.store.aget(target.key, max_bytes=max_bytes)
-        # The pin comes from graph state (client input): the answer is checked against it.
-        return (await read_verified(self.store, target.prefix, "/".join(target.rel), pin, max_bytes=max_bytes))[0]
+            read = self.store.aget(target.key, max_bytes=max_bytes)
+        else:  # the pin comes from graph state (client input): the answer is checked against it
+            read = _body(read_verified(self.store, target.prefix, "/".join(target.rel), pin, max_bytes=max_bytes))
+        if target.mount != "skills":
+            return await read
+        # A folder of the skill that holds a SKILL.md now is another skill's (the one rule of
+        # `anested_now`), even when the index that built `target` predates it.
+        body, nested = await asyncio.gather(read, anested_now(self.store, target.prefix, target.rel))
+        if nested:
+            raise NotFound(target.vpath(target.key))
+        return body
 
     async def get_file(self, tenant: Tenant, vpath: VPath) -> tuple[Location, bytes, str, datetime | None]:
         """A file's location, bytes, ETag and time (the seeds' `.md` fallback included).
@@ -162,3 +171,7 @@ class FileView:
         if not target.rel:
             raise InvalidPath(f"Cannot write '{vpath}': it is a folder; give a file name.")
         return target
+
+
+async def _body(read: Awaitable[tuple[ObjectBody, VerifiedKey | None]]) -> ObjectBody:
+    return (await read)[0]

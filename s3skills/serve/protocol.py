@@ -7,6 +7,9 @@
   (it only reaches 2026-07-28 clients, through `server/discover`), while the TypeScript SDK,
   the conformance suite and the Inspector read it on 2025-11-25 too. The middleware adds it
   back to the wire dict; remove it once the python SDK carries `extensions` on 2025-11-25.
+- `tailor_instructions`: the `initialize` result's `instructions` for the client in front
+  (the extension's methods to a client that declares the extension, else the tools face).
+- `protocol_error`: the protocol error of a failed library call.
 - `hide_internal_errors`: an exception that is not a protocol error never reaches the
   client as text (it is logged; the client gets a plain "internal error").
 """
@@ -14,14 +17,25 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INTERNAL_ERROR
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+
+from s3skills.errors import (
+    ConfigurationError,
+    FileTooLarge,
+    InvalidPath,
+    NotFound,
+    S3SkillsError,
+    SkillError,
+    TenantError,
+)
 
 __all__ = [
     "CACHE_PRIVATE",
@@ -31,6 +45,8 @@ __all__ = [
     "finish",
     "hide_internal_errors",
     "is_modern",
+    "protocol_error",
+    "tailor_instructions",
 ]
 
 logger = logging.getLogger(__name__)
@@ -78,6 +94,51 @@ def declare_extensions(extensions: dict[str, dict[str, Any]]) -> Any:
         return result
 
     return middleware
+
+
+def client_has_extension(params: Any, extension: str) -> bool:
+    """Whether an `initialize` request's params declare `extension` under `capabilities.extensions`."""
+    capabilities = params.get("capabilities") if isinstance(params, dict | Mapping) else None
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict | Mapping) else None
+    return isinstance(extensions, dict | Mapping) and extension in extensions
+
+
+def tailor_instructions(extension: str, *, with_extension: str, without_extension: str) -> Any:
+    """A server middleware choosing the `initialize` result's `instructions` for the client in front.
+
+    A client that declares `extension` among its capabilities reads `with_extension`,
+    any other `without_extension` (the server's default `instructions`, which
+    `server/discover` and clients of other eras get, should describe both).
+    """
+
+    async def middleware(ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            chosen = with_extension if client_has_extension(ctx.params, extension) else without_extension
+            result = {**result, "instructions": chosen}
+        return result
+
+    return middleware
+
+
+def protocol_error(exc: S3SkillsError) -> MCPError:
+    """The protocol error a client gets for a failed library call.
+
+    A user the layout refuses is an invalid request; an unknown skill or file, a bad path
+    or a file too large are invalid params (with the message); a configuration error
+    (`ConfigurationError`: no bucket, no or rejected credentials, access denied) says its
+    fix, since trying again will not help; anything else (the store unreachable) is
+    "unavailable; try again later".
+    """
+    if isinstance(exc, TenantError):
+        return MCPError(code=INVALID_REQUEST, message=f"This user cannot be served: {exc}")
+    if isinstance(exc, ConfigurationError):
+        logger.error("skill source misconfigured: %s: %s", exc, exc.fix)
+        return MCPError(code=INTERNAL_ERROR, message=f"The skill library is misconfigured on the server: {exc.fix}")
+    if isinstance(exc, SkillError | NotFound | InvalidPath | FileTooLarge):
+        return MCPError(code=INVALID_PARAMS, message=str(exc))
+    logger.warning("skill source failed: %s", exc)
+    return MCPError(code=INTERNAL_ERROR, message="The skill library is unavailable; try again later")
 
 
 async def hide_internal_errors(ctx: ServerRequestContext[Any, Any], call_next: Any) -> Any:

@@ -4,10 +4,9 @@ It declares `io.modelcontextprotocol/skills` (with `directoryRead`) under
 `capabilities.extensions`, on the 2026-07-28 `server/discover` and on the 2025-11-25
 `initialize` handshake alike (`s3skills.serve.protocol.declare_extensions`), and serves:
 
-* `skills/list` (paginated, `nextCursor`) and `skills/get`: one entry per enabled skill
-  whose name the extension accepts (`s3skills.skills.format.naming`), with its `skill://` URI,
-  its frontmatter as a YAML 1.2 parser reads the file, and the complete manifest of its
-  files, nested skills' files included (`sha256:` digest and size of each);
+* `skills/list` (paginated, `nextCursor`) and `skills/get`: one entry per enabled skill whose name the
+  extension accepts (`s3skills.skills.format.naming`), with its `skill://` URI, its frontmatter as a YAML
+  1.2 parser reads the file, and its files' manifest, nested skills' included (`sha256:` digest, size);
 * `resources/read` of every file of a skill, as text or as a base64 blob;
 * `resources/list` (the `SKILL.md` of each skill, paginated), `resources/templates/list`
   (the `skill://` template) and `resources/directory/read` (paginated);
@@ -18,12 +17,11 @@ Who a call is for comes from the transport only: a fixed user (stdio, one person
 or the verified bearer token of the HTTP request (`s3skills.serve.auth`). No request
 parameter can name a user.
 
-The server keeps nothing per connection or per user that changes an answer (only which
-users' unlisted skills were already logged), so any number of replicas can
-answer one client. Digests come from `s3skills.serve.fingerprints` (cached by file and
-ETag, recalled from the library's digest book, or read once per file version). A file that
-changed after a client listed it is served as it is now: its digest then differs from the
-one the client holds, which is how the extension tells a client to fetch the entry again.
+The server keeps nothing per connection or per user that changes an answer (only which users' unlisted
+skills were already logged), so any number of replicas can answer one client. Digests come from
+`s3skills.serve.fingerprints` (cached by file and ETag, recalled from the library's digest book, or read
+once per file version). A file changed after a client listed it is served as it is now: its digest then
+differs from the client's, which is how the extension tells a client to fetch the entry again.
 """
 
 from __future__ import annotations
@@ -43,11 +41,12 @@ from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
+from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 
 from s3skills import __version__
-from s3skills.errors import FileTooLarge, InvalidPath, NotFound, S3SkillsError, SkillError, TenantError
+from s3skills.errors import InvalidPath, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE
+from s3skills.lines import summarise
 from s3skills.serve.auth import user_of_token
 from s3skills.serve.entries import (
     DigestCache,
@@ -60,12 +59,15 @@ from s3skills.serve.entries import (
     uri_of,
 )
 from s3skills.serve.fingerprints import Fingerprinter
+from s3skills.serve.instructions import BOTH_FACES, EXTENSION_FACE, TOOLS_FACE
 from s3skills.serve.protocol import (
     DirectoryReadParams,
     GetSkillParams,
     declare_extensions,
     finish,
     hide_internal_errors,
+    protocol_error,
+    tailor_instructions,
 )
 from s3skills.serve.source import SkillFile, SkillSource
 from s3skills.skills import Ranker, SkillInfo
@@ -161,10 +163,7 @@ class SkillsServer:
         self.server: Server[Any] = Server(
             name,
             version=__version__,
-            instructions=(
-                "Skills of the signed-in user, as skill:// resources. Call skills/list for the "
-                "entries (frontmatter and digests), then resources/read the files you need."
-            ),
+            instructions=BOTH_FACES if tools else EXTENSION_FACE,
             on_list_resources=self._list_resources,
             on_read_resource=self._read_resource,
             on_list_resource_templates=self._list_templates,
@@ -182,6 +181,10 @@ class SkillsServer:
         self.server.extensions[EXTENSION_ID] = {"directoryRead": True}
         self.server.middleware.append(hide_internal_errors)
         self.server.middleware.append(declare_extensions(self.server.extensions))
+        if tools:  # the client's declared capabilities at initialize decide which face to describe
+            self.server.middleware.append(
+                tailor_instructions(EXTENSION_ID, with_extension=EXTENSION_FACE, without_extension=TOOLS_FACE)
+            )
         self.tools = None
         if tools:
             from s3skills.serve.tools import SkillTools
@@ -210,16 +213,11 @@ class SkillsServer:
             raise MCPError(code=INVALID_REQUEST, message=f"The token does not name a valid user: {exc}") from None
 
     async def call(self, coro: Awaitable[Any]) -> Any:
-        """Await a source call, mapping its errors to protocol errors."""
+        """Await a source call, mapping its errors to protocol errors (`protocol_error`)."""
         try:
             return await coro
-        except TenantError as exc:
-            raise MCPError(code=INVALID_REQUEST, message=f"This user cannot be served: {exc}") from None
-        except (SkillError, NotFound, InvalidPath, FileTooLarge) as exc:
-            raise _invalid(str(exc)) from None
         except S3SkillsError as exc:
-            logger.warning("skill source failed: %s", exc)
-            raise MCPError(code=INTERNAL_ERROR, message="The skill library is unavailable; try again later") from None
+            raise protocol_error(exc) from None
 
     async def skills(self, user: str) -> list[SkillInfo]:
         """The user's skills (enabled), reporting once per user those the extension cannot list."""
@@ -236,11 +234,12 @@ class SkillsServer:
         refused = [(s.id, reason) for s in skills if (reason := unservable_reason(s.id, s.metadata.name))]
         if refused:
             logger.warning(
-                "%d of %d skills of %s are not listed by skills/list (the tools face still serves them): %s",
+                "%d of %d skills of %s are not listed by skills/list (the tools face still serves them; "
+                "'s3skills mcp --check' names each): %s",
                 len(refused),
                 len(skills),
                 user,
-                "; ".join(f"{sid}: {why}" for sid, why in refused),
+                summarise([f"{sid} ({why})" for sid, why in refused], 5, sep="; "),
             )
         return refused
 

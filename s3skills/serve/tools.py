@@ -7,7 +7,9 @@ implement SEP-2640 yet. Beside the extension's methods, `SkillsServer(tools=True
   agent's ranking) or by id, a page at a time (`cursor` from the previous page);
 * `load_skill(name)`: the skill's whole `SKILL.md` and the list of its files;
 * `read_skill_file(name, path)`: one file of the skill (text, an image, or a blob);
-* one prompt per enabled skill (named by its id), whose message holds the `SKILL.md`.
+* one prompt per enabled skill, whose message holds the `SKILL.md`: named by its id when
+  every host accepts it, else by a folded name (`s3skills.serve.prompt_names`); the
+  description starts with `Skill <id>:`.
 
 A skill is named by its id or, when unique, by its folder name, as in the agent's tools.
 Everything goes through the same `SkillLibrary` as the agent: disabled skills do not
@@ -35,11 +37,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from s3skills.config import bounded_query, check_length
-from s3skills.errors import FileTooLarge, InvalidPath, NotFound, SkillError
+from s3skills.errors import ConfigurationError, FileTooLarge, InvalidPath, NotFound, SkillError
 from s3skills.ids import SKILL_FILE
 from s3skills.serve.entries import mime_type, text_or_none, uri_of
 from s3skills.serve.fairshare import TenantBusy, TenantLimiter, asearch_fair
 from s3skills.serve.library_source import MAX_FILE_BYTES
+from s3skills.serve.prompt_names import prompt_names
 from s3skills.skills import Ranker, SkillLibrary
 from s3skills.tenancy import Tenant
 
@@ -63,6 +66,9 @@ __all__ = ["TOOL_NAMES", "SkillTools", "SkillsHost"]
 
 TOOL_NAMES = ("list_skills", "load_skill", "read_skill_file")
 _FAILURES = (SkillError, NotFound, InvalidPath, FileTooLarge)
+
+
+_NAME_ARG = "The skill id (escrituras/compraventa), or its folder name or its name when unique."
 
 
 def _schema(properties: dict[str, str], required: list[str]) -> dict[str, Any]:
@@ -94,7 +100,7 @@ _TOOLS = [
             "Load a skill: its SKILL.md instructions and the list of its files. Follow the instructions; "
             "read the files they mention with read_skill_file."
         ),
-        input_schema=_schema({"name": "The skill id (escrituras/compraventa) or its folder name."}, ["name"]),
+        input_schema=_schema({"name": _NAME_ARG}, ["name"]),
         annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
     ),
     types.Tool(
@@ -102,7 +108,7 @@ _TOOLS = [
         title="Read a file of a skill",
         description="Read one file of a skill, by its path inside the skill folder (references/guide.md).",
         input_schema=_schema(
-            {"name": "The skill id or its folder name.", "path": "The file's path inside the skill folder."},
+            {"name": _NAME_ARG, "path": "The file's path inside the skill folder."},
             ["name", "path"],
         ),
         annotations=types.ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False),
@@ -225,6 +231,8 @@ class SkillTools:
             skill = await self.library.aget(name, tenant=tenant)
             text = await self.library.askill_md(skill.id, tenant=tenant)
             files = await self.library.afiles(skill.id, tenant=tenant)
+        except ConfigurationError:
+            raise  # the server's fault, not the call's: `SkillsServer.call` says the fix
         except _FAILURES as exc:
             return _failed(str(exc))
         others = [f for f in files if f.path != SKILL_FILE]
@@ -245,6 +253,8 @@ class SkillTools:
         try:
             skill = await self.library.aget(name, tenant=tenant)
             body = await self.library.aopen(skill.id, path, tenant=tenant, max_bytes=MAX_FILE_BYTES)
+        except ConfigurationError:
+            raise  # the server's fault, not the call's: `SkillsServer.call` says the fix
         except _FAILURES as exc:
             return _failed(str(exc))
         mime = mime_type(path)
@@ -267,10 +277,21 @@ class SkillTools:
         page = await self.skills.call(
             self.library.asearch("", limit=self.skills.page_size, cursor=params.cursor, tenant=tenant)
         )
+        names = await self._prompt_names(tenant)
         prompts = [
-            types.Prompt(name=s.id, title=s.metadata.name, description=s.metadata.description) for s in page.skills
+            types.Prompt(
+                name=names.get(s.id, s.id),
+                title=s.metadata.name,
+                description=f"Skill {s.id}: {s.metadata.description}",
+            )
+            for s in page.skills
         ]
         return types.ListPromptsResult(prompts=prompts, next_cursor=page.next_cursor)
+
+    async def _prompt_names(self, tenant: Tenant) -> dict[str, str]:
+        """`{skill id: prompt name}` of the tenant's skills (`s3skills.serve.prompt_names`)."""
+        skills = await self.skills.call(self.library.aindex(tenant=tenant))
+        return prompt_names(s.id for s in skills)
 
     async def _get_prompt(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
@@ -282,14 +303,15 @@ class SkillTools:
         except ValueError as exc:
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
         tenant = await self.skills.call(_now(self._tenant, ctx))
-        skill = await self.skills.call(self.library.aget(params.name, tenant=tenant))
+        by_name = {name: skill_id for skill_id, name in (await self._prompt_names(tenant)).items()}
+        skill = await self.skills.call(self.library.aget(by_name.get(params.name, params.name), tenant=tenant))
         text = await self.skills.call(self.library.askill_md(skill.id, tenant=tenant))
         message = (
             f"Use the skill {skill.id}. Its SKILL.md follows; read the files it mentions with "
             f"read_skill_file(name={skill.id!r}, path=...).\n\n{text}"
         )
         return types.GetPromptResult(
-            description=skill.metadata.description,
+            description=f"Skill {skill.id}: {skill.metadata.description}",
             messages=[types.PromptMessage(role="user", content=types.TextContent(text=message))],
         )
 

@@ -8,6 +8,7 @@ from s3skills.skills.index.catalog import LibraryIndex, SkillCatalog, SkillEntry
 from s3skills.skills.library import LoadResult, SkillFile, SkillHome, SkillLibrary, SkillPage, check_leaf_clash
 from s3skills.skills.ranking.embedding import Encoder, HybridRanker, MiniLMEncoder
 from s3skills.skills.ranking.rankers import LexicalRanker, Ranker
+from s3skills.skills.reads import anested_now
 from s3skills.skills.usage import SkillUsage, log_usage, usage_stats
 from s3skills.skills.versions.history import FileVersion, SkillChanged, SkillVersion, read_pinned, version_id_of
 
@@ -37,6 +38,7 @@ __all__ = [
     "SkillRegistry",
     "SkillUsage",
     "SkillVersion",
+    "anested_now",
     "check_leaf_clash",
     "get_skill_doc",
     "log_usage",

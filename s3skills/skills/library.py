@@ -15,7 +15,8 @@ the skills' files:
   the listing itself.
 - A code skill never maps to S3 keys.
 - Two loaded skills never share a leaf (the folder name under `/skills/`).
-- A skill may be named by its id or by its leaf when that is unique.
+- A skill may be named by its id, by its leaf when that is unique, or by its frontmatter
+  `name` (case-insensitive, `Xero Automation`) when that is unique: hosts name skills so.
 
 Every coroutine has a generated sync twin (`index`, `get`, ...).
 """
@@ -26,7 +27,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from s3skills._loop import io_bound, sync_method
+from s3skills._loop import io_bound, offload, sync_method
 from s3skills.config import Config
 from s3skills.errors import InvalidPath, SkillError, TenantError
 from s3skills.ids import SkillId
@@ -60,6 +61,7 @@ class _Merged:
     known: dict[str, Known]
     everything: tuple[SkillInfo, ...]
     enabled: tuple[SkillInfo, ...]
+    names: dict[str, tuple[str, ...]]  # frontmatter name (`_name_key`) -> the enabled skills' ids
 
 
 _VIEWS = 32
@@ -173,7 +175,12 @@ class SkillLibrary(SkillReads, LibraryWriter):
         for info in merge_index([], code):
             merged[info.id] = Known(info, None, None)
         ordered = [k.info for _, k in sorted(merged.items())]
-        view = _Merged(merged, tuple(ordered), tuple(s for s in ordered if s.metadata.enabled))
+        enabled = tuple(s for s in ordered if s.metadata.enabled)
+        names: dict[str, tuple[str, ...]] = {}
+        for info in enabled:  # built once per view: a lookup by name costs no request and no scan
+            named = _name_key(info.metadata.name)
+            names[named] = (*names.get(named, ()), info.id)
+        view = _Merged(merged, tuple(ordered), enabled, names)
         holders: tuple[object, ...] = (
             tuple((source, prefix, index, tuple(index.entries.values())) for source, prefix, index in indexes)
             + tuple((s.id, s.metadata) for s in code)
@@ -214,17 +221,28 @@ class SkillLibrary(SkillReads, LibraryWriter):
         return list(skills)
 
     async def _find(self, name: str, tenant: Tenant, *, cached: bool = False) -> Known:
-        """An enabled skill by id or unique leaf; unknown, disabled and ambiguous raise."""
+        """An enabled skill by id, unique leaf or unique frontmatter name; unknown, disabled and
+        ambiguous raise."""
         return (await self._find_in(name, tenant, cached=cached))[0]
 
     async def _find_in(self, name: str, tenant: Tenant, *, cached: bool = False) -> tuple[Known, dict[str, Known]]:
-        """`_find`, with the merged index it was found in."""
-        known = await self._known(tenant, cached=cached)
-        if cached and not _resolves(name, known):
-            known = await self._known(tenant)  # a skill the cached index does not know yet
-        wanted = _name(name)
-        hit = known.get(wanted)
-        if hit is None and "/" not in wanted:
+        """`_find`, with the merged index it was found in.
+
+        The id first, then the folder name (leaf), then the frontmatter `name`, compared
+        case-insensitively (`Xero Automation`), which is how hosts name skills; a name
+        that is not a valid id (spaces, uppercase...) is only looked up so. All from the
+        merged view already read: no request beyond the index.
+        """
+        view = await self._merged(tenant, cached=cached)
+        if cached and not _resolves(name, view):
+            view = await self._merged(tenant)  # a skill the cached index does not know yet
+        known = view.known
+        try:
+            wanted: str | None = _name(name)
+        except InvalidPath:
+            wanted = None  # not an id: perhaps a skill's name
+        hit = None if wanted is None else known.get(wanted)
+        if wanted is not None and hit is None and "/" not in wanted:
             leaves = [k for sid, k in known.items() if _leaf(sid) == wanted and k.info.metadata.enabled]
             if len(leaves) > 1:
                 ids = ", ".join(sorted(k.info.id for k in leaves))
@@ -232,17 +250,24 @@ class SkillLibrary(SkillReads, LibraryWriter):
             hit = leaves[0] if leaves else None
         if hit is not None and hit.info.metadata.enabled:
             return hit, known
+        by_name = view.names.get(_name_key(name), ()) if isinstance(name, str) else ()
+        if len(by_name) > 1:
+            raise SkillError(f"{name!r} is the name of several skills ({', '.join(by_name)}): give the id.")
+        if by_name:
+            return known[by_name[0]], known
+        if wanted is None:
+            _name(name)  # raises the invalid id's error
+        assert wanted is not None
         code = self.registry.get(wanted) if self.registry is not None else None
         if code is not None and hit is None:
             raise SkillError(f"The skill '{wanted}' is not available in this context.")
-        enabled = [k.info for k in known.values() if k.info.metadata.enabled]
-        suggestions = closest_ids(wanted, enabled)
+        suggestions = closest_ids(wanted, list(view.enabled))
         hint = f" Did you mean: {', '.join(suggestions)}?" if suggestions else ""
         raise SkillError(f"Skill '{wanted}' not found.{hint} Call list_skills to see them all.")
 
     @io_bound
     async def aget(self, name: str, *, tenant: Tenant | None = None, cached: bool = False) -> SkillInfo:
-        """One enabled skill, by id or by its folder name when unique.
+        """One enabled skill, by id, or by its folder name or frontmatter `name` when unique.
 
         Raises:
             SkillError: Unknown, disabled or ambiguous (the message suggests ids).
@@ -252,7 +277,7 @@ class SkillLibrary(SkillReads, LibraryWriter):
 
     @io_bound
     async def aresolve(self, name: str, *, tenant: Tenant | None = None, cached: bool = False) -> str:
-        """The id of the enabled skill `name` stands for (an id or a unique folder name).
+        """The id of the enabled skill `name` stands for (an id, a unique folder name or `name`).
 
         With `cached`, the index already read answers (no request unless it does not know `name`).
         """
@@ -283,7 +308,9 @@ class SkillLibrary(SkillReads, LibraryWriter):
         """
         skills = await self.aindex(category, tenant=tenant)
         if query.strip():
-            skills = order_for([query], skills, prior=prior, ranker=ranker)  # the matches best first, then by id
+            # The matches best first, then by id: ranked in a worker thread, so the shared I/O
+            # loop serves other tenants meanwhile (the query is capped where it enters).
+            skills = await offload(order_for, [query], skills, prior=prior, ranker=ranker)
         try:
             start = int(cursor) if cursor else 0
         except ValueError:
@@ -357,9 +384,20 @@ def _name(name: object) -> str:
     return str(SkillId.parse(name))
 
 
-def _resolves(name: str, known: dict[str, Known]) -> bool:
-    wanted = _name(name)
-    return wanted in known or any(_leaf(sid) == wanted for sid in known)
+def _name_key(name: str) -> str:
+    """A frontmatter name as names are compared: case-insensitive, runs of spaces as one."""
+    return " ".join(name.split()).casefold()
+
+
+def _resolves(name: str, view: _Merged) -> bool:
+    """Whether `view` knows `name` (as an id, a leaf or a skill's name)."""
+    if isinstance(name, str) and _name_key(name) in view.names:
+        return True
+    try:
+        wanted = _name(name)
+    except InvalidPath:
+        return False
+    return wanted in view.known or any(_leaf(sid) == wanted for sid in view.known)
 
 
 def _leaf(skill_id: str) -> str:

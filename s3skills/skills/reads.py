@@ -9,6 +9,7 @@ pins are checked against what the store returns (`s3skills.skills.versions.pinne
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
@@ -41,7 +42,7 @@ from s3skills.skills.versions.records import aread_records, recorded_history
 from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore, ObjectVersion
 from s3skills.tenancy import SkillPin, Tenant
 
-__all__ = ["SkillReads"]
+__all__ = ["MAX_FOLDER_DEPTH", "SkillReads", "anested_now"]
 
 
 class SkillReads:
@@ -230,7 +231,11 @@ class SkillReads:
     async def aopen(
         self, name: str, path: str, *, tenant: Tenant | None = None, max_bytes: int | None = None
     ) -> ObjectBody:
-        """Read one file of an enabled S3 skill (1 GET). `path` is relative to the skill folder.
+        """Read one file of an enabled S3 skill. `path` is relative to the skill folder.
+
+        Costs 1 GET, and for a file in a subfolder 1 HEAD per folder level, sent with it: a
+        folder that holds a `SKILL.md` now is another skill's, even one written after the
+        index was read (see `anested_now`).
 
         When the tenant's thread loaded the skill (`Tenant.skill_versions`), the file is
         read as it was at that load (see `s3skills.skills.versions.history.read_pinned`).
@@ -250,7 +255,11 @@ class SkillReads:
             raise NotFound(path)
         limit = max_bytes or self.config.limits.max_file_bytes
         pin = self._pin(tenant, home)
-        return (await read_verified(self.store, home.prefix, "/".join(rel), pin, max_bytes=limit))[0]
+        read = read_verified(self.store, home.prefix, "/".join(rel), pin, max_bytes=limit)
+        (body, _), nested = await asyncio.gather(read, anested_now(self.store, home.prefix, rel))
+        if nested:
+            raise NotFound(path)  # a nested skill's file: never part of this one, whatever the index says
+        return body
 
     @io_bound
     async def aload(self, name: str, loaded: Sequence[str] = (), *, tenant: Tenant | None = None) -> LoadResult:
@@ -396,6 +405,30 @@ def _enabled_in(text: str, skill_id: str) -> bool:
         return parse_skill_md(text, folder=SkillId.parse(skill_id).leaf).metadata.enabled
     except InvalidSkill:
         return False
+
+
+MAX_FOLDER_DEPTH = 16
+"""Folders a file may lie below its skill's folder (each costs one HEAD on a read)."""
+
+
+async def anested_now(store: ObjectStore, prefix: str, rel: Sequence[str]) -> bool:
+    """Whether a folder between a skill's folder (`prefix`) and the file `rel` holds a `SKILL.md` now.
+
+    The one rule every read path uses for "is this file inside a nested skill?": asked of
+    the bucket as it is (1 HEAD per folder level, concurrently), never of an index that
+    may predate the write. A file at the skill's top level costs nothing.
+
+    Raises:
+        InvalidPath: The file lies more than `MAX_FOLDER_DEPTH` folders deep.
+        AccessDenied: A HEAD was refused (a 403 is not a "no").
+    """
+    folders = ["/".join(rel[:depth]) + "/" for depth in range(1, len(rel))]
+    if len(folders) > MAX_FOLDER_DEPTH:
+        raise InvalidPath(f"A file inside a skill may lie at most {MAX_FOLDER_DEPTH} folders deep")
+    if not folders:
+        return False
+    found = await asyncio.gather(*(store.aexists(prefix + folder + SKILL_FILE) for folder in folders))
+    return any(found)
 
 
 def _ended(home: SkillHome, listed: Sequence[ObjectInfo | ObjectVersion]) -> SkillHome:

@@ -48,6 +48,7 @@ __all__ = [
     "pulled_etags",
     "read_remote",
     "source_of",
+    "with_enabled",
 ]
 
 PULL_RECORD = ".s3skills-pulled.json"
@@ -85,13 +86,19 @@ def read_remote(data: bytes, metadata: dict[str, str], leaf: str) -> RemoteSkill
 
 def keep_disabled(local: bytes, leaf: str) -> bytes:
     """The local `SKILL.md` with `enabled: false` (unchanged when it cannot be parsed)."""
+    return with_enabled(local, leaf, False)
+
+
+def with_enabled(local: bytes, leaf: str, enabled: bool) -> bytes:
+    """The local `SKILL.md` with `enabled` set (`push --enable/--disable`), as `s3skills
+    enable`/`disable` render it; unchanged when it already says so or cannot be parsed."""
     try:
         parsed = parse_skill_md(local, folder=leaf)
     except InvalidSkill:
         return local
-    if not parsed.metadata.enabled:
+    if parsed.metadata.enabled == enabled:
         return local
-    meta = parsed.metadata.model_copy(update={"enabled": False})
+    meta = parsed.metadata.model_copy(update={"enabled": enabled})
     return render_skill_md(meta, parsed.body).encode("utf-8")
 
 

@@ -1,17 +1,20 @@
 """Push a local tree of skills to a user's library.
 
 `apush_tree` scans the tree (`s3skills.transfer.localtree.scan_tree`: junk dropped, every
-`SKILL.md` validated, unsafe files refused), compares it with one listing of the
-library and uploads only what changed (the local MD5 against the ETag of single-part
-objects), each skill's `SKILL.md` last so that an agent never sees a half-uploaded
-skill, then records the files written in the library's digest book and manifest. With
-`delete` it mirrors. It runs on the private I/O loop; `push_tree` is its generated sync twin.
+`SKILL.md` validated, unsafe files refused), leaves out what the severity policy
+(`s3skills.skills.format.severity`) does not store, or with `strict` refuses the whole
+push, compares the rest with one listing of the library and uploads only what changed
+(the local MD5 against the ETag of single-part objects), each skill's `SKILL.md` last so
+that an agent never sees a half-uploaded skill, then records the files written in the
+library's digest book and manifest. With `delete` it mirrors. It runs on the private I/O
+loop; `push_tree` is its generated sync twin.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import mimetypes
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path, PurePosixPath
@@ -25,7 +28,8 @@ from s3skills.paths import join_key
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.severity import SEVERITIES, severity_of
 from s3skills.skills.index.digests import DigestBooks, Record, record_of
-from s3skills.skills.index.writers import anote_changed
+from s3skills.skills.index.marks import marking
+from s3skills.skills.index.writers import anote_changed, library_builder
 from s3skills.skills.versions.records import awrite_records
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.transfer.localtree import (
@@ -38,8 +42,15 @@ from s3skills.transfer.localtree import (
     scan_tree,
     skill_of,
 )
-from s3skills.transfer.provenance import SOURCE_KEY, keep_disabled, pulled_etags, read_remote, source_of
-from s3skills.transfer.reports import PushRefused, PushReport
+from s3skills.transfer.provenance import (
+    SOURCE_KEY,
+    keep_disabled,
+    pulled_etags,
+    read_remote,
+    source_of,
+    with_enabled,
+)
+from s3skills.transfer.reports import PushRefused, PushReport, names_line
 
 __all__ = ["MAX_FILE_BYTES", "Progress", "apush_tree", "push_tree"]
 
@@ -104,17 +115,45 @@ def _layout_conflicts(local: Iterable[str], remote: set[str]) -> list[Item]:
         parent = skill_id.split("/", 1)[0] if "/" in skill_id else None
         inner = sorted(r for r in remote if r.startswith(skill_id + "/"))
         if parent is not None and parent in remote:
-            out.append(
-                Item(skill_id, f"its category {parent!r} is a skill in the library; rename one (--force leaves it out)")
-            )
+            out.append(Item(skill_id, f"its category {parent!r} is a skill in the library; rename one"))
         elif inner:
-            out.append(
-                Item(
-                    skill_id,
-                    f"it is a category in the library ({', '.join(inner[:3])}); rename one (--force leaves it out)",
-                )
-            )
+            out.append(Item(skill_id, f"it is a category in the library ({', '.join(inner[:3])}); rename one"))
     return out
+
+
+def _unreadable(tree: LocalTree) -> dict[str, str]:
+    """Skill id -> its folder, for the skills whose `SKILL.md` no host can load (`pushed=False`)."""
+    folders = {folder: sid for sid, folder in tree.mapping.items()}
+    out = {}
+    for p in tree.problems:
+        if not SEVERITIES[severity_of(p)].pushed:
+            folder = p.path.removesuffix(SKILL_FILE).rstrip("/")
+            if folder in folders:
+                out[folders[folder]] = folder
+    return out
+
+
+def _strict_refusal(source: Path, tree: LocalTree, conflicts: list[Item]) -> str | None:
+    """Why `strict` refuses the push (one short line), or None: what the policy calls an error,
+    unsafe or ambiguous files, ids that clash with the library."""
+    ids = {folder: sid for sid, folder in tree.mapping.items()}
+    bad = sorted(
+        {
+            ids.get(p.path.removesuffix(SKILL_FILE).rstrip("/"), p.path)
+            for p in tree.problems
+            if SEVERITIES[severity_of(p)].strict_refuses
+        }
+    )
+    what = []
+    if bad:
+        what.append(f"{_count(len(bad), 'skill')} with errors ({names_line(bad, 60)})")
+    if tree.refused:
+        what.append(_count(len(tree.refused), "unsafe or ambiguous file"))
+    if conflicts:
+        what.append(f"{_count(len(conflicts), 'id')} clashing with the library")
+    if not what:
+        return None
+    return f"{source.name or source}: --strict refuses {' and '.join(what)}; fix them, or push without --strict"
 
 
 async def _plan_skill_md(
@@ -124,7 +163,7 @@ async def _plan_skill_md(
     candidates: list[LocalFile],
     report: PushReport,
     *,
-    enable: bool,
+    flag: bool | None,
     replace: bool,
 ) -> tuple[dict[str, bytes], set[str]]:
     """Read the remote `SKILL.md` of each changed skill: provenance and `enabled` (1 GET each).
@@ -162,7 +201,11 @@ async def _plan_skill_md(
                 )
         elif (remote is None or remote.source is None) and not was_pulled:
             report.replaced.append(Item(f.skill, "the library's copy has no recorded source (created or edited there)"))
-        if remote is not None and not remote.enabled and not enable:
+        if flag is not None:  # push --enable/--disable: the bytes to write are already decided
+            if remote is not None and remote.enabled != flag:
+                report.switched.append(f.skill)
+            return
+        if remote is not None and not remote.enabled:
             report.disabled.append(f.skill)
             wanted = keep_disabled(local, leaf)
             if wanted != local:
@@ -187,9 +230,10 @@ async def apush_tree(
     category: str | None = None,
     delete: bool = False,
     dry_run: bool = False,
-    force: bool = False,
+    strict: bool = False,
     replace: bool = False,
     enable: bool = False,
+    disable: bool = False,
     bucket_may_be_missing: bool = False,
     progress: Progress | None = None,
     concurrency: int = 16,
@@ -216,13 +260,20 @@ async def apush_tree(
         dry_run: Compute the report, write nothing (the remote `SKILL.md` of changed
             skills is still read, to report conflicts and disabled skills; conflicts are
             listed in the report instead of raising).
-        force: Push skills whose `SKILL.md` has fatal problems or errors (the severity
-            table, `s3skills.skills.format.severity`), and leave out unsafe files and ambiguous
-            skills instead of refusing the whole tree.
+        strict: Refuse the whole push (nothing written) when a skill has a problem the
+            severity table (`s3skills.skills.format.severity`) has `strict_refuses`, a
+            file is unsafe or ambiguous, or an id clashes with the library's folders.
+            Without it, the push stores what the hosts load and leaves out (listed in
+            `report.left_out`) the skills no host can read, the unsafe files and the
+            ids that would nest in, or swallow, a library skill's folder; the remote
+            copies of left-out skills are kept, even with `delete`.
         replace: Replace remote skills pushed from another folder (a folder pulled
             from the library replaces the copy it was pulled from without it).
-        enable: Write the local `enabled` as it is; by default a skill disabled in the
-            library stays disabled.
+        enable: Store every pushed skill enabled, whatever its local `SKILL.md` says (a
+            pulled one may say `enabled: false`); by default a skill disabled in the
+            library stays disabled and a new one is stored as its `SKILL.md` says.
+        disable: Store every pushed skill disabled (`enabled: false`). The skills whose
+            state this changes are in `report.switched`.
         bucket_may_be_missing: With `dry_run`, plan a first push when the bucket does
             not exist yet (`push --dry-run --create-bucket`) instead of raising.
         progress: Called as `progress(path, done, total)` after each upload/deletion.
@@ -238,14 +289,15 @@ async def apush_tree(
         What was uploaded, skipped, deleted, refused and ignored, and the conflicts.
 
     Raises:
-        PushRefused: Skills with fatal problems or errors, unsafe files or ambiguous
-            ids and not `force`, or
-            copies pushed from another folder and not `replace` (nothing written;
-            `report` says what and why).
+        PushRefused: With `strict`, what it refuses (above); or copies pushed from
+            another folder and not `replace` (nothing written; `report` says what and why).
         SkillError: `source` is not a folder or holds no skill.
     """
     if prefix and not prefix.endswith("/"):
         raise ValueError("prefix must end with '/'")
+    if enable and disable:
+        raise ValueError("give enable or disable, not both")
+    flag = True if enable else False if disable else None
     tree = await asyncio.to_thread(scan_tree, Path(source), category=category, max_file_bytes=max_file_bytes)
     report = PushReport(dry_run=dry_run, refused=list(tree.refused), ignored=list(tree.ignored))
     report.problems = list(tree.problems)
@@ -253,14 +305,13 @@ async def apush_tree(
     report.duplicates = list(tree.duplicates)
     report.renamed = list(tree.renamed)
     report.mapping = {sid: folder or "." for sid, folder in sorted(tree.mapping.items())}
-    blocking = [p for p in tree.problems if SEVERITIES[severity_of(p)].push_needs_force]
-    if (tree.refused or blocking) and not force:
-        names = sorted({p.path.removesuffix(SKILL_FILE).rstrip("/") or "." for p in blocking})
-        what = [f"{_count(len(tree.refused), 'unsafe or ambiguous file')}"] if tree.refused else []
-        if names:
-            what.append(f"{_count(len(blocking), 'SKILL.md problem')} in {', '.join(names)}")
-        raise PushRefused(f"{source}: {' and '.join(what)} block the push; fix them or use --force", report)
+    if strict and (why := _strict_refusal(Path(source), tree, [])) is not None:
+        raise PushRefused(why, report)  # before any request
     if not tree.skills:
+        left = [f"{item.path}: {item.reason}" for item in tree.refused if item.path.endswith(SKILL_FILE)]
+        if left:  # every skill was left out: say why, not "none found"
+            more = f" (and {len(left) - 3} more)" if len(left) > 3 else ""
+            raise SkillError(f"{source}: every skill was left out: {'; '.join(left[:3])}{more}")
         raise SkillError(f"{source}: no skills found (a skill is a folder with a SKILL.md, at any depth)")
     try:
         objects, _ = await store.alist(prefix)
@@ -270,18 +321,29 @@ async def apush_tree(
         objects = []  # the bucket would be created: everything is new
     remote = {obj.key: obj for obj in objects}
     remote_ids = _remote_skills(objects, prefix)
-    report.conflicts = _layout_conflicts(tree.skills, remote_ids)
-    excluded = {item.path for item in report.conflicts} if force else set()
+    unreadable = _unreadable(tree)
+    report.conflicts = _layout_conflicts(set(tree.skills) - set(unreadable), remote_ids)
+    if strict and report.conflicts:
+        raise PushRefused(str(_strict_refusal(Path(source), tree, report.conflicts)), report)
+    excluded = {item.path for item in report.conflicts} | set(unreadable)
     report.left_out = sorted(excluded)
     report.skills = sorted(set(tree.skills) - excluded)
     protected = [p for item in tree.refused if (p := _protected(tree, item.path)) is not None]
+    protected += [sid + "/" for sid in sorted(excluded)]  # a left-out skill's library copy stays
     files = [f for f in tree.files if f.skill not in excluded]
     keys = {f.key_rel: join_key(prefix, tuple(f.key_rel.split("/"))) for f in files}
     compare = [f for f in files if keys[f.key_rel] in remote and "-" not in remote[keys[f.key_rel]].etag]
     digests = await asyncio.to_thread(lambda: {f.key_rel: local_md5(f, max_file_bytes) for f in compare})
+    forced: dict[str, bytes] = {}
+    if flag is not None:  # the flag wins over each SKILL.md's frontmatter: compare what will be written
+        forced, disagree = await asyncio.to_thread(_with_flag, files, flag, max_file_bytes)
+        digests |= {k: hashlib.md5(v, usedforsecurity=False).hexdigest() for k, v in forced.items() if k in digests}
+        report.switched = sorted(sid for sid in disagree if keys[f"{sid}/{SKILL_FILE}"] not in remote)
     changed = [f for f in files if (o := remote.get(keys[f.key_rel])) is None or digests.get(f.key_rel) != o.etag]
     changed_md = [f for f in changed if f.key_rel == f"{f.skill}/{SKILL_FILE}" and keys[f.key_rel] in remote]
-    overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, enable=enable, replace=replace)
+    overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, flag=flag, replace=replace)
+    overrides = {**forced, **overrides}
+    report.switched.sort()
     if report.blocking and not dry_run:  # a dry run lists them
         raise PushRefused(f"{source}: {report.blocking_summary()}", report)
     uploads: list[LocalFile] = []
@@ -312,19 +374,31 @@ async def apush_tree(
         report.kept_nested = sorted(set(report.kept_nested))
     if dry_run:
         return report
-    records, skill_mds = await _write(
-        store, prefix, tree, uploads, deletions, keys, overrides, progress, concurrency, max_file_bytes
-    )
-    written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
-    await _note_derived(store, prefix, layout or KeyLayout(), records, skill_mds, written, deletions)
+    layout = layout or KeyLayout()
+    # Readers index from a listing while the mark is live: a push killed at any point below is
+    # visible to the next reader (the mark expires unrenewed, and a reader's rewrite drops it).
+    manifest_key = _manifest_key(layout, prefix) if uploads or deletions else None
+    async with marking(store, manifest_key, prefix, library_builder(store, prefix)) as mark:
+        records, skill_mds = await _write(
+            store, prefix, tree, uploads, deletions, keys, overrides, progress, concurrency, max_file_bytes
+        )
+        written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
+        await _note_derived(store, prefix, layout, records, skill_mds, written, deletions, mark)
     owners = set(remote_ids) | set(report.skills)
     changed_skills = {f.skill for f in uploads} | {
         max(found, key=len)
         for k in deletions
         if (found := [sid for sid in owners if k[len(prefix) :].startswith(sid + "/")])
     }
-    await _record_versions(store, prefix, layout or KeyLayout(), changed_skills, actor, command)
+    await _record_versions(store, prefix, layout, changed_skills, actor, command)
     return report
+
+
+def _manifest_key(layout: KeyLayout, prefix: str) -> str | None:
+    try:
+        return layout.manifest_key(prefix)
+    except ValueError:  # this layout keeps no derived data for the prefix: readers list it
+        return None
 
 
 async def _record_versions(
@@ -407,18 +481,32 @@ async def _note_derived(
     skill_mds: dict[str, tuple[bytes, str]],
     written: list[str],
     deletions: list[str],
+    mark: str | None,
 ) -> None:
     """Record a push in the library's derived data, at `layout`'s keys (none where it has none)."""
-    try:
-        manifest_key = layout.manifest_key(prefix)
-    except ValueError:  # this layout keeps no derived data for the prefix: readers list it
+    manifest_key = _manifest_key(layout, prefix)
+    if manifest_key is None:
         return
     # The digest book records what was written, so an MCP server never reads it back to hash it.
     await DigestBooks(store, layout).aremember(prefix, records)
     # The library's manifest (its one-request index) records the pushed and removed skills,
     # from the bytes just written (created from a listing if the library had none).
     touched = {str(sid) for k in [*written, *deletions] if (sid := SkillId.from_key(k, prefix)) is not None}
-    await anote_changed(store, prefix, touched, manifest_key=manifest_key, written=skill_mds)
+    if touched or mark is not None:
+        await anote_changed(store, prefix, touched, manifest_key=manifest_key, written=skill_mds, mark=mark)
+
+
+def _with_flag(files: list[LocalFile], enabled: bool, max_bytes: int) -> tuple[dict[str, bytes], set[str]]:
+    """Each `SKILL.md` that must change to say `enabled` (key_rel -> bytes), and the skills it is."""
+    out: dict[str, bytes] = {}
+    for f in files:
+        if f.key_rel != f"{f.skill}/{SKILL_FILE}":
+            continue
+        local = read_local(f.local, max_bytes, f.identity)
+        wanted = with_enabled(local, SkillId.parse(f.skill).leaf, enabled)
+        if wanted != local:
+            out[f.key_rel] = wanted
+    return out, {k.removesuffix("/" + SKILL_FILE) for k in out}
 
 
 push_tree = sync_method(apush_tree)

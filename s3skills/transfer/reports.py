@@ -8,11 +8,28 @@ from typing import Any
 from s3skills.errors import S3SkillsError
 from s3skills.transfer.localtree import Finding, Item
 
-__all__ = ["PullReport", "PushRefused", "PushReport"]
+__all__ = ["PullReport", "PushRefused", "PushReport", "names_line"]
+
+
+def names_line(names: list[str], budget: int = 120) -> str:
+    """`a, b, c, +N more`: as many names as fit in about `budget` characters (at least one).
+
+    Every line a push prints stays short (no line over 200 characters), however many
+    skills it names; `s3skills validate` and `--json` list them all.
+    """
+    shown: list[str] = []
+    used = 0
+    for name in names:
+        if shown and used + len(name) + 2 > budget:
+            break
+        shown.append(name)
+        used += len(name) + 2
+    more = len(names) - len(shown)
+    return ", ".join(shown) + (f", +{more} more" if more else "")
 
 
 class PushRefused(S3SkillsError, ValueError):
-    """The tree holds invalid skills or unsafe files; nothing was written.
+    """The push was refused (`strict`, or a copy pushed from another folder); nothing was written.
 
     Attributes:
         report: What the scan found (`refused` and `problems` say why).
@@ -43,14 +60,18 @@ class PushReport:
         conflicts: Skills that clash with the library (`path` is the skill id): a remote
             copy pushed from another folder (its id is in `replaceable`; `replace`
             replaces it), or an id that nests in or swallows a remote skill's folder
-            (`force` leaves it out, listed in `left_out`). Those not resolved so block
-            the push.
+            (left out, listed in `left_out`; `strict` refuses the push). The copies
+            not replaced block the push.
         replaceable: The conflicts that `replace` would resolve (copies pushed from
             another folder).
-        left_out: Skills left out by `force` because their id clashes with the library.
+        left_out: Skills of the tree not pushed: no host can read their `SKILL.md` (a
+            `fatal` problem, in `problems`), or their id clashes with the library's folders
+            (in `conflicts`). Their copies in the library are kept.
         replaced: Remote skills replaced whose source is unknown (created or edited in
             the bucket): written, and reported.
         disabled: Remote skills that are disabled and stay disabled (`enable` not given).
+        switched: Skills whose enabled state `push --enable`/`--disable` changes (in the
+            library, or against what the local SKILL.md says for a new skill).
         duplicates: Local skill folders left out as byte-identical copies of another.
         renamed: Local skill folders pushed under the shortest distinguishing id.
         dry_run: Nothing was written.
@@ -71,13 +92,14 @@ class PushReport:
     left_out: list[str] = field(default_factory=list)
     replaced: list[Item] = field(default_factory=list)
     disabled: list[str] = field(default_factory=list)
+    switched: list[str] = field(default_factory=list)
     duplicates: list[Item] = field(default_factory=list)
     renamed: list[Item] = field(default_factory=list)
     dry_run: bool = False
 
     @property
     def blocking(self) -> list[Item]:
-        """The conflicts that stop the push (neither left out by `force` nor replaced)."""
+        """The conflicts that stop the push (neither left out nor replaced)."""
         return [c for c in self.conflicts if c.path not in self.left_out]
 
     def blocking_summary(self) -> str:
@@ -87,14 +109,11 @@ class PushReport:
         parts = []
         if copies:
             parts.append(
-                f"{len(copies)} skill(s) in the library were pushed from another folder ({', '.join(copies)}): "
+                f"{len(copies)} skill(s) in the library were pushed from another folder ({names_line(copies, 80)}): "
                 "use --replace to replace them"
             )
         if clashes:
-            parts.append(
-                f"{len(clashes)} skill id(s) clash with the library's folders ({', '.join(clashes)}): "
-                "rename them, or use --force to leave them out"
-            )
+            parts.append(f"{len(clashes)} skill id(s) clash with the library's folders ({names_line(clashes, 80)})")
         return "; ".join(parts)
 
     @property

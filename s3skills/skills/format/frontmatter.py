@@ -14,6 +14,7 @@ from typing import Any
 
 import yaml
 
+from s3skills.skills.format.parse import over_budget
 from s3skills.skills.format.yaml12 import Yaml12SafeLoader
 
 __all__ = ["frontmatter_json"]
@@ -70,8 +71,12 @@ def frontmatter_json(data: bytes) -> dict[str, Any]:
     closing = _CLOSE_RE.search(text, opening.end())
     if closing is None:
         raise ValueError("SKILL.md's frontmatter is not closed")
+    block = text[opening.end() : closing.start()]
+    refused = over_budget(block)  # the same bounds as parsing: never seconds of pure-Python YAML
+    if refused is not None:
+        raise ValueError(f"SKILL.md's {refused}")
     try:
-        loaded = yaml.load(text[opening.end() : closing.start()], Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader
+        loaded = yaml.load(block, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader
     except (yaml.YAMLError, RecursionError) as exc:
         raise ValueError(f"SKILL.md's frontmatter is not valid YAML: {exc}") from None
     if not isinstance(loaded, dict):

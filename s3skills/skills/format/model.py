@@ -37,6 +37,15 @@ MAX_SKILL_MD_BYTES = 10 * 1024 * 1024
 """Largest SKILL.md accepted, in bytes; larger input is refused without being parsed."""
 MAX_FRONTMATTER_BYTES = 64 * 1024
 """Largest frontmatter block accepted, in UTF-8 bytes."""
+MAX_FRONTMATTER_NODES = 1000
+"""Most YAML values (scalars, lists, mappings) a frontmatter may hold; more is refused unread.
+
+Real frontmatters hold a few dozen (at most 33 in the 682 skills of the real-skills corpus):
+the bound keeps a crafted one (a flow list of 30,000 tiny values, under the byte cap) from
+holding a core for a fifth of a second each time a library is indexed."""
+FRONTMATTER_PARSE_SECONDS = 0.05
+"""CPU seconds a frontmatter's YAML may take to read before it is refused (a backstop to the
+node bound: what the bound admits reads in about a millisecond)."""
 NAME_MAX_CHARS = 64
 DESCRIPTION_MAX_CHARS = 1024
 COMPATIBILITY_MAX_CHARS = 500

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from typing import Any
 
 import yaml
@@ -32,7 +33,9 @@ from pydantic import ValidationError
 from s3skills.skills.format.model import (
     COMPATIBILITY_MAX_CHARS,
     DESCRIPTION_MAX_CHARS,
+    FRONTMATTER_PARSE_SECONDS,
     MAX_FRONTMATTER_BYTES,
+    MAX_FRONTMATTER_NODES,
     MAX_SKILL_MD_BYTES,
     NAME_MAX_CHARS,
     InvalidSkill,
@@ -46,6 +49,8 @@ __all__ = [
     "frontmatter_complete",
     "frontmatter_prefix",
     "get_skill_doc",
+    "node_bound",
+    "over_budget",
     "parse_skill_md",
     "render_skill_md",
     "validate_skill_md",
@@ -57,18 +62,52 @@ _BODY_MAX_LINES = 500  # The specification's recommendation for the body.
 _MAX_DEPTH = 64  # Deeper YAML is refused: PyYAML's scanner is quadratic in flow nesting.
 
 
+_TOO_MANY = (
+    f"the frontmatter holds over {MAX_FRONTMATTER_NODES} YAML values (a skill's needs a few dozen); it was not read"
+)
+_TOO_SLOW = f"the frontmatter took over {FRONTMATTER_PARSE_SECONDS * 1000:.0f} ms of CPU to read; it was not read"
+
+
 class _Refused(yaml.YAMLError):
-    """YAML that is refused on purpose (aliases, deep nesting); the message is the reason."""
+    """YAML that is refused on purpose (aliases, depth, size); the message is the reason."""
+
+
+class _Budget:
+    """Counts a frontmatter's YAML values and the CPU its reading takes; refuses past either bound."""
+
+    def __init__(self) -> None:
+        self.nodes = 0
+        self.started = time.thread_time()
+
+    def count(self) -> None:
+        self.nodes += 1
+        if self.nodes > MAX_FRONTMATTER_NODES:
+            raise _Refused(_TOO_MANY)
+        if self.nodes % 64 == 0 and time.thread_time() - self.started > FRONTMATTER_PARSE_SECONDS:
+            raise _Refused(_TOO_SLOW)
+
+
+def node_bound(text: str) -> int:
+    """An upper bound of the YAML values `text` can hold, from a count of its indicators (C speed).
+
+    Every value after the first needs a line break, a `,`, `:`, `-`, `?`, `[` or `{` of its
+    own, and a single-pair mapping inside a flow sequence at most one more.
+    """
+    return 2 * sum(map(text.count, ",\n[{:-?")) + 1
 
 
 class _FrontmatterLoader(yaml.SafeLoader):
-    """A SafeLoader that refuses aliases (so nothing can expand: no billion laughs) and depth."""
+    """A SafeLoader that refuses aliases (so nothing can expand: no billion laughs), depth and size."""
 
     _depth = 0
+    _budget: _Budget | None = None
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
         if self.check_event(yaml.AliasEvent):
             raise _Refused("YAML aliases (*name) are not allowed in a SKILL.md frontmatter")
+        if self._budget is None:
+            self._budget = _Budget()
+        self._budget.count()
         self._depth += 1
         if self._depth > _MAX_DEPTH:
             raise _Refused("the frontmatter is nested too deeply")
@@ -96,17 +135,25 @@ def _may_refuse(text: str) -> bool:
 
     An alias needs a `*`. Each level of nesting needs an indicator of its own (`:`, `?` or
     `{` for a mapping, `-` or `[` for a sequence, or a `!` tag on an empty one), so text
-    with fewer of them than `_MAX_DEPTH` cannot nest that deep.
+    with fewer of them than `_MAX_DEPTH` cannot nest that deep; text whose `node_bound` is
+    within `MAX_FRONTMATTER_NODES` cannot hold too many values.
     """
-    return "*" in text or sum(map(text.count, ":-?[{!")) + 1 >= _MAX_DEPTH
+    return "*" in text or sum(map(text.count, ":-?[{!")) + 1 >= _MAX_DEPTH or node_bound(text) > MAX_FRONTMATTER_NODES
 
 
 def _check_events(text: str, loader: Any) -> None:
-    """Aliases and depth checked on libyaml's events, as `_FrontmatterLoader.compose_node` does."""
+    """Aliases, depth and size checked on libyaml's events, as `_FrontmatterLoader.compose_node` does.
+
+    Stops at the first value over the budget: a crafted frontmatter costs at most
+    `MAX_FRONTMATTER_NODES` events (or `FRONTMATTER_PARSE_SECONDS` of CPU), never all of it.
+    """
     depth = 0
+    budget = _Budget()
     for event in yaml.parse(text, Loader=loader):
         if isinstance(event, yaml.AliasEvent):
             raise _Refused("YAML aliases (*name) are not allowed in a SKILL.md frontmatter")
+        if isinstance(event, yaml.ScalarEvent | yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            budget.count()
         if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
             depth += 1
             if depth > _MAX_DEPTH:
@@ -115,6 +162,23 @@ def _check_events(text: str, loader: Any) -> None:
             depth -= 1
         elif isinstance(event, yaml.ScalarEvent) and depth + 1 > _MAX_DEPTH:
             raise _Refused("the frontmatter is nested too deeply")
+
+
+def over_budget(text: str) -> str | None:
+    """Why the YAML `text` is refused before it is loaded (aliases, depth, values, CPU), or None.
+
+    Costs a count of indicators for real frontmatters; only text that could be refused is
+    walked, and the walk stops at the first value over the budget.
+    """
+    if not _may_refuse(text):
+        return None
+    try:
+        _check_events(text, _FastLoader or _FrontmatterLoader)
+    except _Refused as exc:
+        return str(exc)
+    except (yaml.YAMLError, RecursionError):
+        return None  # not valid YAML: the loader says why
+    return None
 
 
 # libyaml's parser (when PyYAML has it) loads the same YAML with the same resolvers for about
@@ -211,7 +275,9 @@ def _load_yaml(frontmatter: str, problems: list[Problem]) -> object:
             except _Refused:
                 raise
             except (yaml.YAMLError, RecursionError):
-                pass  # the pure-Python loader below says why (and repairs what it can), as always
+                if node_bound(text) > MAX_FRONTMATTER_NODES:
+                    raise  # libyaml's reason: the pure-Python loader is 30 times slower on big input
+                # the pure-Python loader below says why (and repairs what it can), as always
         return yaml.load(text, Loader=_FrontmatterLoader)  # noqa: S506 - a SafeLoader subclass
 
     if _flow_depth(frontmatter) > _MAX_DEPTH:

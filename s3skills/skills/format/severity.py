@@ -1,20 +1,33 @@
 """One severity policy for skill problems: what `validate`, `push`, `list` and `info` do with each.
 
+The policy follows the hosts. The vercel `skills` CLI loads a skill whose `SKILL.md` has a
+readable frontmatter with a `name` and a `description` and checks nothing else; Claude Code
+is as lenient (it takes the folder name when `name` is missing). Neither refuses a name
+that differs from its folder, uppercase or spaces in a name, a description over 1,024
+characters or metadata values that are not strings. So neither does `push`: it stores what
+the hosts load and says, one line per skill, what breaks the Agent Skills specification.
+`push --strict` (for a curated library's CI) refuses instead, as `validate` fails.
+
 Every problem found in a skill has one of three severities (`SEVERITIES`, the table):
 
-| severity  | what it means                                    | validate | push              | agents / MCP      |
-|-----------|--------------------------------------------------|----------|-------------------|-------------------|
-| `fatal`   | the skill cannot be read (no name, bad YAML...)  | exit 1   | refused (--force) | skipped           |
-| `error`   | breaks the Agent Skills specification (a name    | exit 1   | refused (--force) | loaded, reported  |
-|           | that is not its folder's, a description too long)|          |                   |                   |
-| `warning` | advice (unknown field, a long body...)           | exit 0   | pushed            | loaded            |
+| severity  | what it means                                  | validate | push            | --strict | agents / MCP |
+|-----------|------------------------------------------------|----------|-----------------|----------|--------------|
+| `fatal`   | cannot be read (no description, bad YAML...):  | exit 1   | left out, named | refused  | skipped      |
+|           | no host loads it                               |          |                 |          |              |
+| `error`   | breaks the Agent Skills specification (a name  | exit 1   | stored, named   | refused  | loaded,      |
+|           | not its folder's, a description too long)      |          |                 |          | reported     |
+| `warning` | advice (unknown field, a long body...)         | exit 0   | stored, counted | stored   | loaded       |
 
-So what `validate` calls an error, `push` refuses without `--force`, and `list`/`info`
-call it the same. The parser (`validate_skill_md`) reports `Problem(level, fatal)`; a
-local tree reports `Finding`s (the same fields); the catalog reports `SkillProblem`s (a
-skipped skill is `fatal`, a remark the loader kept is a tolerated specification
-`error`). The `severity_of_*` functions map each to a `Severity`, and `Tally` counts
-them by severity with the skills named, for every summary line and `--json`.
+So what `validate` calls an error, `push --strict` refuses, and `list`/`info` call it the
+same. The parser (`validate_skill_md`) reports `Problem(level, fatal)`; a local tree
+reports `Finding`s (the same fields); the catalog reports `SkillProblem`s (a skipped skill
+is `fatal`, a remark the loader kept is a tolerated specification `error`). The
+`severity_of_*` functions map each to a `Severity`, and `Tally` counts them by severity
+with the skills named, for every summary line and `--json`.
+
+Whether MCP's `skills/list` can list a skill under its name is another rule
+(`s3skills.skills.format.naming.unservable_reason`); `push` and `validate` name those
+skills too.
 """
 
 from __future__ import annotations
@@ -52,34 +65,49 @@ class SeverityRule:
         severity: The severity.
         meaning: One line for people.
         fails_validate: `validate` exits 1.
-        push_needs_force: `push` refuses the skill unless `--force`.
+        pushed: `push` stores the skill (False: it leaves the skill out and names it).
+        named_by_push: `push` names each skill with the problem, one line each (else it
+            only counts them).
+        strict_refuses: `push --strict` refuses the push.
         loaded: Agents (and the MCP server) can load the skill.
     """
 
     severity: Severity
     meaning: str
     fails_validate: bool
-    push_needs_force: bool
+    pushed: bool
+    named_by_push: bool
+    strict_refuses: bool
     loaded: bool
 
 
 SEVERITIES: dict[Severity, SeverityRule] = {
     Severity.FATAL: SeverityRule(
         Severity.FATAL,
-        "the skill cannot be read: agents skip it",
+        "the skill cannot be read: no host loads it, agents skip it",
         fails_validate=True,
-        push_needs_force=True,
+        pushed=False,
+        named_by_push=True,
+        strict_refuses=True,
         loaded=False,
     ),
     Severity.ERROR: SeverityRule(
         Severity.ERROR,
-        "breaks the Agent Skills specification: loaded, but fix it",
+        "breaks the Agent Skills specification: hosts load it anyway, but fix it",
         fails_validate=True,
-        push_needs_force=True,
+        pushed=True,
+        named_by_push=True,
+        strict_refuses=True,
         loaded=True,
     ),
     Severity.WARNING: SeverityRule(
-        Severity.WARNING, "advice", fails_validate=False, push_needs_force=False, loaded=True
+        Severity.WARNING,
+        "advice",
+        fails_validate=False,
+        pushed=True,
+        named_by_push=False,
+        strict_refuses=False,
+        loaded=True,
     ),
 }
 """The table: one rule per severity, read by every command."""
@@ -134,9 +162,14 @@ class Tally:
         return any(self.problems[s] for s in Severity if SEVERITIES[s].fails_validate)
 
     @property
-    def blocking_push(self) -> list[str]:
-        """The skills `push` refuses without `--force`."""
-        return sorted({n for s in Severity if SEVERITIES[s].push_needs_force for n in self.skills[s]})
+    def refused_by_strict(self) -> list[str]:
+        """The skills `push --strict` refuses (and `validate` fails on)."""
+        return sorted({n for s in Severity if SEVERITIES[s].strict_refuses for n in self.skills[s]})
+
+    @property
+    def left_out_by_push(self) -> list[str]:
+        """The skills `push` leaves out (no host could load them)."""
+        return sorted({n for s in Severity if not SEVERITIES[s].pushed for n in self.skills[s]})
 
     def to_dict(self) -> dict[str, dict[str, object]]:
         """`{severity: {"problems": n, "skills": [...]}}` for `--json`."""

@@ -41,15 +41,16 @@ import contextlib
 import copy
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 
 from s3skills.config import Limits, VerifyMode
-from s3skills.errors import Conflict, S3SkillsError
+from s3skills.errors import S3SkillsError
 from s3skills.skills.index.bodies import BodyCache
 from s3skills.skills.index.heads import DEFAULT_ENTRY_WEIGHT, HeadReader
 from s3skills.skills.index.listing import Lister
-from s3skills.skills.index.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest, awrite_manifest
+from s3skills.skills.index.manifest import Manifest, SkillEntry, aread_manifest, aupdate_manifest
+from s3skills.skills.index.marks import amerge_write, live_marks
 from s3skills.storage import NotModified, ObjectStore
 
 __all__ = ["GATHER_DELAY", "LibraryIndex", "SkillCatalog", "SkillEntry"]
@@ -72,6 +73,7 @@ class LibraryIndex:
         truncated: Skills past `Limits.max_skills_per_library` that were not indexed.
         manifest_etag: ETag of the manifest the entries match (None: none read).
         manifest_verified_at: When a LIST last confirmed that manifest (its own record).
+        manifest_writing: The writers' marks that manifest holds (`s3skills.skills.index.marks`).
         verified_at: When this process last reconciled the library with a LIST.
         reconcile: A LIST reconciliation is due at the next refresh (a skill went missing).
         flight: The refresh in flight, whose answer concurrent callers share.
@@ -98,6 +100,7 @@ class LibraryIndex:
     failed_until: float = 0.0
     manifest_etag: str | None = None
     manifest_verified_at: float | None = None
+    manifest_writing: dict[str, float] = field(default_factory=dict)
     verified_at: float | None = None
     reconcile: bool = False
     markers: frozenset[str] = frozenset()
@@ -145,6 +148,8 @@ class SkillCatalog:
             it too. Those get an answer read after they asked (fresher than joining a
             request already out, which they would share anyway); a caller alone never
             waits. 0 turns it off.
+        monotonic: The clock of that one-second window (tests move it by hand).
+        sleep: How a refresh waits `gather_delay` (tests release it by hand).
     """
 
     def __init__(
@@ -163,6 +168,8 @@ class SkillCatalog:
         verify: VerifyMode = "interval",
         verify_interval: float = 300.0,
         gather_delay: float = GATHER_DELAY,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         if verify not in ("always", "interval", "never"):
             raise ValueError("verify must be 'always', 'interval' or 'never'")
@@ -171,6 +178,8 @@ class SkillCatalog:
         self.verify = verify
         self.verify_interval = verify_interval
         self.gather_delay = gather_delay
+        self.monotonic = monotonic
+        self.sleep = sleep
         self.limits = limits or Limits()
         self.ttl = ttl
         self.shared_ttl = shared_ttl
@@ -254,7 +263,7 @@ class SkillCatalog:
                 and flight.get_loop() is asyncio.get_running_loop()
                 and index.flight_generation == index.generation  # none started before an invalidation
             ):
-                index.contended_until = time.monotonic() + _CONTENDED
+                index.contended_until = self.monotonic() + _CONTENDED
                 try:
                     return await asyncio.shield(flight)
                 except asyncio.CancelledError:
@@ -270,8 +279,8 @@ class SkillCatalog:
                 return index
             index.flight, index.flight_generation = flight, index.generation
             try:
-                if not must and self.gather_delay > 0 and time.monotonic() < index.contended_until:
-                    await asyncio.sleep(self.gather_delay)  # the callers arriving now share this refresh
+                if not must and self.gather_delay > 0 and self.monotonic() < index.contended_until:
+                    await self.sleep(self.gather_delay)  # the callers arriving now share this refresh
                 await self._refresh(index, source, prefix, force=force)
             except S3SkillsError as exc:
                 index.failure, index.failed_until = exc, self.clock() + self.failure_backoff
@@ -344,7 +353,7 @@ class SkillCatalog:
                 self.store, key, prefix, source, etag=index.manifest_etag, max_entries=limit
             )
         except NotModified:  # the entries are the index's already: only the verification time matters
-            manifest = Manifest(prefix, verified_at=index.manifest_verified_at)
+            manifest = Manifest(prefix, verified_at=index.manifest_verified_at, writing=index.manifest_writing)
             manifest.etag = index.manifest_etag
         else:
             if manifest is not None and manifest.valid:
@@ -353,6 +362,7 @@ class SkillCatalog:
                 index.truncated = manifest.dropped if len(manifest.entries) >= limit else 0
             index.manifest_etag = manifest.etag if manifest is not None and manifest.valid else None
             index.manifest_verified_at = manifest.verified_at if manifest is not None else None
+            index.manifest_writing = manifest.writing if manifest is not None else {}
         now = self.clock()
         due = (
             force
@@ -360,6 +370,7 @@ class SkillCatalog:
             or manifest is None
             or not manifest.valid
             or manifest.dropped > 0
+            or bool(manifest.writing)  # a writer is writing, or died writing: the bucket may be ahead
             or self.verify == "always"
             or (self.verify == "interval" and self._interval_due(index, manifest, now))
         )
@@ -386,9 +397,11 @@ class SkillCatalog:
         stale_record = self.verify == "interval" and not (
             manifest is not None and manifest.verified_within(now, self.verify_interval)
         )
-        if not (changed or manifest is None or not manifest.valid or manifest.dropped or stale_record):
+        live = live_marks(manifest, now)  # kept; a mark not renewed within the lease is dropped
+        dead = manifest is not None and live != manifest.writing
+        if not (changed or manifest is None or not manifest.valid or manifest.dropped or stale_record or dead):
             return
-        ours = Manifest(prefix, dict(index.entries), built_at=now, verified_at=now, ends=index.markers)
+        ours = Manifest(prefix, dict(index.entries), built_at=now, verified_at=now, ends=index.markers, writing=live)
         ours.etag = manifest.etag if manifest is not None else None
         # The answer does not wait for the write: the next refresh of this index awaits it.
         index.writing = _background(self._write_manifest(index, source, prefix, key, ours, base, now))
@@ -396,29 +409,13 @@ class SkillCatalog:
     async def _write_manifest(
         self, index: LibraryIndex, source: str, prefix: str, key: str, ours: Manifest, base: dict[str, str], now: float
     ) -> None:
-        """Store a rebuilt manifest, merging what other writers recorded meanwhile (3 tries)."""
-        for _ in range(3):
-            try:
-                await awrite_manifest(self.store, key, ours)
-                index.manifest_etag, index.manifest_verified_at = ours.etag, now
-                return
-            except Conflict:
-                latest = await aread_manifest(
-                    self.store, key, prefix, source, max_entries=self.limits.max_skills_per_library
-                )
-            except S3SkillsError:
-                return  # a read-only bucket: the index is right, the manifest stays as it is
-            if latest is None:
-                ours.etag = None
-                continue
-            ours.etag = latest.etag
-            if latest.valid:  # keep what other writers recorded since our manifest was read
-                for sid, entry in latest.entries.items():
-                    if base.get(sid) != entry.etag:
-                        ours.entries[sid] = entry
-                for sid in set(base) - set(latest.entries):
-                    ours.entries.pop(sid, None)
-        index.manifest_etag = None  # the next refresh reads whatever won
+        """Store a rebuilt manifest (see `amerge_write`); the index learns the ETag it has now."""
+        limit = self.limits.max_skills_per_library
+        written = await amerge_write(self.store, key, ours, base, source=source, max_entries=limit, now=now)
+        if written:
+            index.manifest_etag, index.manifest_verified_at = ours.etag, now
+        elif written is False:
+            index.manifest_etag = None  # the next refresh reads whatever won
 
     async def arefresh_entries(self, source: str, prefix: str, skill_ids: list[str]) -> None:
         """Read some skills' `SKILL.md` again, fix the cached index and the manifest.

@@ -77,7 +77,10 @@ MAX_ENTRY_DEPTH = 72
 ENTRY_FIELDS = frozenset({"key", "etag", "size", "metadata", "warnings", "problem", "sketch"})
 """The fields an entry may have; an entry with any other is rebuilt."""
 
-_DOC_FIELDS = frozenset({"schema", "prefix", "built_at", "verified_at", "skills", "ends"})
+_DOC_FIELDS = frozenset({"schema", "prefix", "built_at", "verified_at", "skills", "ends", "writing"})
+MAX_MARKS = 32
+"""Writers a manifest may record as writing at once (a manifest with more is rebuilt)."""
+_MARK_ID_CHARS = 64
 _MAX_ETAG_CHARS = 1024
 _MAX_TEXT_CHARS = 4096  # a problem, or one warning
 _MAX_WARNINGS = 256
@@ -124,6 +127,9 @@ class Manifest:
         ends: Folders (relative to `prefix`, ending with `/`) holding a `SKILL.md` key that
             is no entry (deeper than an id, or a folder no id can name): each still ends the
             skill it is in.
+        writing: Writers writing the library now, by mark id, with the (writer's clock) time
+            each last renewed its mark: while one is live, the entries may lag the bucket and
+            a reader indexes from a listing (see `s3skills.skills.index.marks`).
     """
 
     prefix: str
@@ -134,6 +140,7 @@ class Manifest:
     dropped: int = 0
     valid: bool = True
     ends: frozenset[str] = frozenset()
+    writing: dict[str, float] = field(default_factory=dict)
 
     def verified_within(self, now: float, interval: float) -> bool:
         """Whether a LIST confirmed it less than `interval` ago (a future time does not count)."""
@@ -167,6 +174,8 @@ def encode_manifest(manifest: Manifest) -> bytes:
     ends = sorted(f for f in manifest.ends if f[:-1] not in manifest.entries)
     if ends:
         doc["ends"] = ends
+    if manifest.writing:
+        doc["writing"] = dict(sorted(manifest.writing.items()))
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
@@ -199,6 +208,12 @@ def decode_manifest(data: bytes, prefix: str, source: str, *, max_entries: int) 
     if not isinstance(ends, list) or len(ends) > max_entries:
         return None
     manifest.ends = frozenset(f for f in ends if _text(f, 1024) and f.endswith("/") and not f.startswith("/"))
+    writing = doc.get("writing", {})
+    if not isinstance(writing, dict) or len(writing) > MAX_MARKS:
+        return None
+    if not all(_text(m, _MARK_ID_CHARS) and _is_time(t) for m, t in writing.items()):
+        return None
+    manifest.writing = {str(m): float(t) for m, t in writing.items()}
     for skill_id, item in skills.items():
         entry = _entry(prefix, source, skill_id, item) if len(manifest.entries) < max_entries else None
         if entry is None:
@@ -343,8 +358,12 @@ async def aupdate_manifest(
     attempts: int = MAX_WRITE_ATTEMPTS,
     clock: Callable[[], float] = time.time,
     build: LibraryBuilder | None = None,
+    clear_mark: str | None = None,
 ) -> bool:
     """Record the current state of some skills in the library's manifest (a writer's update).
+
+    With `clear_mark`, the writer's mark (`s3skills.skills.index.marks`) leaves the manifest
+    in the same conditional write: the manifest is then again what the bucket holds.
 
     A missing (or damaged) manifest is created whole with `build` (a listing of the
     library: `verified_at` is then now), with `if_none_match` (or `if_match` on the
@@ -357,7 +376,7 @@ async def aupdate_manifest(
         True when the manifest now records the skills (or there is none to update).
     """
     wanted = sorted(set(skill_ids))
-    if not wanted:
+    if not wanted and clear_mark is None:
         return True
     try:
         current: dict[str, SkillEntry | None] | None = None
@@ -377,8 +396,11 @@ async def aupdate_manifest(
             stale = [sid for sid in wanted if _differs(manifest.entries.get(sid), current[sid], since=attempt > 0)]
             if stale:
                 current.update(await read_entries(stale))
-            if all(_same(manifest.entries.get(sid), current[sid]) for sid in wanted):
+            marked = clear_mark is not None and clear_mark in manifest.writing
+            if not marked and all(_same(manifest.entries.get(sid), current[sid]) for sid in wanted):
                 return True
+            if clear_mark is not None:
+                manifest.writing.pop(clear_mark, None)
             for sid in wanted:
                 entry = current[sid]
                 if entry is None:

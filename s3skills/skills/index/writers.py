@@ -24,12 +24,12 @@ from s3skills.media import content_type_for
 from s3skills.paths import join_key
 from s3skills.skills.format.parse import parse_skill_md, render_skill_md
 from s3skills.skills.index.catalog import LibraryIndex, SkillCatalog
-from s3skills.skills.index.manifest import SkillEntry, aupdate_manifest
+from s3skills.skills.index.manifest import LibraryBuilder, SkillEntry, aupdate_manifest
 from s3skills.skills.versions.records import awrite_records
 from s3skills.storage import ObjectStore
 from s3skills.tenancy import Tenant
 
-__all__ = ["LibraryWriter", "anote_changed"]
+__all__ = ["LibraryWriter", "anote_changed", "library_builder"]
 
 
 async def anote_changed(
@@ -42,6 +42,7 @@ async def anote_changed(
     source: str = "user",
     written: Mapping[str, tuple[bytes, str]] | None = None,
     create: bool = True,
+    mark: str | None = None,
 ) -> bool:
     """Record the current state of `skill_ids` in the manifest of the library at `prefix`.
 
@@ -59,6 +60,8 @@ async def anote_changed(
         create: With no manifest (or a damaged one), build it from a LIST of the
             library (reading only the `SKILL.md` files not in `written`) and create it
             conditionally; False leaves it for the next reader.
+        mark: The writer's mark (`s3skills.skills.index.marks.marking`), cleared in the
+            same update.
 
     Returns:
         True when the manifest records them (or there is none and `create` is False);
@@ -67,7 +70,7 @@ async def anote_changed(
     from s3skills.layout import KeyLayout
 
     ids = sorted({str(SkillId.parse(sid)) for sid in skill_ids})
-    if not ids:
+    if not ids and mark is None:
         return True
     try:
         key = manifest_key or KeyLayout().manifest_key(prefix)
@@ -99,10 +102,16 @@ async def anote_changed(
         source=source,
         max_entries=reader.limits.max_skills_per_library,
         build=partial(_abuild_entries, reader, source, prefix, dict(known)) if create else None,
+        clear_mark=mark,
     )
     if catalog is not None:
         catalog.invalidate(prefix)
     return ok
+
+
+def library_builder(store: ObjectStore, prefix: str, source: str = "user") -> LibraryBuilder:
+    """What builds the whole manifest of the library at `prefix` from a listing (for a writer)."""
+    return partial(_abuild_entries, SkillCatalog(store), source, prefix, {})
 
 
 async def _abuild_entries(

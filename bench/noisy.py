@@ -1,0 +1,225 @@
+"""Noisy neighbours: one tenant sends hostile input while others make ordinary calls, in one process.
+
+Victims: ana lists her workspace through `S3Backend.als` (the agent's `ls`), bob calls the MCP
+tools face's `list_skills` with a short query, each in a loop of `--calls` calls. The attacker,
+eve, runs one scenario at a time, in the same process, for as long as the victims call:
+
+- `quiet`: nothing (the reference);
+- `frontmatters`: eve's library holds 300 skills whose frontmatter is a flow list of ~30,000
+  tiny values (under the 64 KiB cap), indexed cold again and again (a new catalog each time:
+  every process meets it cold);
+- `query`: mia (an ordinary library) calls `list_skills` with 2.4 MB of distinct words, four at a time;
+- `word`: mia calls `list_skills` with one 3.5 MB word, four at a time;
+- `prompt`: mia's agent builds its prompt (the skills index ranked for the conversation) for a
+  1.2 MB user message, two at a time.
+
+Reported per scenario: the victims' p50, p99 and maximum latency (ms), the ratio of p99 to the
+quiet run's, and how many hostile calls eve completed. Every sample goes to a JSON results file
+(with the commit, the machine and the load average). The store is in memory: what is measured is
+what one tenant's CPU does to the others' calls, not S3's round trips.
+
+    python bench/noisy.py                      # every scenario, 300 calls per victim
+    python bench/noisy.py --scenario query --calls 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from mcp.client.client import Client
+
+from s3skills import S3Backend
+from s3skills.config import Config
+from s3skills.serve.library_source import LibrarySkillSource
+from s3skills.serve.server import SkillsServer
+from s3skills.skills import SkillLibrary
+from s3skills.tenancy import Tenant
+from s3skills.testing import MemoryObjectStore, skill_md
+
+SCENARIOS = ("quiet", "frontmatters", "query", "word", "prompt")
+ROOT = Path(__file__).resolve().parent
+P99_TARGET_MS = 150.0
+
+
+def _library(store: MemoryObjectStore) -> None:
+    for name in ("pdf-forms", "deploy", "docs-writer", "spreadsheets", "invoices"):
+        store.put_object(f"users/bob/skills/{name}/SKILL.md", skill_md(name, f"Works with {name.replace('-', ' ')}."))
+        store.put_object(f"users/mia/skills/{name}/SKILL.md", skill_md(name, f"Mia's {name.replace('-', ' ')}."))
+    store.put_object("users/ana/threads/t1/notes.md", "ana's notes")
+    flood = ",".join(["a"] * 30_000)
+    for i in range(300):
+        store.put_object(
+            f"users/eve/skills/flood{i:03d}/SKILL.md",
+            f"---\nname: flood{i:03d}\ndescription: d\ntags: [{flood}]\n---\n",
+        )
+
+
+def _words(total_chars: int, seed: int) -> str:
+    rng = random.Random(seed)
+    out, size = [], 0
+    while size < total_chars:
+        word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 10)))
+        out.append(word)
+        size += len(word) + 1
+    return " ".join(out)
+
+
+@contextlib.asynccontextmanager
+async def _client(library: SkillLibrary, user: str, limiter: Any) -> AsyncIterator[Client]:
+    server = SkillsServer(LibrarySkillSource(library), user_id=user, tools=True, limiter=limiter)
+    async with Client(server.server, mode="legacy") as client:
+        yield client
+
+
+async def _victim(call: Callable[[], Awaitable[Any]], calls: int) -> list[float]:
+    samples = []
+    for _ in range(calls):
+        started = time.perf_counter()
+        await call()
+        samples.append((time.perf_counter() - started) * 1000)
+    return samples
+
+
+async def _attacker(scenario: str, store: MemoryObjectStore, eve: Client, stop: asyncio.Event) -> int:
+    done = 0
+    if scenario == "quiet":
+        await stop.wait()
+        return 0
+    if scenario == "frontmatters":
+        while not stop.is_set():
+            library = SkillLibrary(store, Config())  # cold, as in a new process
+            await library.aindex(tenant=Tenant("eve", "t1"))
+            done += 1
+        return done
+    if scenario == "prompt":
+        from langchain_core.messages import HumanMessage
+
+        from s3skills.middleware import SkillsPromptMiddleware
+
+        middleware = SkillsPromptMiddleware(S3Backend("memory", store=store, user_id="mia", thread_id="t1"))
+        state = {"messages": [HumanMessage(_words(1_200_000, 2) + " please fill my pdf forms")]}
+
+        async def build() -> None:
+            nonlocal done
+            while not stop.is_set():
+                await middleware.build_prompt(state)
+                done += 1
+
+        await asyncio.gather(build(), build())
+        return done
+    query = _words(2_400_000, 1) if scenario == "query" else "x" * 3_500_000
+
+    async def one() -> None:
+        nonlocal done
+        while not stop.is_set():
+            await eve.call_tool("list_skills", {"query": query})
+            done += 1
+
+    await asyncio.gather(*(one() for _ in range(4)))
+    return done
+
+
+async def run_scenario(scenario: str, calls: int) -> dict[str, Any]:
+    from s3skills.serve.fairshare import TenantLimiter
+
+    store = MemoryObjectStore()
+    _library(store)
+    library = SkillLibrary(store, Config())
+    limiter = TenantLimiter()
+    ana = S3Backend("memory", store=store, user_id="ana", thread_id="t1")
+    attacker = "eve" if scenario == "frontmatters" else "mia"  # mia's library is ordinary: only her queries are hostile
+    async with _client(library, "bob", limiter) as bob, _client(library, attacker, limiter) as eve:
+        await bob.call_tool("list_skills", {"query": "fill pdf forms"})  # warm: the victims' indexes
+        await ana.als("/workspace")
+        stop = asyncio.Event()
+        attack = asyncio.ensure_future(_attacker(scenario, store, eve, stop))
+        await asyncio.sleep(0.2)  # let the attack start before the victims measure
+        ls, listing = await asyncio.gather(
+            _victim(lambda: ana.als("/workspace"), calls),
+            _victim(lambda: bob.call_tool("list_skills", {"query": "fill pdf forms"}), calls),
+        )
+        stop.set()
+        hostile = await attack
+    return {"scenario": scenario, "ls_ms": ls, "list_skills_ms": listing, "hostile_calls": hostile}
+
+
+def _p(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def _summary(result: dict[str, Any], quiet: dict[str, Any] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"scenario": result["scenario"], "hostile_calls": result["hostile_calls"]}
+    for victim in ("ls_ms", "list_skills_ms"):
+        samples = result[victim]
+        out[victim] = {
+            "p50": round(statistics.median(samples), 2),
+            "p99": round(_p(samples, 0.99), 2),
+            "max": round(max(samples), 2),
+            "p99_vs_quiet": round(_p(samples, 0.99) / _p(quiet[victim], 0.99), 2) if quiet else 1.0,
+        }
+    return out
+
+
+def _machine() -> dict[str, Any]:
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    except OSError:
+        commit = ""
+    return {
+        "commit": commit,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load_average": os.getloadavg(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--scenario", choices=SCENARIOS, action="append", help="repeatable; default: all")
+    parser.add_argument("--calls", type=int, default=300, help="calls per victim per scenario")
+    parser.add_argument("--out", type=Path, help="results file (default: bench/results/noisy-<time>.json)")
+    args = parser.parse_args(argv)
+    scenarios = args.scenario or list(SCENARIOS)
+    if "quiet" not in scenarios:
+        scenarios.insert(0, "quiet")
+    results = [asyncio.run(run_scenario(s, args.calls)) for s in scenarios]
+    quiet = results[0]
+    summaries = [_summary(r, quiet) for r in results]
+    print(f"{'scenario':<13} {'victim':<12} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'p99/quiet':>9} {'hostile':>8}")
+    for s in summaries:
+        for victim in ("ls_ms", "list_skills_ms"):
+            v = s[victim]
+            row = f"{s['scenario']:<13} {victim[:-3]:<12} {v['p50']:>8} {v['p99']:>8} {v['max']:>8}"
+            print(f"{row} {v['p99_vs_quiet']:>9} {s['hostile_calls']:>8}")
+    over = [
+        f"{s['scenario']}/{v[:-3]}"
+        for s in summaries
+        for v in ("ls_ms", "list_skills_ms")
+        if s[v]["p99"] > P99_TARGET_MS
+    ]
+    print(f"victims' p99 over {P99_TARGET_MS:.0f} ms: {', '.join(over) if over else 'none'}")
+    out = args.out or ROOT / "results" / f"noisy-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"machine": _machine(), "calls": args.calls, "summaries": summaries, "runs": results}))
+    print(f"samples: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

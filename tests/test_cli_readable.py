@@ -1,0 +1,128 @@
+"""No line over 200 characters from the CLI or the MCP server's log; tables never split an id.
+
+On moto: a library of many invalid skills (long ids, `name` unlike the folder, 1,500-character
+descriptions, metadata that is not text) and one real repository of the shared corpus
+(github/awesome-copilot, which hosts load and the strictest policy refuses) go through
+`validate`, `push`, `list`, `list --all`, `info`, `mcp --check` and the stdio server's
+start-up (its stderr, where hosts keep the log). Every line printed is at most 200
+characters, and every id in `list`'s table is whole on one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cli_harness import Cli
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp_harness import child_env, server_args
+
+from s3skills.cli import main
+from s3skills.lines import MAX_LINE, summarise, wrap
+from s3skills.testing import skill_md, write_file
+
+LONG = " ".join(["Automates invoices, contacts and payments through the accounting API."] * 22)  # ~1,500
+
+
+def _bad_library(root: Path, count: int = 40) -> list[str]:
+    ids = []
+    for i in range(count):
+        folder = f"acct-{i:02d}-" + "integration-automation-" * 4  # ~100 characters, one id
+        folder = folder.rstrip("-")
+        ids.append(folder)
+        text = skill_md(f"Accounting Automation {i}", LONG, metadata="{version: 2, tags: [1, 2]}")
+        write_file(root, f"{folder}/SKILL.md", text)
+    return ids
+
+
+def _long_lines(*texts: str) -> list[str]:
+    return [line for text in texts for line in text.splitlines() if len(line) > MAX_LINE]
+
+
+def _push(cli: Cli, directory: Path) -> str:
+    """Push as a person would: plainly, and with --force if the policy refuses (its output too)."""
+    out = ""
+    code = cli("push", str(directory))
+    out += cli.out + cli.err
+    if code != 0:
+        assert cli("push", "--force", str(directory)) == 0, cli.err
+        out += cli.out + cli.err
+    return out
+
+
+@pytest.fixture
+def cli(moto_endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(moto_endpoint, bucket, capsys, "ana")
+
+
+def test_no_cli_or_server_line_is_over_200_characters_on_a_library_of_invalid_skills(
+    cli: Cli, tmp_path: Path, bucket: str, moto_endpoint: str
+) -> None:
+    ids = _bad_library(tmp_path / "lib")
+    printed: list[str] = []
+    cli("validate", str(tmp_path / "lib"))
+    printed += [cli.out, cli.err]
+    printed.append(_push(cli, tmp_path / "lib"))
+    for argv in (["list"], ["list", "--all"], ["info", ids[0]], ["mcp", "--check"]):
+        cli(*argv)
+        printed += [cli.out, cli.err]
+    printed.append(asyncio.run(_server_start_up(bucket, moto_endpoint)))
+    assert "are not listed by skills/list" in printed[-1]  # the start-up warning is there, summarised
+    assert _long_lines(*printed) == []
+    assert cli("list") == 0, cli.err
+    listing = cli.out
+    for skill_id in ids:
+        assert skill_id in listing  # whole, on one line of the table
+
+
+def test_pushing_a_real_repository_prints_no_line_over_200_characters(cli: Cli) -> None:
+    from s3skills.testing.corpus import CorpusNotFound, real_repositories
+
+    try:
+        repo = next(r for r in real_repositories() if r.name == "github/awesome-copilot")
+    except CorpusNotFound:
+        pytest.skip("the real-skills corpus is not on this machine")
+    printed = [_push(cli, repo.root)]
+    cli("validate", str(repo.root))
+    printed += [cli.out, cli.err]
+    cli("list")
+    printed += [cli.out, cli.err]
+    assert _long_lines(*printed) == []
+
+
+async def _server_start_up(bucket: str, endpoint: str) -> str:
+    """The stdio server's stderr from start-up to the first answers."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=server_args(bucket, endpoint, "--layout", "seeds", "--user", "ana"),
+        env=child_env(),
+    )
+    with tempfile.TemporaryFile("w+") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.list_prompts()
+        errlog.seek(0)
+        return errlog.read()
+
+
+def test_summarise_and_wrap_keep_every_item_countable() -> None:
+    items = [f"skill-{i}" for i in range(25)]
+    assert summarise(items) == ", ".join(items[:10]) + " … and 15 more"
+    assert summarise(items[:3]) == "skill-0, skill-1, skill-2"
+    lines = wrap("error: " + " ".join(items * 20))
+    assert all(len(line) <= MAX_LINE for line in lines)
+    assert " ".join(line.strip() for line in lines) == "error: " + " ".join(items * 20)
+
+
+def test_a_long_error_line_is_wrapped_not_cut(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing: Any = tmp_path / ("x" * 150) / ("y" * 150)
+    assert main(["validate", str(missing)]) != 0
+    err = capsys.readouterr().err
+    assert _long_lines(err) == []
+    assert len(err.splitlines()) > 1  # wrapped, nothing cut
+    assert "is not a local path, and without --bucket/--user" in " ".join(line.strip() for line in err.splitlines())
