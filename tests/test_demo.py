@@ -167,9 +167,10 @@ def test_json_request_counts(json_run: dict[str, Any]) -> None:
     total = json_run["requests"]
     assert json_run["total_requests"] == sum(total.values())
     assert total["PutObject"] == 1  # the agent's write: the seeding push left the manifest in place
-    # the example library's 10 files, its digest book, and its manifest twice: marked as being
-    # written before the first file, then updated (the mark cleared) after the last
-    assert json_run["seed_requests"]["PutObject"] == 13
+    # the example library's 10 files, its digest book, its manifest twice (marked as being
+    # written before the first file, then updated, the mark cleared, after the last) and one
+    # version record per skill (4)
+    assert json_run["seed_requests"]["PutObject"] == 17
 
 
 def test_quiet_prints_only_the_summary(capsys: pytest.CaptureFixture[str]) -> None:
