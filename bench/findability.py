@@ -34,10 +34,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import os
+import platform
 import random
 import re
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -45,6 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import findability_distractors
+import findability_variants
+from findability_distractors import put_distractors, skill_md
 from langchain_core.messages import AIMessage, HumanMessage
 
 from s3skills.fs import S3Backend
@@ -62,8 +69,22 @@ from s3skills.tools import skill_tools
 
 USER = "bench"
 LAYOUT = KeyLayout.seeds()
-PREFIX = f"{USER}/skills/"
+PREFIX = findability_distractors.PREFIX  # f"{USER}/skills/"
 DATA = Path(__file__).resolve().parent / "findability_data"
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def _commit() -> str:
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(DATA.parent), "describe", "--always", "--dirty", "--abbrev=40"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return found.stdout.strip()
 
 
 @dataclass(frozen=True)
@@ -156,145 +177,6 @@ def load_core(path: Path = DATA / "skills.json") -> list[dict[str, Any]]:
     return list(json.loads(path.read_text(encoding="utf-8")))
 
 
-def skill_md(name: str, description: str, body: str) -> str:
-    return f"---\nname: {name}\ndescription: {json.dumps(description)}\n---\n\n{body}\n"
-
-
-_SYLLABLES = [c + v for c in "bcdfgklmnprstvz" for v in "aeiou"]
-_ENTITIES = [
-    "ticket",
-    "task",
-    "issue",
-    "project",
-    "board",
-    "card",
-    "contact",
-    "deal",
-    "lead",
-    "invoice",
-    "payment",
-    "order",
-    "customer",
-    "channel",
-    "message",
-    "meeting",
-    "event",
-    "calendar",
-    "file",
-    "folder",
-    "document",
-    "sheet",
-    "row",
-    "record",
-    "campaign",
-    "email",
-    "template",
-    "user",
-    "team",
-    "webhook",
-    "report",
-    "dashboard",
-    "note",
-    "comment",
-    "label",
-    "tag",
-    "pipeline",
-    "build",
-    "release",
-    "repository",
-    "branch",
-    "subscription",
-    "coupon",
-    "product",
-    "inventory",
-    "page",
-    "database",
-    "form",
-    "survey",
-    "shipment",
-]
-_VERBS = [
-    "create",
-    "update",
-    "list",
-    "search",
-    "archive",
-    "delete",
-    "assign",
-    "export",
-    "import",
-    "schedule",
-    "send",
-    "merge",
-    "tag",
-    "move",
-]
-_STOP = {
-    "a",
-    "an",
-    "and",
-    "the",
-    "of",
-    "for",
-    "to",
-    "with",
-    "in",
-    "on",
-    "or",
-    "from",
-    "as",
-    "by",
-    "your",
-    "any",
-    "at",
-    "be",
-    "it",
-    "is",
-    "its",
-    "into",
-    "their",
-    "them",
-    "this",
-}
-
-
-def _invented(rng: random.Random, used: set[str]) -> str:
-    while True:
-        name = "".join(rng.choice(_SYLLABLES) for _ in range(rng.choice((2, 3))))
-        if name not in used:
-            used.add(name)
-            return name
-
-
-def _automation(rng: random.Random, app: str) -> tuple[str, str]:
-    """(description, body) of an `<app>-automation` distractor, Composio-shaped."""
-    title = app.capitalize()
-    entities = rng.sample(_ENTITIES, 4)
-    description = (
-        f"Automate {title} tasks via Rube MCP (Composio): {entities[0]}s, {entities[1]}s and {entities[2]}s. "
-        "Always search tools first for current schemas."
-    )
-    sections = []
-    for number, entity in enumerate(entities, 1):
-        verb, other = rng.choice(_VERBS), rng.choice(_ENTITIES)
-        sections.append(
-            f"### {number}. {verb.capitalize()} {entity}s\n\n**When to use**: {verb} a {entity} in {title} "
-            f"and link it to the {other}.\n\n1. Call `RUBE_SEARCH_TOOLS` for `{app.upper()}_{verb.upper()}`.\n"
-        )
-    return description, f"# {title} Automation via Rube MCP\n\n## Core workflows\n\n" + "\n".join(sections)
-
-
-def _topic(rng: random.Random, words: list[str], name: str) -> tuple[str, str]:
-    """(description, body) of a topic distractor: words of the core library, no phrase of it."""
-    pick = rng.sample(words, 9)
-    description = f"{pick[0].capitalize()} and {pick[1]} {pick[2]} with {name.capitalize()}: {pick[3]}, {pick[4]}."
-    body = (
-        f"# {name.capitalize()}\n\n## When to use\n\n- {pick[5]} {pick[6]} for the {pick[7]}.\n\n"
-        f"## Steps\n\nCheck the {pick[8]} first, then {rng.choice(_VERBS)} the {rng.choice(_ENTITIES)}."
-    )
-    return description, body
-
-
 def build_library(store: MemoryObjectStore, core: list[dict[str, Any]], size: int, seed: int) -> int:
     """Put the core skills and `size - len(core)` distractors (SKILL.md objects) in `store`."""
     rng = random.Random(seed)
@@ -312,36 +194,23 @@ def build_library(store: MemoryObjectStore, core: list[dict[str, Any]], size: in
     return max(size, len(core))
 
 
-def put_distractors(
-    store: MemoryObjectStore, skills: Sequence[tuple[str, str]], count: int, rng: random.Random
-) -> None:
-    """Put `count` generated distractors in `store`, made from the words of `skills` ((id, text) pairs).
-
-    Half-plus are `composio-skills/<app>-automation` skills with formulaic descriptions (the shape
-    of ComposioHQ's ~800); the others are topic skills mixing the library's words, in its
-    categories. Their names are invented syllables, never a segment of an id of `skills`.
-    """
-    words = sorted({w for _, text in skills for w in re.findall(r"[a-z][a-z-]{3,}", text.lower()) if w not in _STOP})
-    categories = sorted({sid.split("/")[0] for sid, _ in skills})
-    used = {w for sid, _ in skills for w in re.split(r"[/-]", sid)}
-    for index in range(count):
-        name = _invented(rng, used)
-        if index % 20 < 11:
-            leaf, category = f"{name}-automation", "composio-skills"
-            description, body = _automation(rng, name)
-        else:
-            leaf, category = f"{name}-{rng.choice(words)}", rng.choice(categories)
-            description, body = _topic(rng, words, name)
-        store.put_object(f"{PREFIX}{category}/{leaf}/SKILL.md", skill_md(leaf, description, body))
-
-
 def make_ranker(name: str) -> Any:
-    """None for the default (lexical) ranker; the hybrid one embeds with MiniLM."""
-    if name == "lexical":
+    """None for the default (lexical) ranker; the hybrid one embeds with MiniLM; any other
+    name is a variant of the real bench's (`findability_variants.make_variant`: `bm25:...`)."""
+    if name in ("lexical", "default"):
         return None
-    from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
+    if name == "hybrid":
+        from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
 
-    return HybridRanker(MiniLMEncoder(), background=False)
+        return HybridRanker(MiniLMEncoder(), background=False)
+    return findability_variants.make_variant(name)
+
+
+def _sketches(name: str) -> Any:
+    """The context in which the library is indexed: a variant's sketch content (`content=`)."""
+    if not name.startswith("bm25:"):
+        return contextlib.nullcontext()
+    return findability_variants.sketches(findability_variants.sketch_mode_of(name))
 
 
 def _named(skill_id: str, text: str) -> bool:
@@ -366,7 +235,8 @@ async def measure(
     middleware = SkillsPromptMiddleware(backend, budget_chars=budget, **seam)
     list_tool = next(t for t in skill_tools(backend, **seam) if t.name == "list_skills")
     started = time.perf_counter()
-    library = await backend.skills.aindex()  # the first index: LIST + heads
+    with _sketches(ranker_name):
+        library = await backend.skills.aindex()  # the first index: LIST + heads
     cold_seconds = time.perf_counter() - started
     embed_seconds = 0.0
     if ranker is not None and hasattr(ranker, "warm"):
@@ -378,6 +248,7 @@ async def measure(
     store.add_request_hook(counter)
     in_index = described = in_search = longest = 0
     cpu_ms: list[float] = []
+    samples: list[dict[str, Any]] = []
     for case in cases:
         state = {"messages": [HumanMessage(case.request)]}
         cpu = time.process_time()
@@ -385,13 +256,24 @@ async def measure(
         cpu_ms.append(1000 * (time.process_time() - cpu))
         index = prompt.split("### Loaded skills")[0]
         longest = max(longest, len(index))
-        if _named(case.skill_id, index):
-            in_index += 1
-            described += 1 if _named(case.skill_id, index.split("Also relevant (ids only):")[0]) else 0
+        shown = _named(case.skill_id, index)
+        with_description = shown and _named(case.skill_id, index.split("Also relevant (ids only):")[0])
+        in_index += shown
+        described += with_description
+        samples.append(
+            {
+                "skill": case.skill_id,
+                "request": case.request,
+                "in_index": shown,
+                "described": with_description,
+                "cpu_ms": round(cpu_ms[-1], 3),
+            }
+        )
     prompt_requests = counter.total
-    for case in cases:
+    for case, sample in zip(cases, samples, strict=True):
         page = await list_tool.ainvoke({"query": case.request})
-        in_search += 1 if _named(case.skill_id, str(page)) else 0
+        sample["on_first_page"] = _named(case.skill_id, str(page))
+        in_search += sample["on_first_page"]
     threads: dict[str, float] = {}
     weight = ranking.EARLIER_WEIGHT if ranking is not None else None
     for label, earlier in (("conversation_in_index", weight), ("conversation_in_index_latest_turn_only", 0.0)):
@@ -438,6 +320,7 @@ async def measure(
         "first_index_seconds": round(cold_seconds, 1),
         "embedding_the_library_seconds": round(embed_seconds, 1),
         "longest_index_chars": longest,
+        "samples": samples,
     }
 
 
@@ -446,11 +329,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     conversations = [(c, t) for c, t in load_conversations() if args.split == "all" or c.split == args.split]
     histories = [h for h in load_histories() if args.split == "all" or h.case.split == args.split]
     sizes = [int(s) for s in str(args.sizes).split(",")]
-    report: dict[str, Any] = {"split": args.split, "budget_chars": args.budget, "results": []}
+    report: dict[str, Any] = {
+        "bench": "findability",
+        "commit": _commit(),
+        "machine": {"platform": platform.platform(), "python": platform.python_version(), "nproc": os.cpu_count()},
+        "load_average_before": list(os.getloadavg()),
+        "split": args.split,
+        "budget_chars": args.budget,
+        "results": [],
+    }
     for size in sizes:
         report["results"].append(
             await measure(size, cases, args.budget, args.seed, conversations, histories, ranker_name=args.ranker)
         )
+    report["load_average_after"] = list(os.getloadavg())
     largest = report["results"][-1]
     report["targets"] = [
         {"target": "in the index >= 90 %", "value": largest["in_index"], "ok": largest["in_index"] >= 90},
@@ -479,19 +371,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=("dev", "test", "all"), default="test")
     parser.add_argument("--budget", type=int, default=6000, help="The prompt index budget (the default: 6000).")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--json", metavar="FILE", help="Also write the report as JSON.")
+    parser.add_argument(
+        "--json", metavar="FILE", help="The report with every sample (default: bench/results/findability-*.json)."
+    )
     parser.add_argument(
         "--ranker",
-        choices=("lexical", "hybrid"),
         default="lexical",
-        help="lexical: the default ranker; hybrid: HybridRanker(MiniLMEncoder()) (needs s3skills[embeddings]).",
+        help="lexical: the default ranker; hybrid: HybridRanker(MiniLMEncoder()) (needs s3skills[embeddings]); "
+        "or a variant, bm25:sketch=1,ids=1,... (bench/findability_real.py --list-rankers).",
     )
     args = parser.parse_args(argv)
+    if args.ranker not in ("lexical", "default", "hybrid"):
+        try:
+            make_ranker(args.ranker)
+        except ValueError as exc:
+            parser.error(str(exc))
     report = asyncio.run(main_async(args))
-    text = json.dumps(report, indent=2, ensure_ascii=False)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n", encoding="utf-8")
+    out = Path(args.json) if args.json else RESULTS / f"findability-{args.split}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    brief = {k: v for k, v in report.items() if k != "results"}
+    brief["results"] = [{k: v for k, v in r.items() if k != "samples"} for r in report["results"]]
+    print(json.dumps(brief, indent=2, ensure_ascii=False))
+    print(f"samples: {out}")
     return 0 if all(t["ok"] for t in report["targets"]) else 1
 
 

@@ -6,7 +6,7 @@ names are in the request file): a skill's id is `<short>/<folder name>`, as `s3s
 maps it (`s3skills.transfer.localtree.scan_tree`). Skills that push leaves out (ambiguous
 folders) are left out and listed in the results (`excluded_skills`); byte-identical copies
 are pushed once. The library is then grown to each `--sizes` entry with the synthetic
-bench's distractors (`findability.put_distractors`), made from the corpus's words.
+bench's distractors (`findability_distractors.put_distractors`), made from the corpus's words.
 
 The requests (`findability_real_data/requests.json`) are written by hand as users type them,
 split dev/test by skill; should-not requests (`target: null`) name the skill they sound
@@ -51,13 +51,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import findability  # the synthetic bench: its library layout, distractors and checks
+import findability_distractors
+from findability_variants import PRESETS, FieldWeightsRanker, make_variant, sketch_mode_of, sketches
 from langchain_core.messages import HumanMessage
 
 from s3skills.fs import S3Backend
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.middleware.skills_prompt import ranked_for
-from s3skills.skills import Ranker, SkillInfo, usage
-from s3skills.skills.ranking.matching import Bm25Index
+from s3skills.skills import usage
+from s3skills.skills.ranking.sketch import SKETCH_MODES
 from s3skills.storage import RequestCounter
 from s3skills.testing import MemoryObjectStore
 from s3skills.testing.corpus import real_repositories
@@ -76,6 +78,8 @@ __all__ = [
     "main",
     "make_variant",
     "measure",
+    "sketch_mode_of",
+    "sketches",
     "split_of",
 ]
 
@@ -195,81 +199,8 @@ def build_real_library(store: MemoryObjectStore, corpus: Corpus, size: int, seed
     for skill_id, text in corpus.skills.items():
         store.put_object(f"{findability.PREFIX}{skill_id}/SKILL.md", text)
     count = max(0, size - len(corpus.skills))
-    findability.put_distractors(store, sorted(corpus.skills.items()), count, random.Random(seed))
+    findability_distractors.put_distractors(store, sorted(corpus.skills.items()), count, random.Random(seed))
     return len(corpus.skills) + count
-
-
-class FieldWeightsRanker:
-    """BM25F (`Bm25Index`) with its public knobs: field weights, length normalisation, k1.
-
-    A `Ranker` for `SkillsPromptMiddleware(ranker=)` and `skill_tools(ranker=)`; the index is
-    built once per library (recognised by the identities of its `SkillInfo` objects).
-    """
-
-    def __init__(self, weights: Mapping[str, float], b: Mapping[str, float], k1: float) -> None:
-        self.weights, self.b, self.k1 = dict(weights), dict(b), k1
-        self._key: tuple[int, ...] = ()
-        self._held: Sequence[SkillInfo] = ()
-        self._index: Any = None
-
-    def rank(self, query: str, skills: Sequence[SkillInfo]) -> Sequence[tuple[SkillInfo, float]]:
-        """`(skill, score)` pairs for `query`, best first."""
-        key = tuple(map(id, skills))
-        if self._index is None or key != self._key:
-            self._index = Bm25Index(skills, self.weights, b=self.b, k1=self.k1)
-            self._key, self._held = key, list(skills)  # held: the ids stay those objects'
-        return list(self._index.rank(query))
-
-
-def _defaults() -> tuple[dict[str, float], dict[str, float], float]:
-    from s3skills.skills.ranking import matching
-
-    return dict(matching.FIELD_WEIGHTS), dict(matching.FIELD_B), float(matching.K1)
-
-
-PRESETS: dict[str, str] = {
-    "default": "the ranker the middleware uses when given none (LexicalRanker: BM25F, today's weights)",
-    "no-sketch": "bm25 with the sketch field's weight at 0 (name and description only)",
-    "sketch-1": "bm25 with the sketch field's weight at 1.0",
-    "hybrid": "HybridRanker(MiniLMEncoder()): needs the embeddings extra",
-}
-
-
-def make_variant(name: str) -> Ranker | None:
-    """The ranker called `name`: a `PRESETS` name, or `bm25:<field>=<w>,b.<field>=<b>,k1=<k>`
-    (fields `name`, `description`, `sketch`; unnamed ones keep today's values). None is the
-    middleware's own default.
-
-    Raises:
-        ValueError: An unknown name or a malformed spec.
-    """
-    weights, b, k1 = _defaults()
-    if name == "default":
-        return None
-    if name == "hybrid":
-        return findability.make_ranker("hybrid")  # type: ignore[no-any-return]
-    if name == "no-sketch":
-        return FieldWeightsRanker({**weights, "sketch": 0.0}, b, k1)
-    if name == "sketch-1":
-        return FieldWeightsRanker({**weights, "sketch": 1.0}, b, k1)
-    if not name.startswith("bm25:"):
-        raise ValueError(f"unknown ranker {name!r}: one of {', '.join(PRESETS)}, or bm25:<field>=<weight>,...")
-    for part in filter(None, name[len("bm25:") :].split(",")):
-        key, _, value = part.partition("=")
-        key = key.strip()
-        try:
-            number = float(value)
-        except ValueError:
-            raise ValueError(f"{name!r}: {part!r} is not <name>=<number>") from None
-        if key == "k1":
-            k1 = number
-        elif key.startswith("b.") and key[2:] in b:
-            b[key[2:]] = number
-        elif key in weights:
-            weights[key] = number
-        else:
-            raise ValueError(f"{name!r}: unknown parameter {key!r} (name, description, sketch, b.<field>, k1)")
-    return FieldWeightsRanker(weights, b, k1)
 
 
 def _spread(values: Sequence[float]) -> dict[str, float]:
@@ -298,7 +229,8 @@ async def measure(
     ranker = make_variant(ranker_name)
     middleware = SkillsPromptMiddleware(backend, budget_chars=budget, ranker=ranker)
     list_tool = next(t for t in skill_tools(backend, ranker=ranker) if t.name == "list_skills")
-    library = await backend.skills.aindex()
+    with sketches(sketch_mode_of(ranker_name)):
+        library = await backend.skills.aindex()
     if ranker is not None and hasattr(ranker, "warm"):
         ranker.warm(library)
     await middleware.build_prompt({"messages": [HumanMessage("hello")]})  # warm: the ranker's index
@@ -449,7 +381,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.list_rankers:
         print("\n".join(f"{name:10} {about}" for name, about in PRESETS.items()))
-        print("bm25:name=2,description=1,sketch=3,b.name=0.3,b.description=0.75,b.sketch=0,k1=1.2  (any subset)")
+        print(
+            "bm25:name=2,description=1,sketch=3,b.name=0.3,b.description=0.75,b.sketch=0,k1=1.2,"
+            f"ids=0,qcap=0,idf=0,content=words  (any subset; content: {'|'.join(SKETCH_MODES)})"
+        )
         return 0
     for name in args.ranker or []:
         try:

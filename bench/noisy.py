@@ -9,7 +9,9 @@ eve, runs one scenario at a time, in the same process, for as long as the victim
   tiny values (under the 64 KiB cap), indexed cold again and again (a new catalog each time:
   every process meets it cold);
 - `query`: mia (an ordinary library) calls `list_skills` with 2.4 MB of distinct words, four at a time;
-- `word`: mia calls `list_skills` with one 3.5 MB word, four at a time.
+- `word`: mia calls `list_skills` with one 3.5 MB word, four at a time;
+- `prompt`: mia's agent builds its prompt (the skills index ranked for the conversation) for a
+  1.2 MB user message, two at a time.
 
 Reported per scenario: the victims' p50, p99 and maximum latency (ms), the ratio of p99 to the
 quiet run's, and how many hostile calls eve completed. Every sample goes to a JSON results file
@@ -46,7 +48,7 @@ from s3skills.skills import SkillLibrary
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, skill_md
 
-SCENARIOS = ("quiet", "frontmatters", "query", "word")
+SCENARIOS = ("quiet", "frontmatters", "query", "word", "prompt")
 ROOT = Path(__file__).resolve().parent
 P99_TARGET_MS = 150.0
 
@@ -100,6 +102,22 @@ async def _attacker(scenario: str, store: MemoryObjectStore, eve: Client, stop: 
             library = SkillLibrary(store, Config())  # cold, as in a new process
             await library.aindex(tenant=Tenant("eve", "t1"))
             done += 1
+        return done
+    if scenario == "prompt":
+        from langchain_core.messages import HumanMessage
+
+        from s3skills.middleware import SkillsPromptMiddleware
+
+        middleware = SkillsPromptMiddleware(S3Backend("memory", store=store, user_id="mia", thread_id="t1"))
+        state = {"messages": [HumanMessage(_words(1_200_000, 2) + " please fill my pdf forms")]}
+
+        async def build() -> None:
+            nonlocal done
+            while not stop.is_set():
+                await middleware.build_prompt(state)
+                done += 1
+
+        await asyncio.gather(build(), build())
         return done
     query = _words(2_400_000, 1) if scenario == "query" else "x" * 3_500_000
 

@@ -142,6 +142,14 @@ class Config:
             writes made outside s3skills show within it) or `never` (libraries
             written only through s3skills).
         verify_interval: Seconds between checks with `verify="interval"`.
+        actor: Who the version records of writes through this library name
+            (`s3skills.skills.versions.records`); None: the OS user.
+        channel: Serve this channel of the libraries (`s3skills.skills.channels`): each skill
+            at the version the channel names, and no skill it does not name. None: `latest`.
+        require_approval: `run_skill_script` runs a script of the shared library only when
+            an approval record matches its current content (`s3skills approve`).
+        approvals_prefix: Where approval records live (a prefix outside every library that
+            IAM can restrict to approvers); None: the library's `.s3skills/approvals/`.
     """
 
     layout: KeyLayout = field(default_factory=KeyLayout)
@@ -154,8 +162,18 @@ class Config:
     manifest: bool = True
     verify: VerifyMode = "interval"
     verify_interval: float = 300.0
+    actor: str | None = None
+    channel: str | None = None
+    require_approval: bool = True
+    approvals_prefix: str | None = None
 
     def __post_init__(self) -> None:
+        if self.channel is not None and self.channel != "latest":
+            check_identity(self.channel, "channel name")
+        if self.approvals_prefix is not None and (
+            not self.approvals_prefix.endswith("/") or any(not p for p in self.approvals_prefix[:-1].split("/"))
+        ):
+            raise ValueError("approvals_prefix must be a key prefix ending with '/', without empty segments")
         if self.shared_library is not None:
             name = self.shared_library.strip("/")
             check_identity(name, "shared library name")

@@ -311,19 +311,44 @@ class KeyLayout:
             ValueError: `library_prefix` is not a folder prefix, or the key would fall
                 inside a namespace of this layout.
         """
+        return self._derived(library_prefix, "manifest", ".json")
+
+    def records_prefix(self, library_prefix: str) -> str:
+        """Where a library's version records live (`users/ana/.s3skills/records/`), checked as
+        `manifest_key` is: `.s3skills/records-{name}/` for a library folder not named `skills`."""
+        return self._derived(library_prefix, "records", "/")
+
+    def events_prefix(self, library_prefix: str) -> str:
+        """Where a library's other audit events (channel changes) live (`.s3skills/events/`)."""
+        return self._derived(library_prefix, "events", "/")
+
+    def channels_prefix(self, library_prefix: str) -> str:
+        """Where a library's channels live (`.s3skills/channels/`; one object per channel)."""
+        return self._derived(library_prefix, "channels", "/")
+
+    def approvals_prefix(self, library_prefix: str) -> str:
+        """Where a library's script approvals live by default (`.s3skills/approvals/`).
+
+        A deployment that restricts approvals to its approvers gives its own prefix
+        instead (`Config.approvals_prefix`), outside every library.
+        """
+        return self._derived(library_prefix, "approvals", "/")
+
+    def _derived(self, library_prefix: str, kind: str, suffix: str) -> str:
+        """`{parent}/.s3skills/{kind}{-name}{suffix}`: a sibling of the library folder, checked."""
         if not library_prefix.endswith("/") or library_prefix in ("/", self.root):
-            raise ValueError(f"no manifest for the library prefix {library_prefix!r}")
+            raise ValueError(f"no {kind} for the library prefix {library_prefix!r}")
         parent, _, leaf = library_prefix[:-1].rpartition("/")
-        name = "manifest.json" if leaf == "skills" else f"manifest-{leaf}.json"
+        name = (kind if leaf == "skills" else f"{kind}-{leaf}") + suffix
         key = (parent + "/" if parent else "") + ".s3skills/" + name
-        segments = key.split("/")
+        segments = key.rstrip("/").split("/")
         for namespace in _NAMESPACES:
             template = _segments(self.root + getattr(self, namespace), namespace)
-            if len(template) < len(segments) and all(
+            if len(template) < len(segments) + (1 if key.endswith("/") else 0) and all(
                 seg == t or (_var(t) is not None and _is_identity(seg))
                 for seg, t in zip(segments, template, strict=False)
             ):
-                raise ValueError(f"KeyLayout: the manifest key {key!r} would fall inside {namespace}")
+                raise ValueError(f"KeyLayout: the {kind} key {key!r} would fall inside {namespace}")
         return key
 
 

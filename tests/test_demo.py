@@ -155,18 +155,22 @@ def test_json_transcript_has_the_expected_steps(json_run: dict[str, Any]) -> Non
 
 
 def test_json_request_counts(json_run: dict[str, Any]) -> None:
-    """Reads and writes cost one request each; listing / and /skills costs none."""
+    """Reads and writes cost one request each, and a file in a skill's subfolder one HEAD more (sent
+    with the GET: is that folder another skill's now?); listing / and /skills costs none."""
     steps = {s["index"]: s for s in json_run["steps"]}
     assert steps[1]["tool_requests"] == {}  # ls("/"): the mounts are known without S3
     assert steps[3]["tool_requests"] == {}  # ls("/skills"): the loaded skills are in the state
-    for index in (4, 5, 6):
-        assert steps[index]["tool_requests"] == {"GetObject": 1}
+    assert steps[4]["tool_requests"] == {"GetObject": 1}  # disclosure_clausulas.md: at the top
+    for index in (5, 6):  # resources/...: resources/SKILL.md asked for too
+        assert steps[index]["tool_requests"] == {"GetObject": 1, "HeadObject": 1}
     assert steps[7]["tool_requests"] == {"PutObject": 1}
     total = json_run["requests"]
     assert json_run["total_requests"] == sum(total.values())
     assert total["PutObject"] == 1  # the agent's write: the seeding push left the manifest in place
-    # the example library's 10 files, its digest book and its manifest
-    assert json_run["seed_requests"]["PutObject"] == 12
+    # the example library's 10 files, its digest book, its manifest twice (marked as being
+    # written before the first file, then updated, the mark cleared, after the last) and one
+    # version record per skill (4)
+    assert json_run["seed_requests"]["PutObject"] == 17
 
 
 def test_quiet_prints_only_the_summary(capsys: pytest.CaptureFixture[str]) -> None:

@@ -90,11 +90,14 @@ def test_a_push_reads_back_no_skill_md_it_wrote(tmp_path: Path) -> None:
     store = MemoryObjectStore()
     counter = counted(store)
     run_sync(apush_tree(store, tree(tmp_path / "lib", 200), PREFIX))
-    # 1 LIST to plan; 200 PUTs, the book's GET (404) and PUT; the manifest's GET (404),
-    # the listing that builds it (folders + 4 categories) and its PUT: no GET of a SKILL.md.
-    assert counter["GetObject"] == 2
-    assert counter["PutObject"] == 200 + 2
-    assert counter["ListObjectsV2"] == 1 + 1 + 4
+    # 1 LIST to plan; the writer's mark: the manifest's GET (404), the listing that builds it
+    # (the library is still empty: 1 LIST) and its PUT; 200 PUTs; the book's GET (404) and PUT; the
+    # manifest's last update (GET, PUT, clearing the mark): no GET of a SKILL.md.
+    # Then each skill's version record: 1 ListObjectVersions and 1 conditional PUT.
+    assert counter["GetObject"] == 3
+    assert counter["PutObject"] == 200 + 3 + 200
+    assert counter["ListObjectVersions"] == 200
+    assert counter["ListObjectsV2"] == 1 + 1
 
 
 def test_a_push_into_a_library_written_by_another_tool_indexes_all_of_it(tmp_path: Path) -> None:
@@ -161,8 +164,9 @@ def test_enable_and_remove_leave_the_index_current_without_reading_back_what_the
     lib.create("cat/b", {"SKILL.md": skill_md("b")})
     counter = counted(store)
     assert lib.set_enabled("cat/a", False) is True
-    # The SKILL.md's GET and conditional PUT, then the manifest's GET and PUT: no ranged re-read.
-    assert counter.counts == {"GetObject": 2, "PutObject": 2}
+    # The SKILL.md's GET and conditional PUT, then the manifest's GET and PUT: no ranged re-read;
+    # and the version record (its ListObjectVersions and conditional PUT).
+    assert counter.counts == {"GetObject": 2, "PutObject": 3, "ListObjectVersions": 1}
     lib.remove("cat/b")
     counter.reset()
     everything = {s.id: s.metadata.enabled for s in fresh_library(store).index(include_disabled=True)}

@@ -208,6 +208,17 @@ def test_the_example_takes_the_shared_catalog_ttl_from_the_environment(monkeypat
     assert agent._shared_catalog_ttl() == 0.0
 
 
+def test_the_example_serves_the_channel_the_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = _example_agent_module()
+    monkeypatch.setenv("S3SKILLS_BUCKET", "skills")
+    monkeypatch.setenv("S3SKILLS_ENDPOINT_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("S3SKILLS_CHANNEL", "production")
+    assert agent.backend().config.channel == "production"
+    other = _example_agent_module()
+    monkeypatch.delenv("S3SKILLS_CHANNEL")
+    assert other.backend().config.channel is None
+
+
 # --- `langgraph dev` with the example --------------------------------------------------------
 
 

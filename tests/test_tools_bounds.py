@@ -9,17 +9,20 @@ lexical one underneath) shows what reached the ranking.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from typing import Any
 
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from s3skills import S3Backend
+from s3skills import CodeSkill, S3Backend, SkillContext, SkillRegistry, SkillResult
 from s3skills.aio import run_sync
 from s3skills.config import Limits
 from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
-from s3skills.skills import LexicalRanker, SkillInfo
+from s3skills.skills import LexicalRanker, SkillInfo, SkillMetadata
 from s3skills.testing import MemoryObjectStore, skill_md
+from s3skills.testing.scripted import ScriptedChatModel, tool_call
 from s3skills.tools import skill_tools
 
 LIMITS = Limits()
@@ -81,3 +84,67 @@ def test_agent_names_over_their_cap_are_refused_naming_the_cap() -> None:
     assert f"the limit is {LIMITS.max_name_chars}" in read
     listed = str(tools["list_skills"].invoke({"category": long_name}))
     assert f"the limit is {LIMITS.max_name_chars}" in listed
+
+
+class _Counting(CodeSkill):
+    """A code skill that counts its runs (a refused call never runs it)."""
+
+    runs = 0
+
+    @property
+    def metadata(self) -> SkillMetadata:
+        return SkillMetadata(name="contar", description="Counts its runs.")
+
+    def execute(self, ctx: SkillContext) -> SkillResult:
+        _Counting.runs += 1
+        return SkillResult(True, "ran")
+
+
+def test_use_skill_refuses_a_name_or_an_input_over_its_cap_before_it_runs() -> None:
+    from s3skills import create_skills_agent
+
+    _Counting.runs = 0
+    huge_input = "x" * (LIMITS.max_args_chars + 1)
+    model = ScriptedChatModel(
+        steps=[
+            AIMessage(content="", tool_calls=[tool_call("use_skill", {"skill_name": "c" * 600})]),
+            AIMessage(content="", tool_calls=[tool_call("use_skill", {"skill_name": "contar", "input": huge_input})]),
+            AIMessage(content="", tool_calls=[tool_call("use_skill", {"skill_name": "contar", "input": "ok"})]),
+        ]
+    )
+    agent = create_skills_agent(model, backend(), registry=SkillRegistry([_Counting()]))
+    out = agent.invoke(
+        {"messages": [{"role": "user", "content": "count"}]},
+        context={"user_id": "ana"},
+        config={"configurable": {"thread_id": "t1"}},
+    )
+    name, data, fine = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert name.status == "error"
+    assert f"'skill_name' is 600 characters long; the limit is {LIMITS.max_name_chars}" in str(name.content)
+    assert data.status == "error"
+    assert f"'input' (as JSON) is {LIMITS.max_args_chars + 3} characters long" in str(data.content)
+    assert fine.status != "error"
+    assert _Counting.runs == 1  # only the call within the caps ran
+
+
+def test_run_skill_script_refuses_arguments_over_their_caps_before_anything_is_read() -> None:
+    from s3skills.tools.script_tool import script_tool
+
+    b = backend()
+    tool = script_tool(b)
+    assert tool.coroutine is not None
+
+    async def refused(**kwargs: Any) -> dict[str, Any]:
+        reply: dict[str, Any] = json.loads(await tool.coroutine(runtime=None, **kwargs))  # refused before runtime
+        return reply
+
+    cases = {
+        "'skill'": {"skill": "s" * (LIMITS.max_name_chars + 1), "script": "run.py"},
+        "'script'": {"skill": "deploy", "script": "p" * (LIMITS.max_path_chars + 1)},
+        "'args' (as JSON)": {"skill": "deploy", "script": "run.py", "args": "a" * LIMITS.max_args_chars},
+    }
+    for what, kwargs in cases.items():
+        reply = run_sync(refused(**kwargs))
+        assert reply["ok"] is False
+        assert reply["error"].startswith(f"refused: {what} is ")
+        assert "the limit is" in reply["error"]

@@ -236,12 +236,12 @@ def test_a_pinned_read_is_one_get_and_an_unchanged_pin_costs_no_request_per_mode
     backend.store.add_request_hook(counter)
 
     # Two model calls and a read. Each call checks the index (verify="always": the manifest's
-    # conditional GET and the library's LISTs, by category); the read is one GET; no version
-    # lookups, whatever the pin.
+    # conditional GET and the library's LISTs, by category); the read is one GET and, for a file
+    # in a subfolder, one HEAD (is references/ another skill's now?); no version lookups.
     model = ScriptedChatModel(steps=[call("read_file", file_path="/skills/compraventa/references/guia.md")])
     run(agent_with(model, backend, saver), "t", "Sigue")
     assert len(model.requests) == 2
-    assert counter.counts == {"ListObjectsV2": 4, "GetObject": 3}
+    assert counter.counts == {"ListObjectsV2": 4, "GetObject": 3, "HeadObject": 1}
 
     # After a push the pinned SKILL.md is an older version: read once (by VersionId), then cached.
     push(s3_client, bucket, "v2")
@@ -251,8 +251,9 @@ def test_a_pinned_read_is_one_get_and_an_unchanged_pin_costs_no_request_per_mode
     assert "Guía de la v1" in last_tool_result(out)
     assert all("Instrucciones de la v1" in p for p in model.system_prompts())
     # The index checks as above (2 GETs, 4 LISTs) and reads the changed SKILL.md head (1 ranged
-    # GET); the pinned SKILL.md (1 GET by VersionId, once) and the pinned guia.md (1 GET).
-    assert counter.counts == {"ListObjectsV2": 4, "GetObject": 5, "PutObject": 1}
+    # GET); the pinned SKILL.md (1 GET by VersionId, once) and the pinned guia.md (1 GET, with
+    # the HEAD of references/SKILL.md).
+    assert counter.counts == {"ListObjectsV2": 4, "GetObject": 5, "PutObject": 1, "HeadObject": 1}
 
 
 def test_versioning_enable_says_what_it_costs_and_push_prints_the_version(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
@@ -37,6 +38,7 @@ from langgraph.types import Command
 from pydantic import BaseModel, Field
 
 from s3skills.aio import run_sync
+from s3skills.config import check_length
 from s3skills.errors import S3SkillsError, SkillError
 from s3skills.fs import S3Backend
 from s3skills.ids import SkillId
@@ -261,6 +263,12 @@ class SkillExecutionMiddleware(AgentMiddleware[Any, Any]):
         )
 
     async def _prepare(self, skill_name: str, input: JSONValue, runtime: ToolRuntime[Any, Any]) -> _Prepared:
+        limits = self.backend.skills.config.limits
+        try:  # the caps of `s3skills.config.Limits`, where the model's arguments enter
+            check_length(str(skill_name), limits.max_name_chars, "'skill_name'")
+            check_length(json.dumps(input, ensure_ascii=False), limits.max_args_chars, "'input' (as JSON)")
+        except (ValueError, TypeError) as exc:
+            raise _Refused(f"refused: {exc}", str(skill_name)[: limits.max_name_chars]) from None
         scope = _SCOPE.get()
         if scope is None:
             raise _Refused("use_skill runs only in an agent built with SkillExecutionMiddleware", str(skill_name))

@@ -18,6 +18,8 @@ Environment (the connection variables are those of every entry point, `s3skills.
     S3SKILLS_SHARED_CATALOG_TTL: Seconds the organisation library's index is trusted
         without asking S3 (default 5; `0` asks on every model call, so a push to it
         shows in the very next run).
+    S3SKILLS_CHANNEL: Serve this channel of the libraries (`s3skills channel`), e.g.
+        `production`: each skill at the version it names, none it does not (default: latest).
     S3SKILLS_MODEL: The model, as `provider:name` (e.g. `anthropic:claude-sonnet-4-5`).
     S3SKILLS_SCRIPTED: `1` to use a scripted model instead (no provider, for tests and
         smoke checks): each run loads the first skill of its index, reads files from the
@@ -82,6 +84,7 @@ def backend() -> S3Backend:
         **keywords,
         shared_catalog_ttl=_shared_catalog_ttl(),
         resolver=LangGraphAuthResolver(),
+        channel=_env("S3SKILLS_CHANNEL"),
     )
 
 

@@ -18,9 +18,14 @@ import sys
 import click
 
 from s3skills import __version__
+from s3skills.cli.channels import channel_group
 from s3skills.cli.context import CliError, Context, Settings, UsageError, global_options
 from s3skills.cli.demo import demo_command
+from s3skills.cli.evals import eval_command
+from s3skills.cli.find import find_command
+from s3skills.cli.governance import approvals_command, approve_command, audit_command
 from s3skills.cli.library import disable_command, enable_command, info_command, list_command, rm_command
+from s3skills.cli.lock import lock_command, verify_command
 from s3skills.cli.migrate import migrate_command
 from s3skills.cli.scaffold import create_command
 from s3skills.cli.serve import mcp_command
@@ -57,6 +62,8 @@ def cli(click_ctx: click.Context) -> None:
 for _command in (
     list_command,
     info_command,
+    find_command,
+    eval_command,
     create_command,
     enable_command,
     disable_command,
@@ -71,6 +78,12 @@ for _command in (
     rollback_command,
     diff_command,
     versioning_group,
+    channel_group,
+    lock_command,
+    verify_command,
+    approve_command,
+    approvals_command,
+    audit_command,
 ):
     cli.add_command(_command)
 

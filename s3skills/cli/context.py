@@ -118,6 +118,7 @@ class Settings:
     shared: str | None = None
     json: bool = False
     debug: bool = False
+    actor: str | None = None
 
 
 @functools.cache
@@ -305,10 +306,10 @@ class Context:
             if self.shared_only:
                 shared = self.shared
                 assert shared is not None
-                config = Config(layout=self.layout.shared_as_user())
+                config = Config(layout=self.layout.shared_as_user(), actor=self.settings.actor)
                 tenant = Tenant(user_id=shared)
             else:
-                config = Config(layout=self.layout, shared_library=self.shared)
+                config = Config(layout=self.layout, shared_library=self.shared, actor=self.settings.actor)
                 tenant = Tenant(user_id=self.user)
             self._library = SkillLibrary(store, config, tenant=lambda: tenant)
         return self._library
@@ -422,13 +423,16 @@ def _table_option(key: str) -> Callable[[F], F]:
     return _value(spec.flag, spec.key, spec.metavar, spec.help_text(), **extra)
 
 
-_OPTION_NAMES = (*(o.key for o in OPTIONS if "cli" in o.entry_points), "json", "debug")
-"""The global options, by name: the CLI's options of the table (`s3skills.options`), then two flags."""
+_OPTION_NAMES = (*(o.key for o in OPTIONS if "cli" in o.entry_points), "json", "debug", "actor")
+"""The global options, by name: the CLI's options of the table (`s3skills.options`), two flags, the actor."""
 
 _GLOBAL_OPTIONS: tuple[Callable[[F], F], ...] = (
-    *(_table_option(key) for key in _OPTION_NAMES[:-2]),
+    *(_table_option(key) for key in _OPTION_NAMES[:-3]),
     _flag("--json", "json", "Print one JSON document, for scripts."),
     _flag("--debug", "debug", "Show the traceback of an error."),
+    _value(
+        "--actor", "actor", "WHO", "Who the records of writes name (default: the AWS caller ARN, else the OS user)."
+    ),
 )
 
 

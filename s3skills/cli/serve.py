@@ -50,6 +50,7 @@ def _deprecated_shared_prefix(ctx: click.Context, _param: click.Parameter, value
 @click.option("--shared-prefix", metavar="NAME", hidden=True, expose_value=False, callback=_deprecated_shared_prefix)
 @_ranker_option
 @click.option("--page-size", type=int, default=50, show_default=True, help="Skills per page of skills/list.")
+@click.option("--channel", metavar="NAME", help="Serve this channel (s3skills channel); default: latest.")
 @click.option("--no-tools", is_flag=True, help="Serve only the skills extension, not the MCP tools and prompts.")
 @click.option(
     "--check",
@@ -67,6 +68,7 @@ def mcp_command(
     page_size: int,
     no_tools: bool,
     check: bool,
+    channel: str | None,
 ) -> int:
     """Serve skill libraries over MCP: the skills extension (skills/list, skills/get,
     resources/read) and, for hosts without it, tools and prompts.
@@ -94,6 +96,8 @@ def mcp_command(
         argv += ["--ranker", ranker]
     if no_tools:
         argv.append("--no-tools")
+    if channel:
+        argv += ["--channel", channel]
     if check:
         argv += ["--check", "--user", ctx.user]
     elif transport == "stdio":

@@ -307,6 +307,7 @@ def push_command(
                 bucket_may_be_missing=create_bucket,
                 progress=report_progress,
                 layout=ctx.layout,
+                actor=ctx.settings.actor,
             )
     except PushRefused as exc:
         refused = exc.report

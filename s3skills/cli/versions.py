@@ -29,6 +29,7 @@ from s3skills.skills.versions.history import (
     restore,
     versions_by_skill,
 )
+from s3skills.skills.versions.records import aread_records, recorded_history
 from s3skills.storage import ObjectInfo, ObjectVersion
 
 __all__ = [
@@ -66,7 +67,15 @@ def _versions(ctx: Context, name: str) -> tuple[str, str, list[ObjectVersion], l
     def owns(key: str) -> bool:
         return key.startswith(folder) and not any(key.startswith(n) for n in nested)
 
-    return skill_id, folder, objects, history(skill_id, folder, objects, owns)
+    try:
+        records_prefix = ctx.layout.records_prefix(ctx.prefix)
+    except ValueError:  # no derived data in this layout: inferred history only
+        return skill_id, folder, objects, history(skill_id, folder, objects, owns)
+    records, problems = ctx.run(aread_records(ctx.store, records_prefix, skill_id))
+    versions, ignored = recorded_history(skill_id, folder, objects, owns, records)
+    for line in [*problems, *ignored]:
+        ctx.warn(f"warning: {skill_id}: {line}")
+    return skill_id, folder, objects, versions
 
 
 def _when(value: datetime | None) -> str:
@@ -118,6 +127,10 @@ def history_command(ctx: Context, name: str) -> int:
                         "size": v.size,
                         "files": len(v.files),
                         "latest": v.latest,
+                        "record": v.record,
+                        "inferred": v.inferred,
+                        "actor": v.actor,
+                        "command": v.command,
                     }
                     for v in versions
                 ],
@@ -125,11 +138,13 @@ def history_command(ctx: Context, name: str) -> int:
         )
         return 0
     table = Table(title=f"{len(versions)} version(s) of {skill_id}", title_justify="left")
-    for column in ("VERSION", "TIME (UTC)", "SIZE", "CHANGES", ""):
+    for column in ("VERSION", "TIME (UTC)", "SIZE", "CHANGES", "BY", ""):
         table.add_column(column)
     for i, v in enumerate(versions):
         older = versions[i + 1] if i + 1 < len(versions) else None
-        table.add_row(v.id, _when(v.created), human_size(v.size), _changes(v, older), "latest" if v.latest else "")
+        marks = " ".join(m for m, on in (("latest", v.latest), ("inferred", v.inferred)) if on)
+        by = f"{v.actor} ({v.command})" if v.actor else "-"
+        table.add_row(v.id, _when(v.created), human_size(v.size), _changes(v, older), by, marks)
     ctx.console.print(table)
     if note:
         ctx.warn(note)
@@ -168,7 +183,7 @@ def rollback_command(ctx: Context, name: str, to: str) -> int:
     except SkillError as exc:
         raise CliError(f"{skill_id}: {exc}") from exc
     if changed:  # the manifest records the restored SKILL.md: the next index is still one GET
-        ctx.library.note_changed([skill_id])
+        ctx.library.note_changed([skill_id], command="rollback")
     if ctx.json:
         ctx.emit({"id": skill_id, "version": target.id, "previous": current.id, "changed": changed})
     else:

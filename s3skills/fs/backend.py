@@ -123,6 +123,8 @@ class S3Backend(SeedsAPI, BackendProtocol):
             skill library (and no `/workspace` in the per-user layout). By default such a
             run raises `UserNotResolved` (a `TenantError`) before the model is called:
             a missing user is an application bug, not a user with no skills.
+        channel: Serve this channel of the libraries (`s3skills channel`): each skill at the
+            version it names, none it does not (`Config.channel`; overrides `config`'s).
     """
 
     def __init__(
@@ -153,6 +155,7 @@ class S3Backend(SeedsAPI, BackendProtocol):
         config: Config | None = None,
         pdf_mode: fileops.PdfMode = "file",
         allow_anonymous: bool = False,
+        channel: str | None = None,
     ) -> None:
         if pdf_mode not in ("file", "text"):
             raise ValueError("pdf_mode must be 'file' or 'text'")
@@ -175,6 +178,8 @@ class S3Backend(SeedsAPI, BackendProtocol):
                 ticket_writable=ticket_writable,
                 limits=limits,
             )
+        if channel is not None:
+            config = replace(config, channel=channel)
         self.config = config
         self.store: ObjectStore = store or S3ObjectStore(
             bucket,

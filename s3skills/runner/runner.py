@@ -41,6 +41,7 @@ from s3skills.runner.launcher import Job, Launcher, LocalLauncher
 from s3skills.runner.process import Finished, LaunchError, Limits
 from s3skills.runner.staging import Refused, human, private_dir, script_parts, stage, write_args
 from s3skills.skills.usage import log_usage
+from s3skills.skills.versions.approvals import scripts_digest
 from s3skills.tenancy import loaded_skill_ids
 
 if TYPE_CHECKING:
@@ -294,6 +295,7 @@ class ScriptRunner:
                 max_files=self.max_script_files,
                 max_bytes=self.max_script_bytes,
             )
+            await self._check_approval(skill_id, parts, workdir / "scripts")
             try:
                 finished = await self.launcher.launch(self._job(interpreter, target, workdir, payload))
             except LaunchError as exc:
@@ -311,6 +313,32 @@ class ScriptRunner:
             finished.truncated,
         )
         return observation, outcome
+
+    async def _check_approval(self, skill_id: str, parts: tuple[str, ...], root: Path) -> None:
+        """Refuse a script of a shared skill whose staged `scripts/` folder no approval names.
+
+        The digest is computed from the bytes staged for this run (what would run), never
+        from what the store or a record claims (`s3skills.skills.versions.approvals`).
+        """
+        try:
+            needed = await self.library.aneeds_approval(skill_id)
+        except S3SkillsError as exc:
+            raise Refused(str(exc)) from None
+        if needed is None:
+            return
+
+        def read() -> dict[str, bytes]:
+            return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+        digest = scripts_digest(await asyncio.to_thread(read))
+        script = "/".join(parts)
+        if await self.library.aapproval(skill_id, digest, script) is None:
+            raise Refused(
+                f"The script scripts/{script} of '{skill_id}' is not approved for its current content "
+                f"(scripts digest {digest[:12]}): it changed since it was approved, or was never approved. "
+                f"An approver reviews it and runs: s3skills --shared <library> approve {skill_id} "
+                f"--script scripts/{script}"
+            )
 
     def _job(self, interpreter: str, target: Path, workdir: Path, payload: str) -> Job:
         """The launcher's job: the arguments go to stdin and a 0600 file, or (opt-in) to argv."""

@@ -64,6 +64,7 @@ def library_source(
     profile: str | None = None,
     shared_prefix: str | None = None,
     layout: KeyLayout | None = None,
+    channel: str | None = None,
 ) -> LibrarySkillSource:
     """A skill source over a bucket's libraries (the default key layout unless given).
 
@@ -72,7 +73,7 @@ def library_source(
     """
     session = session_for(endpoint_url, region, profile=profile)
     store = S3ObjectStore(bucket, endpoint_url=endpoint_url, region_name=region, session=session)
-    config = Config(layout=layout or KeyLayout(), shared_library=shared_prefix)
+    config = Config(layout=layout or KeyLayout(), shared_library=shared_prefix, channel=channel)
     return LibrarySkillSource(SkillLibrary(store, config))
 
 
@@ -267,6 +268,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8000, help="http: the port (default 8000; 0 picks a free one)")
     parser.add_argument("--tokens", help='http: a JSON file {"<token>": "<user id>"} of accepted bearer tokens')
     parser.add_argument("--page-size", type=int, default=50, help="skills per page of skills/list")
+    parser.add_argument("--channel", help="serve this channel of the libraries (default: latest)")
     parser.add_argument(
         "--no-tools", action="store_true", help="serve only the skills extension, not the tools and prompts face"
     )
@@ -339,6 +341,7 @@ def _serve(args: argparse.Namespace) -> int:
             profile=args.profile,
             shared_prefix=resolve("shared", args.shared),
             layout=layout,
+            channel=args.channel,
         )
     except ValueError as exc:
         raise _usage(str(exc)) from None

@@ -34,6 +34,7 @@ from s3skills.ids import SkillId
 from s3skills.skills.code.registry import SkillRegistry, merge_index
 from s3skills.skills.format.model import SkillInfo, SkillProblem
 from s3skills.skills.index.catalog import SkillCatalog
+from s3skills.skills.index.served import ChannelServer
 from s3skills.skills.index.writers import LibraryWriter
 from s3skills.skills.ranking.matching import closest_ids
 from s3skills.skills.ranking.rankers import Ranker, order_for
@@ -111,6 +112,7 @@ class SkillLibrary(SkillReads, LibraryWriter):
         self._confirmed_md: OrderedDict[tuple[str, str], None] = OrderedDict()  # (key, ETag) found enabled
         # The merged index of each recent library version (`_merged`): key -> (key's objects, view).
         self._views: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], _Merged]] = OrderedDict()
+        self.channels = ChannelServer(store, self.config, self.catalog)  # `Config.channel`, if any
 
     def tenant(self) -> Tenant:
         """The tenant of the current call."""
@@ -146,21 +148,26 @@ class SkillLibrary(SkillReads, LibraryWriter):
             (source, prefix, await self.catalog.aindex(source, prefix, cached=cached, force=refresh))
             for source, prefix in self.libraries(tenant)
         ]
+        served = [await self.channels.aserve(source, prefix, index) for source, prefix, index in indexes]
         code = self.registry.list_skills(run_config(tenant)) if self.registry is not None else []
         # The key is what the catalog holds (the very entry objects it verified, recognised by
         # identity: a changed SKILL.md, a refresh or a rebuilt manifest makes new ones) and the
         # code skills' metadata objects; nothing a client sends takes part. The key's objects are
         # kept alive with the view, so their identities cannot be reused while it is cached.
-        key = tuple(
-            (source, prefix, id(index), tuple(map(id, index.entries.values()))) for source, prefix, index in indexes
-        ) + tuple((s.id, id(s.metadata)) for s in code)
+        key = (
+            tuple(
+                (source, prefix, id(index), tuple(map(id, index.entries.values()))) for source, prefix, index in indexes
+            )
+            + tuple((s.id, id(s.metadata)) for s in code)
+            + tuple(map(id, served))
+        )
         hit = self._views.get(key)
         if hit is not None:
             self._views.move_to_end(key)
             return hit[1]
         merged: dict[str, Known] = {}
-        for source, prefix, index in indexes:
-            for skill_id, entry in index.entries.items():
+        for (source, prefix, index), shown in zip(indexes, served, strict=True):
+            for skill_id, entry in (index.entries if shown is None else shown.entries).items():
                 if entry.info is not None:
                     merged[skill_id] = Known(entry.info, entry, prefix, index)
                 elif source == "user":
@@ -174,9 +181,11 @@ class SkillLibrary(SkillReads, LibraryWriter):
             named = _name_key(info.metadata.name)
             names[named] = (*names.get(named, ()), info.id)
         view = _Merged(merged, tuple(ordered), enabled, names)
-        holders: tuple[object, ...] = tuple(
-            (source, prefix, index, tuple(index.entries.values())) for source, prefix, index in indexes
-        ) + tuple((s.id, s.metadata) for s in code)
+        holders: tuple[object, ...] = (
+            tuple((source, prefix, index, tuple(index.entries.values())) for source, prefix, index in indexes)
+            + tuple((s.id, s.metadata) for s in code)
+            + tuple(served)
+        )
         self._views[key] = (holders, view)
         while len(self._views) > _VIEWS:
             self._views.popitem(last=False)
@@ -344,9 +353,11 @@ class SkillLibrary(SkillReads, LibraryWriter):
             tenant = self._user(tenant)
         except TenantError:
             self.catalog.invalidate()
+            self.channels.invalidate()
             return
         for _, prefix in self.libraries(tenant):
             self.catalog.invalidate(prefix)
+            self.channels.invalidate(prefix)
 
     index = sync_method(aindex)
     get = sync_method(aget)

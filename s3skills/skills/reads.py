@@ -23,6 +23,7 @@ from s3skills.skills.code.registry import SkillRegistry
 from s3skills.skills.format.model import InvalidSkill, SkillInfo
 from s3skills.skills.format.parse import get_skill_doc, parse_skill_md
 from s3skills.skills.index.catalog import SkillCatalog
+from s3skills.skills.index.served import ChannelServer
 from s3skills.skills.results import (
     Known,
     LoadResult,
@@ -33,9 +34,11 @@ from s3skills.skills.results import (
     shared_prefix,
     sort_into_homes,
 )
+from s3skills.skills.versions.approvals import Approval, afind_approval
 from s3skills.skills.versions.history import SkillVersion, current_from_objects, current_version
 from s3skills.skills.versions.history import history as version_history
 from s3skills.skills.versions.pinned import PinnedTexts, read_verified
+from s3skills.skills.versions.records import aread_records, recorded_history
 from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore, ObjectVersion
 from s3skills.tenancy import SkillPin, Tenant
 
@@ -50,6 +53,7 @@ class SkillReads:
     catalog: SkillCatalog
     registry: SkillRegistry | None
     _pinned_md: PinnedTexts
+    channels: ChannelServer
     _confirmed_md: OrderedDict[tuple[str, str], None]
     _user: Callable[[Tenant | None], Tenant]
     _find: Callable[..., Awaitable[Known]]
@@ -191,7 +195,7 @@ class SkillReads:
         tenant = self._user(tenant)
         home = await self.ahome(name, tenant=tenant)
         objects, _ = await self.store.alist(home.prefix)
-        return files_of(_ended(home, objects), objects, tenant.skill_versions.get(home.skill.id))
+        return files_of(_ended(home, objects), objects, self._pin(tenant, home))
 
     @io_bound
     async def afiles_many(self, names: Sequence[str], *, tenant: Tenant | None = None) -> dict[str, list[SkillFile]]:
@@ -220,7 +224,7 @@ class SkillReads:
         for group in by_library.values():
             objects, _ = await self.store.alist(shared_prefix([home.prefix for home in group]))
             for home, owned in sort_into_homes(group, objects):
-                found[home.skill.id] = files_of(_ended(home, owned), owned, tenant.skill_versions.get(home.skill.id))
+                found[home.skill.id] = files_of(_ended(home, owned), owned, self._pin(tenant, home))
         return found
 
     @io_bound
@@ -250,7 +254,7 @@ class SkillReads:
         if not home.owns(key):
             raise NotFound(path)
         limit = max_bytes or self.config.limits.max_file_bytes
-        pin = tenant.skill_versions.get(home.skill.id)
+        pin = self._pin(tenant, home)
         read = read_verified(self.store, home.prefix, "/".join(rel), pin, max_bytes=limit)
         (body, _), nested = await asyncio.gather(read, anested_now(self.store, home.prefix, rel))
         if nested:
@@ -277,7 +281,8 @@ class SkillReads:
             return LoadResult(hit.info, text, [])
         self._confirm(hit)
         home = self._home(hit)
-        version = await self._current(home)
+        # Inside a channel, a load pins the channel's version (then kept by the thread's pin).
+        version = self.channels.version_of(_library_of(home), hit.info.id) or await self._current(home)
         leaf = SkillId.parse(hit.info.id).leaf
         files = sorted(f"/skills/{leaf}/{f.path}" for f in version.files)
         return LoadResult(hit.info, get_skill_doc(text), files, version)
@@ -291,6 +296,38 @@ class SkillReads:
             return current_from_objects(home.skill.id, home.prefix, objects, _ended(home, objects).owns)
         return current_version(home.skill.id, home.prefix, versions, _ended(home, versions).owns)
 
+    def _pin(self, tenant: Tenant, home: SkillHome) -> SkillPin | None:
+        """The version reads of a skill serve: the thread's own pin, else the channel's (None: current)."""
+        own = tenant.skill_versions.get(home.skill.id)
+        if own is not None or not self.channels.active:
+            return own
+        return self.channels.pin_of(_library_of(home), home.skill.id)
+
+    # -- approvals ----------------------------------------------------------------------------
+
+    def approvals_prefix(self, library_prefix: str) -> str:
+        """Where the approvals of a library's scripts live (`Config.approvals_prefix` or beside it)."""
+        return self.config.approvals_prefix or self.config.layout.approvals_prefix(library_prefix)
+
+    async def aneeds_approval(self, name: str, *, tenant: Tenant | None = None) -> str | None:
+        """The approvals prefix when running `name`'s scripts needs an approval, else None.
+
+        Needed for a skill of the shared library with `Config.require_approval` (the default).
+        """
+        if not self.config.require_approval:
+            return None
+        hit = await self._find(name, self._user(tenant), cached=True)
+        if hit.info.source != "shared" or hit.prefix is None:
+            return None
+        return self.approvals_prefix(hit.prefix)
+
+    async def aapproval(self, name: str, digest: str, script: str, *, tenant: Tenant | None = None) -> Approval | None:
+        """The approval of running `script` (below `scripts/`) of `name` at its folder's `digest` (1 GET)."""
+        hit = await self._find(name, self._user(tenant), cached=True)
+        if hit.prefix is None:
+            return None  # a code skill: no files, no scripts
+        return await afind_approval(self.store, self.approvals_prefix(hit.prefix), hit.info.id, digest, script)
+
     # -- versions -----------------------------------------------------------------------------
 
     @io_bound
@@ -300,10 +337,21 @@ class SkillReads:
 
     @io_bound
     async def ahistory(self, name: str, *, tenant: Tenant | None = None) -> list[SkillVersion]:
-        """The versions of an enabled S3 skill, newest first (1 ListObjectVersions per 1,000)."""
+        """The versions of an enabled S3 skill, newest first (1 ListObjectVersions per 1,000).
+
+        Exact from its version records (1 LIST and 1 GET per record), inferred from write
+        times before them (`s3skills.skills.versions.records.recorded_history`); records that
+        lie are ignored.
+        """
         home = await self.ahome(name, tenant=tenant, cached=False)
         versions: list[ObjectVersion] = await self.store.alist_versions(home.prefix)
-        return version_history(home.skill.id, home.prefix, versions, _ended(home, versions).owns)
+        owns = _ended(home, versions).owns
+        try:
+            records_prefix = self.config.layout.records_prefix(home.prefix[: -len(home.skill.id) - 1])
+        except ValueError:
+            return version_history(home.skill.id, home.prefix, versions, owns)
+        records, _ = await aread_records(self.store, records_prefix, home.skill.id)
+        return recorded_history(home.skill.id, home.prefix, versions, owns, records)[0]
 
     async def ainstructions_pinned(
         self, skill: SkillInfo, pin: SkillPin | None, *, tenant: Tenant | None = None
@@ -344,6 +392,11 @@ class SkillReads:
             ):
                 self._pinned_md.popitem(last=False)
         return text
+
+
+def _library_of(home: SkillHome) -> str:
+    """The library prefix of a skill's home (its folder prefix without the id)."""
+    return home.prefix[: -len(home.skill.id) - 1]
 
 
 def _enabled_in(text: str, skill_id: str) -> bool:

@@ -126,6 +126,7 @@ class S3ObjectStore(StoreHelpers):
         self._client_lock = threading.Lock()
         self._hooks: list[RequestHook] = []
         self._events: list[tuple[str, Callable[..., Any]]] = []
+        self._caller: str | None = None
         close_at_exit(self)
 
     def __repr__(self) -> str:
@@ -459,6 +460,23 @@ class S3ObjectStore(StoreHelpers):
             await client.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": status})
         except Exception as exc:
             raise translate_error(exc, "put versioning") from exc
+
+    async def acaller_arn(self) -> str | None:
+        """The credentials' AWS identity ARN (STS GetCallerIdentity at the store's endpoint, else STS;
+        once per store, 1 attempt), or None when it cannot be had (no STS there, no credentials)."""
+        if self._caller is not None:
+            return self._caller or None
+        try:
+            config = Config(retries={"total_max_attempts": 1}, connect_timeout=2, read_timeout=5)
+            region = self.region_name or "us-east-1"
+            async with self._session.client(
+                "sts", endpoint_url=self.endpoint_url, region_name=region, config=config
+            ) as sts:
+                arn = str((await sts.get_caller_identity()).get("Arn") or "")
+        except Exception:  # best effort: the caller falls back to the OS user
+            arn = ""
+        self._caller = arn
+        return arn or None
 
     async def acreate_bucket(self) -> None:
         """Create the bucket if it does not exist (demo, tests, CLI)."""

@@ -27,9 +27,9 @@ from s3skills.media import content_type_for
 from s3skills.paths import join_key
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.severity import SEVERITIES, severity_of
-from s3skills.skills.index.digests import DigestBooks, Record, record_of
+from s3skills.skills.index.digests import Record, record_of
 from s3skills.skills.index.marks import marking
-from s3skills.skills.index.writers import anote_changed, library_builder
+from s3skills.skills.index.writers import library_builder
 from s3skills.storage import ObjectInfo, ObjectStore
 from s3skills.transfer.localtree import (
     MAX_FILE_BYTES,
@@ -49,6 +49,7 @@ from s3skills.transfer.provenance import (
     source_of,
     with_enabled,
 )
+from s3skills.transfer.push_derived import anote_derived, arecord_versions, manifest_key_of
 from s3skills.transfer.reports import PushRefused, PushReport, names_line
 
 __all__ = ["MAX_FILE_BYTES", "Progress", "apush_tree", "push_tree"]
@@ -238,6 +239,8 @@ async def apush_tree(
     concurrency: int = 16,
     max_file_bytes: int = MAX_FILE_BYTES,
     layout: KeyLayout | None = None,
+    actor: str | None = None,
+    command: str = "push",
 ) -> PushReport:
     """Upload a local tree of skills to the library at `prefix`.
 
@@ -279,6 +282,8 @@ async def apush_tree(
         layout: The key layout `prefix` belongs to (`KeyLayout()` by default): the
             library's derived data (manifest, digest book) is written at this layout's
             keys (`KeyLayout.manifest_key`), and not at all where it has none.
+        actor: Who the version records of the pushed skills name (None: the OS user).
+        command: What they say wrote them.
 
     Returns:
         What was uploaded, skipped, deleted, refused and ignored, and the conflicts.
@@ -372,21 +377,21 @@ async def apush_tree(
     layout = layout or KeyLayout()
     # Readers index from a listing while the mark is live: a push killed at any point below is
     # visible to the next reader (the mark expires unrenewed, and a reader's rewrite drops it).
-    manifest_key = _manifest_key(layout, prefix) if uploads or deletions else None
+    manifest_key = manifest_key_of(layout, prefix) if uploads or deletions else None
     async with marking(store, manifest_key, prefix, library_builder(store, prefix)) as mark:
         records, skill_mds = await _write(
             store, prefix, tree, uploads, deletions, keys, overrides, progress, concurrency, max_file_bytes
         )
         written = [keys[f.key_rel] for f in uploads if f.key_rel.endswith("/" + SKILL_FILE)]
-        await _note_derived(store, prefix, layout, records, skill_mds, written, deletions, mark)
+        await anote_derived(store, prefix, layout, records, skill_mds, written, deletions, mark)
+    owners = set(remote_ids) | set(report.skills)
+    changed_skills = {f.skill for f in uploads} | {
+        max(found, key=len)
+        for k in deletions
+        if (found := [sid for sid in owners if k[len(prefix) :].startswith(sid + "/")])
+    }
+    await arecord_versions(store, prefix, layout, changed_skills, actor, command)
     return report
-
-
-def _manifest_key(layout: KeyLayout, prefix: str) -> str | None:
-    try:
-        return layout.manifest_key(prefix)
-    except ValueError:  # this layout keeps no derived data for the prefix: readers list it
-        return None
 
 
 async def _write(
@@ -448,29 +453,6 @@ async def _write(
         if progress is not None:
             progress(batch[-1][len(prefix) :], done, total)
     return records, skill_mds
-
-
-async def _note_derived(
-    store: ObjectStore,
-    prefix: str,
-    layout: KeyLayout,
-    records: dict[str, Record],
-    skill_mds: dict[str, tuple[bytes, str]],
-    written: list[str],
-    deletions: list[str],
-    mark: str | None,
-) -> None:
-    """Record a push in the library's derived data, at `layout`'s keys (none where it has none)."""
-    manifest_key = _manifest_key(layout, prefix)
-    if manifest_key is None:
-        return
-    # The digest book records what was written, so an MCP server never reads it back to hash it.
-    await DigestBooks(store, layout).aremember(prefix, records)
-    # The library's manifest (its one-request index) records the pushed and removed skills,
-    # from the bytes just written (created from a listing if the library had none).
-    touched = {str(sid) for k in [*written, *deletions] if (sid := SkillId.from_key(k, prefix)) is not None}
-    if touched or mark is not None:
-        await anote_changed(store, prefix, touched, manifest_key=manifest_key, written=skill_mds, mark=mark)
 
 
 def _with_flag(files: list[LocalFile], enabled: bool, max_bytes: int) -> tuple[dict[str, bytes], set[str]]:

@@ -27,6 +27,15 @@ class BodyCache:
         self.limits = limits
         self._bodies: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
         self._bytes = 0
+        # (key, ETag) -> the VersionId that holds it, for a body served at an older version (a channel).
+        self._version_ids: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    def remember(self, key: str, etag: str, version_id: str, data: bytes) -> None:
+        """Keep a body read by VersionId (and checked to carry `etag`): a miss later reads that version."""
+        self._version_ids[(key, etag)] = version_id
+        while len(self._version_ids) > 65_536:
+            self._version_ids.popitem(last=False)
+        self._keep((key, etag), data.decode("utf-8-sig", errors="replace"), len(data))
 
     async def aget(self, entry: SkillEntry) -> tuple[str, str]:
         """The text of a skill's `SKILL.md` and the ETag it was read with (1 GET on a miss).
@@ -41,17 +50,21 @@ class BodyCache:
         if hit is not None:
             self._bodies.move_to_end(cache_key)
             return hit[0], entry.etag
-        body = await self.store.aget(entry.key, max_bytes=self.limits.max_skill_md_bytes)
+        version_id = self._version_ids.get(cache_key)
+        body = await self.store.aget(entry.key, max_bytes=self.limits.max_skill_md_bytes, version_id=version_id)
         text = body.data.decode("utf-8-sig", errors="replace")
         if body.etag != entry.etag:
             return text, body.etag
-        if len(body.data) <= self.limits.body_cache_bytes // 4:
-            self._bodies[cache_key] = (text, len(body.data))
-            self._bytes += len(body.data)
-            while self._bytes > self.limits.body_cache_bytes and self._bodies:
-                _, (_, size) = self._bodies.popitem(last=False)
-                self._bytes -= size
+        self._keep(cache_key, text, len(body.data))
         return text, body.etag
+
+    def _keep(self, cache_key: tuple[str, str], text: str, size: int) -> None:
+        if size <= self.limits.body_cache_bytes // 4 and cache_key not in self._bodies:
+            self._bodies[cache_key] = (text, size)
+            self._bytes += size
+            while self._bytes > self.limits.body_cache_bytes and self._bodies:
+                _, (_, dropped) = self._bodies.popitem(last=False)
+                self._bytes -= dropped
 
     @property
     def size(self) -> int:

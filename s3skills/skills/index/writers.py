@@ -25,6 +25,7 @@ from s3skills.paths import join_key
 from s3skills.skills.format.parse import parse_skill_md, render_skill_md
 from s3skills.skills.index.catalog import LibraryIndex, SkillCatalog
 from s3skills.skills.index.manifest import LibraryBuilder, SkillEntry, aupdate_manifest
+from s3skills.skills.versions.records import awrite_records
 from s3skills.storage import ObjectStore
 from s3skills.tenancy import Tenant
 
@@ -145,14 +146,19 @@ class LibraryWriter:
         *,
         tenant: Tenant | None = None,
         written: Mapping[str, tuple[bytes, str]] | None = None,
+        command: str = "write",
     ) -> bool:
-        """Bring the manifest of the tenant's library up to date for these skills.
+        """Bring the manifest of the tenant's library up to date for these skills, and record them.
 
         Call it after writing skills without `SkillLibrary` (the library's own writers
         call it themselves). Costs 1 ranged GET per skill not in `written` (skill id ->
         the `SKILL.md` bytes stored and their ETag), 1 GET and 1 PUT of the manifest;
         with no manifest yet, a LIST of the library builds it whole (see `anote_changed`).
+        Then each skill's new version gets a version record (1 ListObjectVersions and
+        1 conditional PUT each; `s3skills.skills.versions.records`) naming `Config.actor`
+        and `command`.
         """
+        await self._arecord(skill_ids, tenant, command)
         if not self.config.manifest:
             self.catalog.invalidate(self._own_prefix(tenant))
             return True
@@ -165,6 +171,14 @@ class LibraryWriter:
         return await anote_changed(
             self.store, prefix, skill_ids, manifest_key=key, catalog=self.catalog, written=written
         )
+
+    async def _arecord(self, skill_ids: Iterable[str], tenant: Tenant | None, command: str) -> None:
+        prefix = self._own_prefix(tenant)
+        try:
+            records = self.config.layout.records_prefix(prefix)
+        except ValueError:  # this layout keeps no derived data for the prefix
+            return
+        await awrite_records(self.store, prefix, records, list(skill_ids), actor=self.config.actor, command=command)
 
     @io_bound
     async def aflush(self) -> None:
@@ -199,7 +213,9 @@ class LibraryWriter:
         for rel in order:
             key = join_key(folder, tuple(rel.split("/")))
             etags[rel] = await self.store.aput(key, files[rel], if_none_match=True, content_type=content_type_for(rel))
-        await self.anote_changed([sid], tenant=tenant, written={sid: (files[SKILL_FILE], etags[SKILL_FILE])})
+        await self.anote_changed(
+            [sid], tenant=tenant, written={sid: (files[SKILL_FILE], etags[SKILL_FILE])}, command="create"
+        )
         return folder
 
     async def aset_enabled(self, skill_id: str, enabled: bool, *, tenant: Tenant | None = None) -> bool:
@@ -230,7 +246,9 @@ class LibraryWriter:
             content_type="text/markdown; charset=utf-8",
             metadata=body.metadata,  # keeps where a push recorded the skill came from
         )
-        await self.anote_changed([sid], tenant=tenant, written={sid: (data, etag)})
+        await self.anote_changed(
+            [sid], tenant=tenant, written={sid: (data, etag)}, command="enable" if enabled else "disable"
+        )
         return True
 
     async def aremove(self, skill_id: str, *, tenant: Tenant | None = None) -> int:
@@ -256,7 +274,7 @@ class LibraryWriter:
         first = [k for k in keys if k.endswith("/" + SKILL_FILE)]
         failed = await self.store.adelete_many(first)
         failed += await self.store.adelete_many([k for k in keys if k not in set(first)])
-        await self.anote_changed(gone, tenant=tenant)
+        await self.anote_changed(gone, tenant=tenant, command="rm")
         if failed:
             raise SkillError(f"{len(failed)} file(s) of '{sid}' could not be deleted")
         return len(keys)

@@ -6,10 +6,13 @@ hyphens, underscores and slashes separate words), common Spanish and English wor
 dropped, and each word reduced by a Snowball stemmer (`snowballstemmer`), English or
 Spanish as the text reads (`language_of`): `escrituras` ~ `escritura`, `merging` ~
 `merge`. A request is matched with both stemmers, so a Spanish skill is found by an
-English request that uses its words and the other way round.
+English request that uses its words and the other way round. Identifiers as code and
+paths write them are words whole as well as in parts (`IDENTIFIERS`): `canonicalize_url`
+gives `canonicalize`, `url` and `canonicalize_url`; `codec.py` gives `codec`, `py` and
+`codec.py`; `mockResolvedValue` gives `mockresolvedvalue`, `mock`, `resolved`, `value`.
 
 A skill has three fields, weighed by BM25F (`FIELD_WEIGHTS`, chosen on the findability
-bench's dev set, `bench/findability.py`): its name (id, name, category, tags), its
+benches' dev splits, the real-skills one deciding: bench/README.md): its name (id, name, category, tags), its
 description, and its body sketch (`SkillInfo.sketch`, stored in the manifest by the
 writers: ranking costs no request). The index is built once per library version and
 shared by every call and tenant that sees that version (`bm25_index`); a query only
@@ -40,6 +43,9 @@ from s3skills.skills.ranking.identity import IdentityCache
 __all__ = [
     "FIELD_B",
     "FIELD_WEIGHTS",
+    "IDENTIFIERS",
+    "MAX_QUERY_TERMS",
+    "MIN_IDF",
     "Bm25Index",
     "bm25_index",
     "closest_ids",
@@ -54,10 +60,23 @@ Language = Literal["english", "spanish"]
 _CACHE_SIZE = 32
 
 K1 = 1.2
-FIELD_WEIGHTS = {"name": 2.0, "description": 1.0, "sketch": 3.0}
-"""BM25F weight of each field (chosen on the bench's dev set)."""
+FIELD_WEIGHTS = {"name": 2.0, "description": 1.0, "sketch": 1.0}
+"""BM25F weight of each field. Name and description: chosen on the synthetic bench's dev
+split (`bench/findability.py`); the sketch's 1.0 (was 3.0): on the real-skills bench's dev
+split (`bench/findability_real.py`, bench/README.md's table), where real bodies are long and
+share generic words."""
 FIELD_B = {"name": 0.3, "description": 0.75, "sketch": 0.0}
 """BM25F length normalisation of each field (chosen with the weights)."""
+IDENTIFIERS = True
+"""Whether identifiers count whole (`canonicalize_url`, `codec.py`) and split at camelCase
+(`mockResolvedValue`): on, chosen on the real-skills bench's dev split (it helps there and
+is neutral on the synthetic bench's)."""
+MAX_QUERY_TERMS: int | None = None
+"""The most words of a query that are scored, the rarest first (None: all). A cap of 8 or
+12 lost requests on the real-skills bench's dev split, so none."""
+MIN_IDF = 0.0
+"""Query words with a lower IDF (in more of the library) do not count. A floor of 0.5 or 1
+changed nothing on the real-skills bench's dev split, so none."""
 _MIN_SIMILARITY = 0.6  # difflib ratio below which an id is not suggested on spelling alone.
 _SPLIT_RE = re.compile(r"[\W_]+")
 _ENGLISH_STOPWORDS = frozenset(
@@ -192,35 +211,53 @@ def _stem(token: str, language: Language) -> str:
         return str(_stemmer(language).stemWord(token))
 
 
-def _words(text: str) -> list[str]:
-    return [t for t in _SPLIT_RE.split(_fold(text)) if t and t not in _STOPWORDS]
+# An identifier as code and paths write it: `canonicalize_url`, `sc.pp.neighbors`, `codec.py`,
+# `parseHeaders`, `HTTPServer`. Its parts are words already; with `identifiers` on, the
+# whole of it (folded) and its camelCase parts are words too.
+_IDENT_RE = re.compile(r"[^\W_]+(?:[._][^\W_]+)+|[^\W\d_]*[a-z][A-Z][^\W_]*|[A-Z]{2,}[a-z][^\W_]*")
+_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
 
-def tokenize(text: str, language: Language | None = None) -> list[str]:
+def _identifier_words(text: str) -> list[str]:
+    """The extra words of the identifiers in `text`: each one whole (folded), and its camelCase parts."""
+    out: list[str] = []
+    for ident in _IDENT_RE.findall(text):
+        if "." in ident or "_" in ident:  # a camelCase word is whole already
+            out.append(_fold(ident))
+        if not ident.islower():
+            out.extend(_fold(part) for part in _CAMEL_RE.findall(ident) if part)
+    return [w for w in out if w not in _STOPWORDS]
+
+
+def _words(text: str, identifiers: bool = False) -> list[str]:
+    words = [t for t in _SPLIT_RE.split(_fold(text)) if t and t not in _STOPWORDS]
+    return words + _identifier_words(text) if identifiers else words
+
+
+def tokenize(text: str, language: Language | None = None, *, identifiers: bool = False) -> list[str]:
     """The folded, stemmed tokens of `text`, stop words removed, in order.
 
     Args:
         text: Any text.
         language: The stemmer to use; by default the one `language_of(text)` picks.
+        identifiers: Also the identifiers whole and their camelCase parts (`IDENTIFIERS`).
     """
     lang = language or language_of(text)
-    return [_stem(t, lang) for t in _words(text)]
+    return [_stem(t, lang) for t in _words(text, identifiers)]
 
 
-def _query_terms(query: str) -> list[frozenset[str]]:
-    """Each distinct word of a query as the set of its stems (English and Spanish)."""
-    words = list(dict.fromkeys(_words(query)))
-    return [frozenset({_stem(w, "english"), _stem(w, "spanish")}) for w in words]
+def _query_words(query: str, identifiers: bool = False) -> list[str]:
+    return list(dict.fromkeys(_words(query, identifiers)))
 
 
-def _fields(skill: SkillInfo) -> dict[str, list[str]]:
+def _fields(skill: SkillInfo, identifiers: bool = False) -> dict[str, list[str]]:
     meta = skill.metadata
     language = language_of(f"{meta.description} {skill.sketch}")
     name = " ".join([skill.id, meta.name, skill.category or "", *meta.tags])
     return {
-        "name": list(dict.fromkeys(tokenize(name, language))),
-        "description": tokenize(meta.description, language),
-        "sketch": tokenize(skill.sketch, language),
+        "name": list(dict.fromkeys(tokenize(name, language, identifiers=identifiers))),
+        "description": tokenize(meta.description, language, identifiers=identifiers),
+        "sketch": tokenize(skill.sketch, language, identifiers=identifiers),
     }
 
 
@@ -232,6 +269,11 @@ class Bm25Index:
         weights: Weight of each field (`name`, `description`, `sketch`); `FIELD_WEIGHTS` by default.
         b: Length normalisation of each field; `FIELD_B` by default.
         k1: Term-frequency saturation.
+        identifiers: Also index and match identifiers whole and their camelCase parts
+            (`IDENTIFIERS` by default).
+        max_query_terms: Score at most this many of a query's words, the rarest in the
+            library first (None: `MAX_QUERY_TERMS`; 0: all).
+        min_idf: Query words whose IDF is below this do not count (`MIN_IDF` by default).
     """
 
     def __init__(
@@ -241,12 +283,18 @@ class Bm25Index:
         *,
         b: dict[str, float] | None = None,
         k1: float = K1,
+        identifiers: bool | None = None,
+        max_query_terms: int | None = None,
+        min_idf: float | None = None,
     ) -> None:
         self.skills = list(skills)
         self.weights = dict(FIELD_WEIGHTS if weights is None else weights)
         self.b = dict(FIELD_B if b is None else b)
         self.k1 = k1
-        docs = [_fields(skill) for skill in self.skills]
+        self.identifiers = IDENTIFIERS if identifiers is None else identifiers
+        self.max_query_terms = MAX_QUERY_TERMS if max_query_terms is None else (max_query_terms or None)
+        self.min_idf = MIN_IDF if min_idf is None else min_idf
+        docs = [_fields(skill, self.identifiers) for skill in self.skills]
         averages = {
             f: (sum(len(d[f]) for d in docs) / len(docs) if docs else 0.0) or 1.0
             for f in ("name", "description", "sketch")
@@ -275,12 +323,27 @@ class Bm25Index:
         total = len(self.skills)
         return math.log(1 + (total - hits + 0.5) / (hits + 0.5))
 
+    def _terms(self, query: str) -> list[tuple[str, frozenset[str], list[tuple[float, dict[int, float]]]]]:
+        """Each scored query word: (word, its stems, (IDF, postings) per stem found), after
+        `min_idf` and `max_query_terms`, in the query's order."""
+        terms = []
+        for word in _query_words(query, self.identifiers):
+            stems = frozenset({_stem(word, "english"), _stem(word, "spanish")})
+            postings = [(self._idf(len(p)), p) for stem in stems if (p := self._saturated.get(stem))]
+            postings = [(idf, p) for idf, p in postings if idf >= self.min_idf]
+            if postings:
+                terms.append((word, stems, postings))
+        if self.max_query_terms is not None and len(terms) > self.max_query_terms:
+            rarest = sorted(terms, key=lambda term: -max(idf for idf, _ in term[2]))[: self.max_query_terms]
+            kept = {id(term) for term in rarest}
+            terms = [term for term in terms if id(term) in kept]
+        return terms
+
     def score_map(self, query: str) -> dict[int, float]:
         """Position in `skills` -> BM25F score, for the skills that match `query` at all."""
         scores: dict[int, float] = {}
         get = scores.get
-        for stems in _query_terms(query):
-            postings = [(self._idf(len(p)), p) for stem in stems if (p := self._saturated.get(stem))]
+        for _, _, postings in self._terms(query):
             if len(postings) == 1:  # one stem (the usual case): add its scores
                 idf, posting = postings[0]
                 for position, value in posting.items():
@@ -294,6 +357,32 @@ class Bm25Index:
             for position, value in best.items():
                 scores[position] = get(position, 0.0) + value
         return scores
+
+    def explain(self, query: str, skill: SkillInfo | str) -> dict[str, list[str]]:
+        """Why `skill` matches `query`: each field (`name`, `description`, `sketch`, in that
+        order) with the query words (folded) that hit it, in the query's order; fields with a
+        weight of 0 and fields no word hits are left out. Only the words the score counts
+        appear (`min_idf`, `max_query_terms`).
+
+        Args:
+            query: The request.
+            skill: One of the index's skills, or its id.
+
+        Raises:
+            KeyError: The skill is not in this index.
+        """
+        wanted = skill if isinstance(skill, str) else skill.id
+        found = next((s for s in self.skills if s.id == wanted), None)
+        if found is None:
+            raise KeyError(wanted)
+        fields = {f: set(tokens) for f, tokens in _fields(found, self.identifiers).items()}
+        terms = self._terms(query)
+        out: dict[str, list[str]] = {}
+        for name in ("name", "description", "sketch"):
+            hits = [word for word, stems, _ in terms if stems & fields[name]]
+            if hits and self.weights.get(name, 0.0) > 0:
+                out[name] = hits
+        return out
 
     def scores(self, query: str) -> list[float]:
         """The score of every skill for `query`, in library order (0 when no term matches)."""

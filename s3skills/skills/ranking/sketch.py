@@ -16,11 +16,21 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Literal, get_args
 
-__all__ = ["MAX_SKETCH_CHARS", "make_sketch"]
+__all__ = ["MAX_SKETCH_CHARS", "SKETCH_MODES", "SketchMode", "make_sketch"]
 
 MAX_SKETCH_CHARS = 1024
 """The longest sketch a manifest entry may carry."""
+
+SketchMode = Literal["words", "headings", "when", "first", "lead", "none"]
+"""What a sketch holds: `words` (the default: headings, then the body's frequent words),
+`headings` (headings only), `when` (headings, then the "When to use" section, or the first
+paragraph when there is none), `first` (headings, then the first paragraph), `lead` (headings,
+the first paragraph and the "When to use" section), `none` (nothing). The modes other than
+`words` are the variants the findability benches compared (bench/README.md)."""
+
+SKETCH_MODES: tuple[str, ...] = get_args(SketchMode)
 
 _HEADINGS_SHARE = 2 / 5  # at most this share of the sketch goes to headings
 _FENCE_RE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.DOTALL | re.MULTILINE)
@@ -130,16 +140,48 @@ def _plain(text: str) -> str:
     return " ".join(_CONTROL_RE.sub(" ", re.sub(r"[*_`>|\[\]()]+", " ", text)).split())
 
 
-def make_sketch(body: str, *, limit: int = MAX_SKETCH_CHARS) -> str:
+_WHEN_RE = re.compile(r"^\s{0,3}#{1,6}\s+when\b[^\n]*$", re.IGNORECASE | re.MULTILINE)
+_NEXT_HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s", re.MULTILINE)
+
+
+def _first_paragraph(text: str) -> str:
+    """The first paragraph of prose (not a heading, a list or a table), plain."""
+    for block in re.split(r"\n\s*\n", _HEADING_RE.sub("\n\n", text)):
+        plain = _plain(block)
+        if plain and not block.lstrip().startswith(("-", "*", "|", "<", "1.")):
+            return plain
+    return ""
+
+
+def _when_section(text: str) -> str:
+    """The text of the first "When ..." section (`## When to Use This Skill`), plain."""
+    found = _WHEN_RE.search(text)
+    if found is None:
+        return ""
+    rest = text[found.end() :]
+    end = _NEXT_HEADING_RE.search(rest)
+    return _plain((rest[: end.start()] if end else rest).replace("\n", " "))
+
+
+def _clip(text: str, room: int) -> str:
+    if len(text) <= room:
+        return text
+    return text[: max(room, 0)].rsplit(" ", 1)[0] if room > 0 else ""
+
+
+def make_sketch(body: str, *, limit: int = MAX_SKETCH_CHARS, mode: SketchMode = "words") -> str:
     """A sketch of a `SKILL.md` body (the text after the frontmatter), at most `limit` chars.
 
     Args:
         body: The body, Markdown.
         limit: The most characters of the result (`MAX_SKETCH_CHARS` by default).
+        mode: What the sketch holds (`SketchMode`); the writers use the default.
 
     Returns:
         `heading; heading | word word ...`, or "" for an empty body.
     """
+    if mode == "none":
+        return ""
     text = _FENCE_RE.sub(" ", body)
     headings: list[str] = []
     used = 0
@@ -150,6 +192,20 @@ def make_sketch(body: str, *, limit: int = MAX_SKETCH_CHARS) -> str:
                 break
             headings.append(heading)
             used += len(heading) + 3
+    if mode != "words":
+        out = "; ".join(headings)
+        parts = {
+            "headings": [],
+            "first": [_first_paragraph(text)],
+            "when": [_when_section(text) or _first_paragraph(text)],
+            "lead": [_first_paragraph(text), _when_section(text)],
+        }[mode]
+        for part in filter(None, parts):
+            room = limit - len(out) - (3 if out else 0)
+            clipped = _clip(part, room)
+            if clipped:
+                out = f"{out} | {clipped}" if out else clipped
+        return out[:limit]
     # The cold index sketches every body, so this is its hot loop: the words as written are
     # counted in C, then each distinct one is folded once. A Counter keeps its keys in order
     # of first appearance (of the first form folding to a word: that word's first

@@ -104,6 +104,12 @@ class SkillVersion:
         files: Its files, by path.
         created: When it came to be (the last write that made it).
         latest: Whether it is the skill's current state.
+        record: The id of the version record that describes it
+            (`s3skills.skills.versions.records`); None when inferred or current.
+        inferred: Rebuilt from write times (before records existed, or a write made
+            outside s3skills), not from a record.
+        actor: Who the record says wrote it.
+        command: What the record says wrote it.
     """
 
     skill_id: str
@@ -111,6 +117,10 @@ class SkillVersion:
     files: tuple[FileVersion, ...]
     created: datetime | None
     latest: bool = False
+    record: str | None = None
+    inferred: bool = False
+    actor: str | None = None
+    command: str | None = None
 
     @property
     def size(self) -> int:
@@ -247,7 +257,7 @@ def history(
 
 
 def find_version(versions: Sequence[SkillVersion], wanted: str) -> SkillVersion:
-    """The newest version whose id is `wanted` or starts with it (at least 4 characters).
+    """The newest version whose id (or record id) is `wanted` or starts with it (at least 4 characters).
 
     Raises:
         SkillError: No such version, or the prefix names several.
@@ -256,6 +266,8 @@ def find_version(versions: Sequence[SkillVersion], wanted: str) -> SkillVersion:
     if len(wanted) < 4:
         raise SkillError(f"'{wanted}' is too short for a version id: give at least 4 characters")
     hits = [v for v in versions if v.id.startswith(wanted)]
+    if not hits:
+        hits = [v for v in versions if v.record is not None and v.record.lower().startswith(wanted)]
     if len({v.id for v in hits}) > 1:
         raise SkillError(f"'{wanted}' names several versions: {', '.join(sorted({v.id for v in hits}))}")
     if not hits:

@@ -1,0 +1,278 @@
+"""Channels: a named map of a library's skills to one version each (staged rollout).
+
+A channel is one object beside the library (`KeyLayout.channels_prefix`, `{name}.json`):
+
+    {"schema": "s3skills.channel/1", "name": "production",
+     "skills": {"pdf": {"version": "<content id>", "record": "<record id or null>",
+                        "files": {"SKILL.md": {"version_id": "...", "etag": "...", "size": 120}}}}}
+
+`latest` is built in (the libraries as they are now) and is never stored. A channel changes
+only with a conditional PUT (`If-Match` on the ETag read, `IfNoneMatch="*"` to create), so two
+concurrent changes never lose one. A channel is input like every `.s3skills/` object: it is
+decoded within a budget and schema-checked (`Channel.decode`), and what it names is served only
+through pinned reads, which check every file's ETag against what the store returns
+(`s3skills.skills.versions.pinned.read_verified`): a channel that lies serves nothing that was
+never a version of that skill's own files.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from s3skills.errors import Conflict, InvalidPath, NotFound, SkillError
+from s3skills.ids import SKILL_FILE, SkillId
+from s3skills.paths import check_identity
+from s3skills.skills.versions.history import SkillVersion, current_version, version_id_of
+from s3skills.skills.versions.pinned import pinned_key
+from s3skills.skills.versions.records import MAX_TEXT, RECORD_ID_RE, load_bounded
+from s3skills.storage import ObjectStore, ObjectVersion
+from s3skills.tenancy import PinnedFile, SkillPin
+
+__all__ = [
+    "CHANNEL_SCHEMA",
+    "LATEST",
+    "MAX_CHANNEL_BYTES",
+    "Channel",
+    "ChannelSkill",
+    "acurrent_skills",
+    "aread_channel",
+    "awrite_channel",
+    "channel_key",
+    "check_channel_name",
+]
+
+CHANNEL_SCHEMA = "s3skills.channel/1"
+LATEST = "latest"
+MAX_CHANNEL_BYTES = 64 * 1024 * 1024
+"""Largest channel decoded (about 20,000 skills of a dozen files)."""
+
+
+def check_channel_name(name: str) -> str:
+    """A channel name (an identity part: letters, digits, `. _ @ + : ~ -`).
+
+    Raises:
+        InvalidPath: Not a safe name.
+    """
+    return check_identity(name, "channel name")
+
+
+def channel_key(channels_prefix: str, name: str) -> str:
+    """The key of a channel (`latest` has none)."""
+    if check_channel_name(name) == LATEST:
+        raise SkillError("'latest' is built in: it is the libraries as they are now, and cannot be stored")
+    return f"{channels_prefix}{name}.json"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelSkill:
+    """The version a channel serves of one skill: its content id, record id and files' pins."""
+
+    version: str
+    record: str | None
+    files: Mapping[str, PinnedFile]
+    sizes: Mapping[str, int] = field(default_factory=dict)
+
+    def pin(self) -> SkillPin:
+        """The pin reads of this skill use (as a thread's own pin does)."""
+        return SkillPin(self.version, dict(self.files))
+
+    @classmethod
+    def of(cls, version: SkillVersion) -> ChannelSkill:
+        """The channel entry of a version (from history or the current listing)."""
+        return cls(
+            version.id,
+            version.record,
+            {f.path: PinnedFile(f.etag, f.version_id) for f in version.files},
+            {f.path: f.size for f in version.files},
+        )
+
+
+@dataclass
+class Channel:
+    """A channel's skills, with the ETag it was read at (None: not stored yet)."""
+
+    name: str
+    skills: dict[str, ChannelSkill] = field(default_factory=dict)
+    etag: str | None = None
+    updated: str | None = None
+    actor: str | None = None
+
+    def to_bytes(self) -> bytes:
+        """The channel's document."""
+        doc: dict[str, Any] = {
+            "schema": CHANNEL_SCHEMA,
+            "name": self.name,
+            "updated": self.updated,
+            "actor": self.actor,
+            "skills": {
+                sid: {
+                    "version": s.version,
+                    "record": s.record,
+                    "files": {
+                        p: {"version_id": f.version_id, "etag": f.etag, "size": s.sizes.get(p, 0)}
+                        for p, f in sorted(s.files.items())
+                    },
+                }
+                for sid, s in sorted(self.skills.items())
+            },
+        }
+        return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+    @classmethod
+    def decode(cls, data: bytes, *, name: str, max_skills: int = 20_000) -> Channel:
+        """The channel in `data`, schema-checked.
+
+        Raises:
+            SkillError: Not a bounded document of this schema for `name`, or an entry is
+                malformed (a bad skill id or path, a content id that is not its files').
+        """
+        doc = load_bounded(data, MAX_CHANNEL_BYTES)
+        if not isinstance(doc, dict) or doc.get("schema") != CHANNEL_SCHEMA or doc.get("name") != name:
+            raise SkillError(f"The channel '{name}' is damaged (not a channel document for it): set it again")
+        skills = doc.get("skills")
+        if not isinstance(skills, dict) or len(skills) > max_skills:
+            raise SkillError(f"The channel '{name}' is damaged (its skills are missing or too many)")
+        out: dict[str, ChannelSkill] = {}
+        for sid, raw in skills.items():
+            out[_checked_id(sid, name)] = _entry(raw, sid, name)
+        actor, updated = doc.get("actor"), doc.get("updated")
+        return cls(
+            name,
+            out,
+            updated=updated if isinstance(updated, str) and len(updated) <= MAX_TEXT else None,
+            actor=actor if isinstance(actor, str) and len(actor) <= MAX_TEXT else None,
+        )
+
+
+@functools.lru_cache(maxsize=4096)
+def _plain(path: object) -> bool:
+    """A plain relative path inside a skill (cached: a channel repeats a few paths many times)."""
+    try:
+        pinned_key("x/", path)  # type: ignore[arg-type]
+    except (InvalidPath, TypeError):
+        return False
+    return True
+
+
+def _checked_id(sid: object, name: str) -> str:
+    try:
+        canonical = str(SkillId.parse(sid))
+    except (InvalidPath, SkillError, TypeError, ValueError):
+        canonical = None
+    if canonical is None or canonical != sid:
+        raise SkillError(f"The channel '{name}' is damaged (it names an invalid skill id)")
+    return canonical
+
+
+def _entry(raw: object, sid: str, name: str) -> ChannelSkill:
+    bad = SkillError(f"The channel '{name}' is damaged (its entry for '{sid}' is malformed)")
+    if not isinstance(raw, dict):
+        raise bad
+    version, record, files = raw.get("version"), raw.get("record"), raw.get("files")
+    if not isinstance(version, str) or not isinstance(files, dict) or SKILL_FILE not in files:
+        raise bad
+    if record is not None and (not isinstance(record, str) or not RECORD_ID_RE.match(record)):
+        raise bad
+    pins: dict[str, PinnedFile] = {}
+    sizes: dict[str, int] = {}
+    for path, f in files.items():
+        if not _plain(path):
+            raise bad
+        if not isinstance(f, dict):
+            raise bad
+        etag, vid, size = f.get("etag"), f.get("version_id"), f.get("size", 0)
+        if not isinstance(etag, str) or not etag or len(etag) > MAX_TEXT:
+            raise bad
+        if vid is not None and (not isinstance(vid, str) or not vid or len(vid) > MAX_TEXT):
+            raise bad
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise bad
+        pins[path] = PinnedFile(etag, vid)
+        sizes[path] = size
+    if version != version_id_of((p, f.etag) for p, f in pins.items()):
+        raise bad
+    return ChannelSkill(version, record, pins, sizes)
+
+
+async def acurrent_skills(
+    store: ObjectStore, prefix: str, records_prefix: str | None = None
+) -> dict[str, ChannelSkill]:
+    """Every skill of the library at `prefix` at its current version, as channel entries.
+
+    Costs 1 ListObjectVersions per 1,000 versions of the library and, with `records_prefix`,
+    1 LIST per 1,000 records for each skill's newest record id (not read: a hint).
+    """
+    listed = await store.alist_versions(prefix)
+    live = [v for v in listed if v.is_latest and not v.is_delete_marker]
+    ids = sorted({str(s) for v in live if v.key.endswith("/" + SKILL_FILE) and (s := SkillId.from_key(v.key, prefix))})
+    newest: dict[str, str] = {}
+    if records_prefix is not None:
+        objects, _ = await store.alist(records_prefix)
+        for obj in objects:
+            sid, _, name = obj.key[len(records_prefix) :].rpartition("/")
+            rid = name.removesuffix(".json")
+            if sid and RECORD_ID_RE.match(rid) and rid > newest.get(sid, ""):
+                newest[sid] = rid
+    folders = {sid: prefix + sid + "/" for sid in ids}
+    by_folder: dict[str, list[ObjectVersion]] = {f: [] for f in folders.values()}
+    for v in live:
+        parts = v.key[len(prefix) :].split("/")
+        for n in (2, 1):  # the deepest skill folder holding it (a nested skill's files are its own)
+            folder = prefix + "/".join(parts[:n]) + "/"
+            if len(parts) > n and folder in by_folder:
+                by_folder[folder].append(v)
+                break
+    out: dict[str, ChannelSkill] = {}
+    for sid, folder in folders.items():
+        entry = ChannelSkill.of(current_version(sid, folder, by_folder[folder], lambda _k: True))
+        out[sid] = ChannelSkill(entry.version, newest.get(sid), entry.files, entry.sizes)
+    return out
+
+
+async def aread_channel(store: ObjectStore, channels_prefix: str, name: str) -> Channel:
+    """Read a channel (1 GET).
+
+    Raises:
+        SkillError: No such channel, or it is damaged.
+    """
+    key = channel_key(channels_prefix, name)
+    try:
+        body = await store.aget(key, max_bytes=MAX_CHANNEL_BYTES)
+    except NotFound:
+        raise SkillError(
+            f"No channel '{name}' (create it with: s3skills channel create {name} --from latest)"
+        ) from None
+    channel = Channel.decode(body.data, name=name)
+    channel.etag = body.etag
+    return channel
+
+
+async def awrite_channel(store: ObjectStore, channels_prefix: str, channel: Channel, *, actor: str) -> str:
+    """Store a channel conditionally: created only if absent, else only over the ETag it was read at.
+
+    Returns:
+        Its new ETag.
+
+    Raises:
+        Conflict: It was created or changed by someone else since it was read.
+    """
+    key = channel_key(channels_prefix, channel.name)
+    channel.updated = datetime.now(UTC).isoformat()
+    channel.actor = actor[:MAX_TEXT]
+    data = channel.to_bytes()
+    try:
+        if channel.etag is None:
+            etag = await store.aput(key, data, if_none_match=True, content_type="application/json")
+        else:
+            etag = await store.aput(key, data, if_match=channel.etag, content_type="application/json")
+    except (Conflict, NotFound) as exc:
+        raise Conflict(
+            f"The channel '{channel.name}' changed while it was being edited: run the command again"
+        ) from exc
+    channel.etag = etag
+    return etag

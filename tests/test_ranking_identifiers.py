@@ -1,0 +1,120 @@
+"""Identifiers and paths in requests, the query-word knobs, `Bm25Index.explain`, and the sketch modes.
+
+Real requests carry code: `canonicalize_url`, `src/codec.py`, `axios.get.mockResolvedValue`.
+The ranker reads an identifier in parts and whole (`matching.IDENTIFIERS`), explains why a
+skill matched (`s3skills find`), and the benches compare what the body sketch holds.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from s3skills.skills import SkillInfo, SkillMetadata
+from s3skills.skills.ranking import matching
+from s3skills.skills.ranking.matching import Bm25Index, tokenize
+from s3skills.skills.ranking.sketch import MAX_SKETCH_CHARS, SKETCH_MODES, make_sketch
+
+
+def info(skill_id: str, description: str, sketch: str = "", **fields: Any) -> SkillInfo:
+    leaf = skill_id.rsplit("/", 1)[-1]
+    return SkillInfo(id=skill_id, metadata=SkillMetadata(name=leaf, description=description, **fields), sketch=sketch)
+
+
+@pytest.mark.parametrize(
+    ("text", "extra"),
+    [
+        ("canonicalize_url", {"canonicalize_url"}),
+        ("src/codec.py", {"codec.pi"}),  # the whole file name, stemmed like any word
+        ("axios.get.mockResolvedValue", {"axios.get.mockresolvedvalu", "mock", "resolv", "valu"}),
+        ("HTTPServer", {"http", "server"}),
+    ],
+)
+def test_an_identifier_is_a_word_whole_as_well_as_in_parts(text: str, extra: set[str]) -> None:
+    plain = set(tokenize(text, "english"))
+    with_ids = set(tokenize(text, "english", identifiers=True))
+    assert plain <= with_ids
+    assert extra <= with_ids
+    assert not (extra & plain)
+
+
+def test_prose_without_identifiers_tokenizes_the_same_either_way() -> None:
+    text = "Merge several PDF files into one, then add page numbers."
+    assert tokenize(text, identifiers=True) == tokenize(text)
+
+
+def test_a_camel_case_name_in_a_request_finds_the_skill_that_spells_it_in_words() -> None:
+    skills = [
+        info("testing/jest", "Write Jest tests: mock resolved values of async calls, spies, timers."),
+        info("testing/pytest", "Write pytest tests: fixtures, parametrize, monkeypatch."),
+    ]
+    query = "axios.get.mockResolvedValue is undefined"
+    assert [s.id for s, _ in Bm25Index(skills, identifiers=True).rank(query)][:1] == ["testing/jest"]
+    assert "testing/jest" not in [s.id for s, _ in Bm25Index(skills, identifiers=False).rank(query)]
+
+
+def test_the_default_reads_identifiers() -> None:
+    assert matching.IDENTIFIERS is True
+    assert Bm25Index([info("a/b", "x")]).identifiers is True
+
+
+def test_explain_names_each_field_and_the_query_words_that_hit_it() -> None:
+    skill = info("docs/pdf-merge", "Merge PDF files into one document.", sketch="Bookmarks | merge pages order")
+    index = Bm25Index([skill, info("docs/docx", "Word documents.")])
+    assert index.explain("merge these pdf files, keep the bookmarks", skill) == {
+        "name": ["merge", "pdf"],
+        "description": ["merge", "pdf", "files"],
+        "sketch": ["merge", "bookmarks"],
+    }
+    assert index.explain("spreadsheet", "docs/pdf-merge") == {}
+    with pytest.raises(KeyError):
+        index.explain("pdf", "docs/unknown")
+
+
+def test_explain_leaves_out_a_field_of_weight_zero() -> None:
+    skill = info("docs/pdf", "Read PDF files.", sketch="merge split")
+    index = Bm25Index([skill], {"name": 2.0, "description": 1.0, "sketch": 0.0})
+    assert index.explain("merge pdf", skill) == {"name": ["pdf"], "description": ["pdf"]}
+
+
+def test_a_query_word_cap_keeps_the_rarest_words() -> None:
+    skills = [info(f"lib/s{n}", "common words here" + (" zebra" if n == 0 else "")) for n in range(20)]
+    capped = Bm25Index(skills, max_query_terms=1)
+    assert [s.id for s, _ in capped.rank("common zebra")] == ["lib/s0"]  # only the rare word counts
+    assert len(Bm25Index(skills).rank("common zebra")) == 20
+
+
+def test_an_idf_floor_drops_the_words_most_of_the_library_has() -> None:
+    skills = [info(f"lib/s{n}", "common" + (" zebra" if n == 0 else "")) for n in range(20)]
+    assert [s.id for s, _ in Bm25Index(skills, min_idf=0.5).rank("common zebra")] == ["lib/s0"]
+
+
+BODY = """# Scanpy
+
+Scanpy analyses single-cell data at scale.
+
+## When to Use This Skill
+
+- clustering cells and drawing a UMAP
+
+## Quick start
+
+```python
+import scanpy as sc
+```
+"""
+
+
+def test_each_sketch_mode_holds_what_it_says_within_the_limit() -> None:
+    assert make_sketch(BODY) == make_sketch(BODY, mode="words")
+    assert make_sketch(BODY, mode="none") == ""
+    assert make_sketch(BODY, mode="headings") == "Scanpy; When to Use This Skill; Quick start"
+    assert make_sketch(BODY, mode="first").endswith("| Scanpy analyses single-cell data at scale.")
+    assert make_sketch(BODY, mode="when").endswith("| - clustering cells and drawing a UMAP")
+    lead = make_sketch(BODY, mode="lead")
+    assert "single-cell" in lead
+    assert "UMAP" in lead
+    for mode in SKETCH_MODES:
+        assert len(make_sketch(BODY * 200, mode=mode)) <= MAX_SKETCH_CHARS  # type: ignore[arg-type]
+        assert "import scanpy" not in make_sketch(BODY, mode=mode)  # type: ignore[arg-type]  # code is left out
