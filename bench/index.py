@@ -141,7 +141,7 @@ class Meter:
     def run(
         self, fn: Callable[[], Any], *, setup: Callable[[], Any] | None = None, repeat: int | None = None
     ) -> dict[str, Any]:
-        """Median seconds over the repeats, and the proxy's request counts of the last run."""
+        """Median seconds over the repeats (and every sample), and the proxy's request counts of the last run."""
         samples = []
         for _ in range(repeat or self.repeat):
             if setup is not None:
@@ -151,7 +151,12 @@ class Meter:
             fn()
             samples.append(time.perf_counter() - started)
         counts = dict(sorted(self.proxy.requests.items()))
-        return {"seconds": round(statistics.median(samples), 5), "requests": counts, "total": sum(counts.values())}
+        return {
+            "seconds": round(statistics.median(samples), 5),
+            "samples": [round(x, 5) for x in samples],  # every run, for the results file
+            "requests": counts,
+            "total": sum(counts.values()),
+        }
 
 
 def peak_rss_mib() -> float:
