@@ -103,7 +103,7 @@ class Run:
             "load_average_before": self.load_before,
             "load_average_after": list(os.getloadavg()),
             **(dict(extra) if extra else {}),
-            "samples": self.samples,
+            **({"samples": self.samples} if self.samples else {}),  # else the samples are in `extra`
         }
 
     def write(self, out: Path | None = None, extra: Mapping[str, Any] | None = None) -> Path:
