@@ -79,7 +79,8 @@ class Run:
 
     def __init__(self, bench: str, argv: list[str] | None = None) -> None:
         self.bench = bench
-        self.command = [Path(sys.argv[0]).name if argv is None else bench, *(sys.argv[1:] if argv is None else argv)]
+        script = Path(sys.argv[0]).name if argv is None else f"{bench}.py"
+        self.command = [script, *(sys.argv[1:] if argv is None else argv)]
         self.started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self.load_before = list(os.getloadavg())
         self.samples: dict[str, list[dict[str, Any]]] = {}
