@@ -53,6 +53,7 @@ from s3skills.layout import KeyLayout
 from s3skills.skills import SkillLibrary
 from s3skills.skills.index.manifest import decode_manifest
 from s3skills.storage import S3ObjectStore
+from s3skills.storage.tuning import tune_client
 from s3skills.tenancy import Tenant
 from s3skills.testing import FaultProxy, make_bucket
 from s3skills.transfer import apush_tree
@@ -109,11 +110,20 @@ async def fill(url: str, bucket: str, keys: tuple[str, str], size: int) -> list[
     return skill_keys
 
 
-async def raw_transfer(url: str, bucket: str, keys: tuple[str, str], skill_keys: list[str]) -> int:
-    """aioboto3 GETs of the objects, 64 in flight, no parsing; returns the bytes read."""
+async def raw_transfer(
+    url: str, bucket: str, keys: tuple[str, str], skill_keys: list[str], *, tuned: bool = True
+) -> int:
+    """aioboto3 GETs of the objects, 64 in flight, no parsing; returns the bytes read.
+
+    The client gets the same tuning as `S3ObjectStore`'s own (`s3skills.storage.tuning.
+    tune_client`: endpoint cache, User-Agent cache, fast timestamps), so that a cold index
+    is compared with a transfer by an equally cheap client; `tuned=False` is a stock client.
+    """
     session = aioboto3.Session(aws_access_key_id=keys[0], aws_secret_access_key=keys[1])
     config = BotoConfig(max_pool_connections=64)
     async with session.client("s3", endpoint_url=url, region_name="us-east-1", config=config) as client:
+        if tuned and not tune_client(client):
+            raise SystemExit("tune_client could not tune the reference client (botocore moved)")
         sem = asyncio.Semaphore(64)
 
         async def get(key: str) -> int:
@@ -131,7 +141,7 @@ class Meter:
     def run(
         self, fn: Callable[[], Any], *, setup: Callable[[], Any] | None = None, repeat: int | None = None
     ) -> dict[str, Any]:
-        """Median seconds over the repeats, and the proxy's request counts of the last run."""
+        """Median seconds over the repeats (and every sample), and the proxy's request counts of the last run."""
         samples = []
         for _ in range(repeat or self.repeat):
             if setup is not None:
@@ -141,7 +151,12 @@ class Meter:
             fn()
             samples.append(time.perf_counter() - started)
         counts = dict(sorted(self.proxy.requests.items()))
-        return {"seconds": round(statistics.median(samples), 5), "requests": counts, "total": sum(counts.values())}
+        return {
+            "seconds": round(statistics.median(samples), 5),
+            "samples": [round(x, 5) for x in samples],  # every run, for the results file
+            "requests": counts,
+            "total": sum(counts.values()),
+        }
 
 
 def peak_rss_mib() -> float:

@@ -39,6 +39,7 @@ from typing import Any
 
 import aioboto3
 import index as index_bench  # bench/index.py
+import record  # bench/record.py
 import startup  # bench/startup.py and bench/workload.py: this script's directory is first on sys.path
 import tenants as tenants_bench  # bench/tenants.py
 from upstream import calibrate, start_upstream  # bench/upstream.py
@@ -79,6 +80,7 @@ class Meter:
     def __init__(self, proxy: FaultProxy, repeat: int) -> None:
         self.proxy = proxy
         self.repeat = repeat
+        self.samples: list[dict[str, Any]] = []  # every timed run, for the results file
 
     def requests_of(self, fn: Callable[[], Any]) -> tuple[Any, dict[str, int]]:
         self.proxy.reset_counts()
@@ -93,6 +95,7 @@ class Meter:
             started = time.perf_counter()
             fn()
             samples.append(time.perf_counter() - started)
+        self.samples.append({"what": getattr(fn, "__name__", repr(fn)), "seconds": samples})
         return statistics.median(samples)
 
 
@@ -317,6 +320,7 @@ def run_s3(server: str, skills: int, files: int, repeat: int, latency_ms: float)
         "calibration": calibration,
         "scenarios": [asdict(s) for s in scenarios],
         "operations": operations,
+        "samples": meter.samples,
     }
 
 
@@ -378,6 +382,7 @@ def main(argv: list[str] | None = None) -> int:
     skills = args.skills if args.skills is not None else size
     files = args.files if args.files is not None else size
     ref = None if args.startup_ref.lower() == "none" else args.startup_ref
+    run = record.Run("run", argv)
     started = time.perf_counter()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     report: dict[str, Any] = {
@@ -436,7 +441,9 @@ def main(argv: list[str] | None = None) -> int:
     output = args.out / f"{name}.json"
     report["elapsed_seconds"] = round(time.perf_counter() - started, 2)
     report["output"] = str(output.relative_to(ROOT) if output.is_relative_to(ROOT) else output)
-    output.write_text(json.dumps(report, indent=2) + "\n")
+    # The commit, machine, load averages and command line of bench/record.py; samples stay in place.
+    report.update((k, v) for k, v in run.report().items() if k != "samples")
+    output.write_text(json.dumps(report, indent=2, default=str) + "\n")
     print_report(report)
     if "index" in report:
         index_bench.print_index_report(report["index"])

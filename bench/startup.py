@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import record  # bench/record.py: the results file (this script's directory is first on sys.path)
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_REF = "1921cb8"
 
@@ -186,12 +188,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-ref", action="store_true", help="measure the current tree only")
     parser.add_argument("--runs", type=int, default=5, help="timed runs of --help, median kept (default 5)")
     parser.add_argument("--json", action="store_true", help="print the JSON report instead of the table")
+    parser.add_argument("--out", type=Path, help="results file (default: bench/results/startup-<time>.json)")
     args = parser.parse_args(argv)
+    run = record.Run("startup", argv)
     try:
         report = compare(None if args.no_ref else args.ref, args.runs)
     except ValueError as exc:
         parser.error(str(exc))
     print(json.dumps(report, indent=2) if args.json else format_report(report))
+    print(f"samples: {run.write(args.out, extra=report)}")
     return 0
 
 

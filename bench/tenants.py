@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import random
 import statistics
 import sys
@@ -244,6 +243,7 @@ def run_tenants(
                     "requests": requests,
                     "errors": len(result["errors"]),
                     "first_errors": result["errors"][:3],
+                    "latencies_seconds": [round(x, 4) for x in lat],  # every run's, for the results file
                 }
             )
         backend.close()
@@ -296,6 +296,7 @@ def _shared_ttl(text: str) -> float | str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import record  # bench/record.py: the results file
     import upstream  # bench/upstream.py: the servers
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -316,8 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--truncate-ranged", type=float, default=0.0, help="share of ranged GET responses cut short (0.2: 20 %%)"
     )
-    parser.add_argument("--out", type=Path, help="write the JSON report here")
+    parser.add_argument("--out", type=Path, help="results file (default: bench/results/tenants-<time>.json)")
     args = parser.parse_args(argv)
+    run = record.Run("tenants", argv)
     levels = tuple(int(x) for x in args.concurrency.split(",") if x.strip())
     with upstream.start_upstream(args.server) as up:
         report = run_tenants(
@@ -337,9 +339,7 @@ def main(argv: list[str] | None = None) -> int:
 
     report["s3skills_from"] = str(Path(s3skills.__file__).parent)
     print_tenants_report(report)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"samples: {run.write(args.out, extra=report)}")
     return 1 if report["warmup_errors"] or any(r["errors"] for r in report["levels"]) else 0
 
 

@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,6 +58,8 @@ def test_index_smoke_reports_every_contender_at_every_size_and_a_plot(tmp_path: 
     for row in index["sizes"]:
         assert set(row["index"]) == INDEX_CONTENDERS | (OBSTORE_CONTENDERS if obstore_installed() else set())
         assert all("seconds" in cell and "requests" in cell for cell in row["index"].values())
+        # Every timed run is kept beside the median it gives.
+        assert all(min(c["samples"]) <= c["seconds"] <= max(c["samples"]) for c in row["index"].values())
         assert set(row["other"]) == {"middleware per model call (warm index)", "load + SKILL.md read"}
         assert set(row["mcp"]) == MCP_CONTENDERS
         assert all(cell["total"] > 0 for cell in row["mcp"].values())
@@ -115,6 +118,9 @@ def test_tenants_without_manifests_and_with_a_fifth_of_ranged_responses_cut_shor
     assert report["truncated_responses"] > 0
     assert report["warmup_errors"] == 0, report["warmup_first_errors"]
     assert [row["errors"] for row in report["levels"]] == [0]
+    _assert_a_results_file(report, "tenants")
+    (level,) = report["levels"]
+    assert len(level["latencies_seconds"]) == level["runs"]  # every run's latency, not only p50/p95
 
 
 def test_smoke_mode_runs_every_scenario_and_reports_both_trees(tmp_path: Path) -> None:
@@ -145,3 +151,18 @@ def test_smoke_mode_runs_every_scenario_and_reports_both_trees(tmp_path: Path) -
     assert Path(startup["current"]["s3skills_from"]).is_relative_to(BENCH.parent)
     assert set(startup["ratio"]) == {"help_seconds", "modules"}
     assert "current / previous" in done.stdout
+    _assert_a_results_file(report, "run")
+    # Every timed run of every scenario side is kept, not only the median.
+    assert [sample["what"] for sample in report["samples"]][:2] == ["backend_grep", "naive_grep"]
+    assert all(len(sample["seconds"]) == report["config"]["repeat"] for sample in report["samples"])
+
+
+def _assert_a_results_file(report: dict[str, Any], bench: str) -> None:
+    """What bench/record.py adds: enough to judge a figure (commit, machine, load, command line)."""
+    assert report["bench"] == bench
+    assert report["machine"]["commit"]
+    assert report["machine"]["nproc"] >= 1
+    assert report["machine"]["platform"]
+    assert len(report["load_average_before"]) == len(report["load_average_after"]) == 3
+    assert report["command"][0] == f"{bench}.py"
+    assert len(report["command"]) > 1
