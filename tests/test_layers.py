@@ -195,24 +195,8 @@ def test_there_is_no_import_cycle() -> None:
             own_child = path.name == "__init__.py" and target.startswith(module + ".")
             if target in MODULES and target != module and module != "s3skills" and not own_child:
                 graph[module].add(target)
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        stack.append(node)
-        for nxt in sorted(graph[node]):
-            if state.get(nxt) == 1:
-                return [*stack[stack.index(nxt) :], nxt]
-            if nxt not in state and (found := visit(nxt)):
-                return found
-        stack.pop()
-        state[node] = 2
-        return None
-
-    for node in sorted(graph):
-        if node not in state and (cycle := visit(node)):
-            pytest.fail("import cycle: " + " -> ".join(cycle))
+    cycle = _cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
 
 # -- the rooms of the skills layer --------------------------------------------------------------
