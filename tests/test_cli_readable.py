@@ -80,6 +80,7 @@ def test_no_cli_or_server_line_is_over_200_characters_on_a_library_of_invalid_sk
         assert skill_id in listing  # whole, on one line of the table
 
 
+@pytest.mark.slow  # ~3 minutes: the largest corpus repository, pushed whole
 def test_pushing_a_real_repository_prints_no_line_over_200_characters(cli: Cli) -> None:
     from s3skills.testing.corpus import CorpusNotFound, real_repositories
 
