@@ -284,6 +284,34 @@ def test_a_writer_that_may_not_create_the_manifest_leaves_it_for_the_next_reader
     assert MANIFEST not in set(store.keys())
 
 
+class HeldManifestStore(MemoryObjectStore):
+    """Holds the first manifest PUT until `release` is set: a reader's background write, delayed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.held = False
+
+    async def aput(self, key: str, data: bytes, **kwargs: Any) -> str:
+        if key == MANIFEST and not self.held:
+            self.held = True
+            await self.release.wait()
+        return await super().aput(key, data, **kwargs)
+
+
+async def test_a_background_manifest_write_that_merged_another_writers_skill_leaves_the_index_showing_it() -> None:
+    store = HeldManifestStore()
+    fill(store, 1, 3)
+    reader = SkillLibrary(store, Config(layout=LAYOUT), tenant=lambda: ANA)
+    assert len(await reader.aindex()) == 3  # cold: its rebuilt manifest waits to be written
+    writer = SkillLibrary(store, Config(layout=LAYOUT), tenant=lambda: ANA)  # another process
+    await writer.acreate("cat0/late", {"SKILL.md": skill_md("late")})
+    store.release.set()
+    await reader.aflush()  # its write met the writer's manifest and merged the new skill into it
+    assert "cat0/late" in json.loads((await store.aget(MANIFEST)).data)["skills"]
+    assert "cat0/late" in [s.id for s in await reader.aindex()]
+
+
 def test_a_writer_hands_over_the_bytes_it_wrote_instead_of_reading_them_back() -> None:
     store = MemoryObjectStore()
     fill(store, 1, 2)

@@ -411,11 +411,15 @@ class SkillCatalog:
     ) -> None:
         """Store a rebuilt manifest (see `amerge_write`); the index learns the ETag it has now."""
         limit = self.limits.max_skills_per_library
+        before = dict(ours.entries)
         written = await amerge_write(self.store, key, ours, base, source=source, max_entries=limit, now=now)
-        if written:
+        merged = ours.entries.keys() != before.keys() or any(e is not before[s] for s, e in ours.entries.items())
+        if written and not merged:
             index.manifest_etag, index.manifest_verified_at = ours.etag, now
-        elif written is False:
-            index.manifest_etag = None  # the next refresh reads whatever won
+        elif written is not None:
+            # Another writer won, or wrote meanwhile and its entries were merged into ours:
+            # the index lacks them, so the next refresh reads the manifest whole (1 GET).
+            index.manifest_etag = None
 
     async def arefresh_entries(self, source: str, prefix: str, skill_ids: list[str]) -> None:
         """Read some skills' `SKILL.md` again, fix the cached index and the manifest.
