@@ -8,15 +8,20 @@ queries, the JSON output and the exit statuses (0, 1 under the bar, 2 on bad inp
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from s3skills.cli import main
 from s3skills.cli.evals import MAX_QUERIES_BYTES, TRIGGERS_FILE
 from s3skills.cli.find import EMBEDDINGS_HINT
+from s3skills.testing import MotoServer, make_bucket, unique_bucket_name
 from s3skills.testing.corpus import real_repositories
 from tests.cli_harness import Cli
 
@@ -43,13 +48,29 @@ def _push(run: Cli, root: Path, short: str) -> None:
     assert run("push", str(root), "--category", short, "--create-bucket") == 0, run.err
 
 
+@pytest.fixture(scope="module")
+def _pushed_once() -> Iterator[tuple[str, str]]:
+    """A moto server of this module's own, with two real repositories pushed once (31 skills).
+
+    The tests that use it only read (find, eval); pushing the same 31 skills for each of them
+    cost ~5 s a test. Its own server: the other tests' resets never touch it.
+    """
+    with MotoServer() as server:
+        bucket = make_bucket(server.endpoint_url, unique_bucket_name())
+        globals_ = ["--bucket", bucket, "--user", "ana", "--endpoint-url", server.endpoint_url, "--layout", "seeds"]
+        for repo in real_repositories():
+            if repo.name in SMALL:
+                out, err = io.StringIO(), io.StringIO()
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    code = main([*globals_, "push", str(repo.root), "--category", SMALL[repo.name]])
+                assert code == 0, err.getvalue()
+        yield server.endpoint_url, bucket
+
+
 @pytest.fixture
-def real_library(run: Cli) -> Cli:
-    """Two real repositories (31 skills) pushed as they are."""
-    for repo in real_repositories():
-        if repo.name in SMALL:
-            _push(run, repo.root, SMALL[repo.name])
-    return run
+def real_library(_pushed_once: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> Cli:
+    """Two real repositories (31 skills) pushed as they are (read only: shared by the module)."""
+    return Cli(*_pushed_once, capsys, "ana")
 
 
 def _queries(tmp_path: Path, items: Any, name: str = "queries.json") -> Path:
