@@ -7,14 +7,17 @@ skill matched (`s3skills find`), and the benches compare what the body sketch ho
 
 from __future__ import annotations
 
+import random
+import re
 from typing import Any
 
 import pytest
 
 from s3skills.skills import SkillInfo, SkillMetadata
-from s3skills.skills.ranking import matching
+from s3skills.skills.ranking import matching, sketch
 from s3skills.skills.ranking.matching import Bm25Index, tokenize
 from s3skills.skills.ranking.sketch import MAX_SKETCH_CHARS, SKETCH_MODES, make_sketch
+from s3skills.testing.corpus import real_skills_root
 
 
 def info(skill_id: str, description: str, sketch: str = "", **fields: Any) -> SkillInfo:
@@ -118,3 +121,73 @@ def test_each_sketch_mode_holds_what_it_says_within_the_limit() -> None:
     for mode in SKETCH_MODES:
         assert len(make_sketch(BODY * 200, mode=mode)) <= MAX_SKETCH_CHARS  # type: ignore[arg-type]
         assert "import scanpy" not in make_sketch(BODY, mode=mode)  # type: ignore[arg-type]  # code is left out
+
+
+# -- hostile text: every scan is linear in the text (issue 30) -------------------------------
+
+_REFERENCE_IDENT = matching._IDENT_RE  # the pattern itself, run over the whole text as before
+_REFERENCE_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)  # before: cubic on blanks
+
+
+def _reference_identifier_words(text: str) -> list[str]:
+    out: list[str] = []
+    for ident in _REFERENCE_IDENT.findall(text):
+        if "." in ident or "_" in ident:
+            out.append(matching._fold(ident))
+        if not ident.islower():
+            out.extend(matching._fold(part) for part in matching._CAMEL_RE.findall(ident) if part)
+    return [w for w in out if w not in matching._STOPWORDS]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_identifiers_read_run_by_run_are_those_of_the_whole_text(seed: int) -> None:
+    rng = random.Random(seed)
+    alphabet = "aZbY._ -/9é(" + "xX"
+    text = "".join(rng.choice(alphabet) for _ in range(2_000))
+    assert matching._identifier_words(text) == _reference_identifier_words(text)
+
+
+def test_identifiers_of_the_real_corpus_are_read_as_the_whole_text_reads_them() -> None:
+    for skill_md in sorted(real_skills_root().rglob("SKILL.md")):
+        text = skill_md.read_text(encoding="utf-8", errors="replace")
+        assert matching._identifier_words(text) == _reference_identifier_words(text), skill_md
+
+
+def test_a_word_longer_than_the_identifier_cap_is_never_scanned_for_identifiers(monkeypatch: Any) -> None:
+    scanned: list[int] = []
+    real = matching._IDENT_RE
+
+    class Recording:
+        def findall(self, text: str) -> list[str]:
+            scanned.append(len(text))
+            return real.findall(text)
+
+    monkeypatch.setattr(matching, "_IDENT_RE", Recording())
+    hostile = "A" + "x" * 50_000  # the whole-text scan backtracked over it quadratically
+    words = tokenize(f"parseHeaders {hostile} in sc.pp.neighbors", "english", identifiers=True)
+    assert scanned
+    assert max(scanned) <= matching.MAX_IDENTIFIER_CHARS
+    assert {"pars", "header", "sc.pp.neighbor"} <= set(words)  # short identifiers still read
+    assert hostile.casefold() in words  # the long word is still a plain word
+
+
+def _reference_headings(body: str) -> list[str]:
+    return [m.group(1) for m in _REFERENCE_HEADING.finditer(sketch._FENCE_RE.sub(" ", body))]
+
+
+def test_headings_of_the_real_corpus_sketch_as_the_backtracking_pattern_read_them() -> None:
+    for skill_md in sorted(real_skills_root().rglob("SKILL.md")):
+        body = skill_md.read_text(encoding="utf-8", errors="replace")
+        text = sketch._FENCE_RE.sub(" ", body)
+        ours = [sketch._heading_title(m.group(1)) for m in sketch._HEADING_RE.finditer(text)]
+        assert ours == _reference_headings(body), skill_md
+
+
+@pytest.mark.parametrize("mode", SKETCH_MODES)
+def test_a_heading_line_of_many_blanks_or_hashes_is_sketched_in_one_pass(mode: str) -> None:
+    # Pushed by anyone with a library: the backtracking pattern took 24 s for 2,000 blanks.
+    body = "# a" + " " * 50_000 + "x\n\n## b" + " " * 20_000 + "#" * 6 + " " * 9 + "\n\nSome words here.\n"
+    text = make_sketch(body, mode=mode)  # type: ignore[arg-type]
+    if mode != "none":
+        assert text.startswith("a x; b")
+    assert len(text) <= MAX_SKETCH_CHARS

@@ -34,7 +34,11 @@ SKETCH_MODES: tuple[str, ...] = get_args(SketchMode)
 
 _HEADINGS_SHARE = 2 / 5  # at most this share of the sketch goes to headings
 _FENCE_RE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.DOTALL | re.MULTILINE)
-_HEADING_RE = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)
+# A heading line: up to 3 spaces, 1-6 `#`, blanks, text. Written so that no two parts can
+# match the same characters: matching is linear in the text (the closing `#`s are cut in
+# Python, `_heading_title`). A pattern with a lazy title before `\s*#*\s*$` took seconds
+# for one line of a few thousand blanks, and a body is written by whoever pushes it.
+_HEADING_RE = re.compile(r"^[^\S\n]{0,3}#{1,6}[^\S\n]+(\S.*)$", re.MULTILINE)
 _WORD_RE = re.compile(r"[^\W\d_][\w'-]*[^\W_]|[^\W\d_]{2}")
 _ASCII_WORD_RE = re.compile(_WORD_RE.pattern, re.ASCII)  # for ASCII text: the same matches
 _SKIP = frozenset(
@@ -136,6 +140,12 @@ _SKIP = frozenset(
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
+def _heading_title(line_rest: str) -> str:
+    """A heading's text without the closing `#`s and blanks (`## Setup ##` -> `Setup`)."""
+    text = line_rest.rstrip()
+    return text.rstrip("#").rstrip() or text[:1]
+
+
 def _plain(text: str) -> str:
     return " ".join(_CONTROL_RE.sub(" ", re.sub(r"[*_`>|\[\]()]+", " ", text)).split())
 
@@ -186,7 +196,7 @@ def make_sketch(body: str, *, limit: int = MAX_SKETCH_CHARS, mode: SketchMode = 
     headings: list[str] = []
     used = 0
     for match in _HEADING_RE.finditer(text):
-        heading = _plain(match.group(1))
+        heading = _plain(_heading_title(match.group(1)))
         if heading and heading.casefold() not in (h.casefold() for h in headings):
             if used + len(heading) + 3 > limit * _HEADINGS_SHARE:
                 break
