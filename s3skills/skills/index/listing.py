@@ -67,8 +67,9 @@ class Lister:
         """A library known of nothing: LIST it page by page, reading each SKILL.md as its page arrives.
 
         Twice `Limits.concurrency` reads are in flight (the connection pool `S3Backend`
-        sizes): on a 20 ms proxy, 64 reads in flight indexed 1,000 skills 1.0-1.3x faster
-        than 32 (bench/README.md, `bench/cold_vs_raw.py`).
+        sizes). On a 20 ms proxy and 2 cores, 64 and 32 in flight index 1,000 skills in
+        times whose spreads overlap (bench/README.md, `bench/cold_vs_raw.py`): the CPU,
+        not the reads in flight, bounds a cold index there.
         """
 
         def wanted(obj: ObjectInfo) -> str | None:
