@@ -10,12 +10,13 @@ module reads each with as little as it can and turns it into an entry:
 - `HeadReader.of_bytes`: the same head from bytes a writer just stored (no request), so
   a writer's entry equals the one a reader would build.
 - `parse_heads`: the CPU part (frontmatter, body sketch, the entry's weight). Callers run
-  it in a worker thread, or on the loop a few heads at a time (`s3skills.skills.index.streaming`).
+  it in a worker thread, or on the loop a few heads at a time (`s3skills.skills.index.streaming`);
+  a heavy head (a frontmatter bigger than any real one) is parsed in a worker process
+  (`s3skills.skills.index.isolated`).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from functools import partial
 
@@ -26,15 +27,20 @@ from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.skills.format.model import InvalidSkill, SkillInfo
 from s3skills.skills.format.parse import frontmatter_prefix, parse_skill_md
 from s3skills.skills.index.derived import weigh
+from s3skills.skills.index.isolated import aparse_isolated, is_heavy
 from s3skills.skills.index.manifest import SkillEntry
 from s3skills.skills.ranking.sketch import make_sketch
 from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore
 
-__all__ = ["DEFAULT_ENTRY_WEIGHT", "Head", "HeadReader", "head_weight", "parse_heads"]
+__all__ = ["DEFAULT_ENTRY_WEIGHT", "Head", "HeadReader", "Parsed", "head_weight", "parse_heads", "parse_read"]
 
 Head = tuple[bytes, str] | str
 """The bytes of a `SKILL.md` needed to parse it and the ETag they were read with, or why
 it was skipped (the reason becomes the entry's problem)."""
+
+Parsed = Head | SkillEntry
+"""What a cold index's reader hands its parser: a head, or a heavy head's entry parsed already
+in the worker process (`HeadReader.aread_parsed`, `s3skills.skills.index.isolated`)."""
 
 DEFAULT_ENTRY_WEIGHT = 1024
 """Estimated bytes of an entry's own fields (id, key, ETag, `SkillInfo`), beyond its metadata."""
@@ -78,6 +84,14 @@ class HeadReader:
         except FileTooLarge as exc:
             return str(exc)
 
+    async def aread_parsed(self, source: str, skill_id: str, obj: ObjectInfo) -> Parsed:
+        """`aread` for a cold index's parser: a heavy head comes back parsed (in the worker process)."""
+        head = await self.aread(obj)
+        if not is_heavy(head):
+            return head
+        (entry,) = await aparse_isolated(parse_heads, source, [(skill_id, obj, head)])
+        return entry
+
     def of_bytes(self, data: bytes, etag: str) -> Head:
         """What `aread` would read of an object holding `data` (no request)."""
         if len(data) > self.limits.max_skill_md_bytes:
@@ -97,7 +111,7 @@ class HeadReader:
         jobs = [partial(self.aread, obj) for _, obj in objects]
         heads = await gather_limited(jobs, self.limits.concurrency)
         items = [(sid, obj, head) for (sid, obj), head in zip(objects, heads, strict=True)]
-        return await asyncio.to_thread(parse_heads, source, items) if items else []
+        return await aparse_isolated(parse_heads, source, items)
 
     async def aentries(self, source: str, prefix: str, skill_ids: list[str]) -> dict[str, SkillEntry | None]:
         """The current entries of some skills by id (1 ranged GET each; None: the SKILL.md is gone)."""
@@ -116,7 +130,7 @@ class HeadReader:
         items = [item for item in found if item is not None]
         out: dict[str, SkillEntry | None] = dict.fromkeys(skill_ids)
         if items:
-            out.update((e.skill_id, e) for e in await asyncio.to_thread(parse_heads, source, items))
+            out.update((e.skill_id, e) for e in await aparse_isolated(parse_heads, source, items))
         return out
 
     async def aentries_of(
@@ -131,7 +145,7 @@ class HeadReader:
         for sid, (data, etag) in bodies.items():
             obj = ObjectInfo(prefix + sid + "/" + SKILL_FILE, len(data), etag)
             items.append((sid, obj, self.of_bytes(data, etag)))
-        return {e.skill_id: e for e in await asyncio.to_thread(parse_heads, source, items)} if items else {}
+        return {e.skill_id: e for e in await aparse_isolated(parse_heads, source, items)}
 
 
 def _holding_frontmatter(head: bytes) -> bytes | None:
@@ -144,9 +158,16 @@ def _holding_frontmatter(head: bytes) -> bytes | None:
     return head[:cut] if cut >= len(prefix) else prefix
 
 
-def head_weight(head: Head) -> int:
-    """The bytes a read head gives the parser (a skipped object's reason: nothing)."""
+def head_weight(head: Parsed) -> int:
+    """The bytes a read head gives the parser (a skipped object's reason, a parsed entry: nothing)."""
     return len(head[0]) if isinstance(head, tuple) else 0
+
+
+def parse_read(source: str, items: list[tuple[str, ObjectInfo, Parsed]]) -> list[SkillEntry]:
+    """`parse_heads` for a cold index's reads (`HeadReader.aread_parsed`): parsed entries pass through."""
+    done = [parsed for _, _, parsed in items if isinstance(parsed, SkillEntry)]
+    rest = [(sid, obj, parsed) for sid, obj, parsed in items if not isinstance(parsed, SkillEntry)]
+    return done + (parse_heads(source, rest) if rest else [])
 
 
 def parse_heads(source: str, items: list[tuple[str, ObjectInfo, Head]]) -> list[SkillEntry]:

@@ -18,7 +18,7 @@ from typing import Protocol
 from s3skills._loop import gather_limited
 from s3skills.config import Limits
 from s3skills.ids import SKILL_FILE, SkillId
-from s3skills.skills.index.heads import HeadReader, head_weight, parse_heads
+from s3skills.skills.index.heads import HeadReader, head_weight, parse_read
 from s3skills.skills.index.manifest import SkillEntry
 from s3skills.skills.index.streaming import first_page_small, read_as_listed
 from s3skills.skills.versions.history import versions_by_skill
@@ -79,8 +79,8 @@ class Lister:
         objects, entries = await read_as_listed(
             first_page_small(self.store, prefix),
             wanted,
-            self.heads.aread,
-            partial(parse_heads, source),
+            lambda obj: self.heads.aread_parsed(source, str(SkillId.from_key(obj.key, prefix)), obj),
+            partial(parse_read, source),
             concurrency=2 * self.limits.concurrency,
             weight=head_weight,
             limit=self.limits.max_skills_per_library,
