@@ -6,8 +6,10 @@ eve, runs one scenario at a time, in the same process, for as long as the victim
 
 - `quiet`: nothing (the reference);
 - `frontmatters`: eve's library holds 300 skills whose frontmatter is a flow list of ~30,000
-  tiny values (under the 64 KiB cap), indexed cold again and again (a new catalog each time:
-  every process meets it cold);
+  tiny values (under the 64 KiB cap), indexed again and again by a new catalog each time (as
+  every new process meets it: its manifest read, 300 problems decoded);
+- `frontmatters-cold`: the same, with eve deleting her manifest before each index (she may
+  write her own `.s3skills/`), so every index lists her library and parses all 300 heads;
 - `query`: mia (an ordinary library) calls `list_skills` with 2.4 MB of distinct words, four at a time;
 - `word`: mia calls `list_skills` with one 3.5 MB word, four at a time;
 - `prompt`: mia's agent builds its prompt (the skills index ranked for the conversation) for a
@@ -42,13 +44,14 @@ from mcp.client.client import Client
 
 from s3skills import S3Backend
 from s3skills.config import Config
+from s3skills.errors import NotFound
 from s3skills.serve.library_source import LibrarySkillSource
 from s3skills.serve.server import SkillsServer
 from s3skills.skills import SkillLibrary
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, skill_md
 
-SCENARIOS = ("quiet", "frontmatters", "query", "word", "prompt")
+SCENARIOS = ("quiet", "frontmatters", "frontmatters-cold", "query", "word", "prompt")
 ROOT = Path(__file__).resolve().parent
 P99_TARGET_MS = 150.0
 
@@ -97,9 +100,13 @@ async def _attacker(scenario: str, store: MemoryObjectStore, eve: Client, stop: 
     if scenario == "quiet":
         await stop.wait()
         return 0
-    if scenario == "frontmatters":
+    if scenario.startswith("frontmatters"):
+        manifest = Config().layout.manifest_key("users/eve/skills/")
         while not stop.is_set():
-            library = SkillLibrary(store, Config())  # cold, as in a new process
+            if scenario == "frontmatters-cold":
+                with contextlib.suppress(NotFound):
+                    await store.adelete(manifest)
+            library = SkillLibrary(store, Config())  # a new process's catalog
             await library.aindex(tenant=Tenant("eve", "t1"))
             done += 1
         return done
@@ -139,7 +146,9 @@ async def run_scenario(scenario: str, calls: int) -> dict[str, Any]:
     library = SkillLibrary(store, Config())
     limiter = TenantLimiter()
     ana = S3Backend("memory", store=store, user_id="ana", thread_id="t1")
-    attacker = "eve" if scenario == "frontmatters" else "mia"  # mia's library is ordinary: only her queries are hostile
+    attacker = (
+        "eve" if scenario.startswith("frontmatters") else "mia"
+    )  # mia's library is ordinary: only her queries are hostile
     async with _client(library, "bob", limiter) as bob, _client(library, attacker, limiter) as eve:
         await bob.call_tool("list_skills", {"query": "fill pdf forms"})  # warm: the victims' indexes
         await ana.als("/workspace")

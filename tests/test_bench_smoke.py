@@ -166,3 +166,23 @@ def _assert_a_results_file(report: dict[str, Any], bench: str) -> None:
     assert len(report["load_average_before"]) == len(report["load_average_after"]) == 3
     assert report["command"][0] == f"{bench}.py"
     assert len(report["command"]) > 1
+
+
+def test_noisy_runs_each_hostile_scenario_and_writes_every_victims_samples(tmp_path: Path) -> None:
+    out = tmp_path / "noisy.json"
+    scenarios = ["frontmatters", "frontmatters-cold", "word"]
+    args = [sys.executable, str(BENCH / "noisy.py"), "--calls", "5", "--out", str(out)]
+    done = subprocess.run(
+        [*args, *(a for s in scenarios for a in ("--scenario", s))],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert [r["scenario"] for r in report["runs"]] == ["quiet", *scenarios]
+    for run in report["runs"]:
+        assert len(run["ls_ms"]) == len(run["list_skills_ms"]) == 5
+    assert all(run["hostile_calls"] > 0 for run in report["runs"][1:])
+    assert "victims' p99 over 150 ms" in done.stdout
