@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from s3skills.skills import SkillInfo, SkillMetadata
-from s3skills.skills.ranking import matching, sketch
+from s3skills.skills.ranking import identifiers, matching, sketch
 from s3skills.skills.ranking.matching import Bm25Index, tokenize
 from s3skills.skills.ranking.sketch import MAX_SKETCH_CHARS, SKETCH_MODES, make_sketch
 from s3skills.testing.corpus import real_skills_root
@@ -125,7 +125,7 @@ def test_each_sketch_mode_holds_what_it_says_within_the_limit() -> None:
 
 # -- hostile text: every scan is linear in the text (issue 30) -------------------------------
 
-_REFERENCE_IDENT = matching._IDENT_RE  # the pattern itself, run over the whole text as before
+_REFERENCE_IDENT = identifiers._IDENT_RE  # the pattern itself, run over the whole text as before
 _REFERENCE_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$", re.MULTILINE)  # before: cubic on blanks
 
 
@@ -135,7 +135,7 @@ def _reference_identifier_words(text: str) -> list[str]:
         if "." in ident or "_" in ident:
             out.append(matching._fold(ident))
         if not ident.islower():
-            out.extend(matching._fold(part) for part in matching._CAMEL_RE.findall(ident) if part)
+            out.extend(matching._fold(part) for part in identifiers._CAMEL_RE.findall(ident) if part)
     return [w for w in out if w not in matching._STOPWORDS]
 
 
@@ -155,18 +155,18 @@ def test_identifiers_of_the_real_corpus_are_read_as_the_whole_text_reads_them() 
 
 def test_a_word_longer_than_the_identifier_cap_is_never_scanned_for_identifiers(monkeypatch: Any) -> None:
     scanned: list[int] = []
-    real = matching._IDENT_RE
+    real = identifiers._IDENT_RE
 
     class Recording:
         def findall(self, text: str) -> list[str]:
             scanned.append(len(text))
             return real.findall(text)
 
-    monkeypatch.setattr(matching, "_IDENT_RE", Recording())
+    monkeypatch.setattr(identifiers, "_IDENT_RE", Recording())
     hostile = "A" + "x" * 50_000  # the whole-text scan backtracked over it quadratically
     words = tokenize(f"parseHeaders {hostile} in sc.pp.neighbors", "english", identifiers=True)
     assert scanned
-    assert max(scanned) <= matching.MAX_IDENTIFIER_CHARS
+    assert max(scanned) <= identifiers.MAX_IDENTIFIER_CHARS
     assert {"pars", "header", "sc.pp.neighbor"} <= set(words)  # short identifiers still read
     assert hostile.casefold() in words  # the long word is still a plain word
 

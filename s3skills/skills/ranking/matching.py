@@ -38,6 +38,7 @@ from operator import attrgetter
 from typing import Any, Literal
 
 from s3skills.skills.format.model import SkillInfo
+from s3skills.skills.ranking.identifiers import identifier_parts
 from s3skills.skills.ranking.identity import IdentityCache
 
 __all__ = [
@@ -211,38 +212,9 @@ def _stem(token: str, language: Language) -> str:
         return str(_stemmer(language).stemWord(token))
 
 
-# An identifier as code and paths write it: `canonicalize_url`, `sc.pp.neighbors`, `codec.py`,
-# `parseHeaders`, `HTTPServer`. Its parts are words already; with `identifiers` on, the
-# whole of it (folded) and its camelCase parts are words too.
-_IDENT_RE = re.compile(r"[^\W_]+(?:[._][^\W_]+)+|[^\W\d_]*[a-z][A-Z][^\W_]*|[A-Z]{2,}[a-z][^\W_]*")
-_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-# Every identifier lies inside one run of letters and digits joined by single `.` or `_`
-# (found in linear time). `_IDENT_RE` backtracks over a run quadratically (a 4,000-letter
-# word: 0.8 s), so it only reads runs of at most `MAX_IDENTIFIER_CHARS` that could hold one.
-_RUN_RE = re.compile(r"[^\W_]+(?:[._][^\W_]+)*")
-_MAY_BE_IDENTIFIER_RE = re.compile(r"[A-Z._]")
-
-MAX_IDENTIFIER_CHARS = 128
-"""The longest run of word characters read for identifiers; a longer one gives its plain words only."""
-
-
 def _identifier_words(text: str) -> list[str]:
-    """The extra words of the identifiers in `text`: each one whole (folded), and its camelCase parts."""
-    out: list[str] = []
-    for run in _RUN_RE.findall(text):
-        if len(run) <= MAX_IDENTIFIER_CHARS and _MAY_BE_IDENTIFIER_RE.search(run):
-            out.extend(_run_identifier_words(run))
-    return [w for w in out if w not in _STOPWORDS]
-
-
-def _run_identifier_words(run: str) -> list[str]:
-    out: list[str] = []
-    for ident in _IDENT_RE.findall(run):
-        if "." in ident or "_" in ident:  # a camelCase word is whole already
-            out.append(_fold(ident))
-        if not ident.islower():
-            out.extend(_fold(part) for part in _CAMEL_RE.findall(ident) if part)
-    return out
+    """The extra words of the identifiers in `text` (`identifier_parts`), folded, stop words out."""
+    return [w for w in map(_fold, identifier_parts(text)) if w not in _STOPWORDS]
 
 
 def _words(text: str, identifiers: bool = False) -> list[str]:
