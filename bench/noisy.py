@@ -1,7 +1,9 @@
 """Noisy neighbours: one tenant sends hostile input while others make ordinary calls, in one process.
 
 Victims: ana lists her workspace through `S3Backend.als` (the agent's `ls`), bob calls the MCP
-tools face's `list_skills` with a short query, each in a loop of `--calls` calls. The attacker,
+tools face's `list_skills` with a short query, each in a loop of `--calls` calls, one every
+`--interval` seconds at most (so the attack runs for the whole window, however fast the
+victims are answered: seconds, not the fraction of one it took when they were fast). The attacker,
 eve, runs one scenario at a time, in the same process, for as long as the victims call:
 
 - `quiet`: nothing (the reference);
@@ -86,12 +88,14 @@ async def _client(library: SkillLibrary, user: str, limiter: Any) -> AsyncIterat
         yield client
 
 
-async def _victim(call: Callable[[], Awaitable[Any]], calls: int) -> list[float]:
+async def _victim(call: Callable[[], Awaitable[Any]], calls: int, interval: float) -> list[float]:
     samples = []
     for _ in range(calls):
         started = time.perf_counter()
         await call()
-        samples.append((time.perf_counter() - started) * 1000)
+        took = time.perf_counter() - started
+        samples.append(took * 1000)
+        await asyncio.sleep(max(0.0, interval - took))
     return samples
 
 
@@ -138,7 +142,7 @@ async def _attacker(scenario: str, store: MemoryObjectStore, eve: Client, stop: 
     return done
 
 
-async def run_scenario(scenario: str, calls: int) -> dict[str, Any]:
+async def run_scenario(scenario: str, calls: int, interval: float = 0.01) -> dict[str, Any]:
     from s3skills.serve.fairshare import TenantLimiter
 
     store = MemoryObjectStore()
@@ -156,8 +160,8 @@ async def run_scenario(scenario: str, calls: int) -> dict[str, Any]:
         attack = asyncio.ensure_future(_attacker(scenario, store, eve, stop))
         await asyncio.sleep(0.2)  # let the attack start before the victims measure
         ls, listing = await asyncio.gather(
-            _victim(lambda: ana.als("/workspace"), calls),
-            _victim(lambda: bob.call_tool("list_skills", {"query": "fill pdf forms"}), calls),
+            _victim(lambda: ana.als("/workspace"), calls, interval),
+            _victim(lambda: bob.call_tool("list_skills", {"query": "fill pdf forms"}), calls, interval),
         )
         stop.set()
         hostile = await attack
@@ -202,12 +206,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--scenario", choices=SCENARIOS, action="append", help="repeatable; default: all")
     parser.add_argument("--calls", type=int, default=300, help="calls per victim per scenario")
+    parser.add_argument("--interval", type=float, default=0.01, help="seconds from a victim call's start to its next")
     parser.add_argument("--out", type=Path, help="results file (default: bench/results/noisy-<time>.json)")
     args = parser.parse_args(argv)
     scenarios = args.scenario or list(SCENARIOS)
     if "quiet" not in scenarios:
         scenarios.insert(0, "quiet")
-    results = [asyncio.run(run_scenario(s, args.calls)) for s in scenarios]
+    results = [asyncio.run(run_scenario(s, args.calls, args.interval)) for s in scenarios]
     quiet = results[0]
     summaries = [_summary(r, quiet) for r in results]
     print(f"{'scenario':<13} {'victim':<12} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'p99/quiet':>9} {'hostile':>8}")
@@ -225,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"victims' p99 over {P99_TARGET_MS:.0f} ms: {', '.join(over) if over else 'none'}")
     out = args.out or ROOT / "results" / f"noisy-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"machine": _machine(), "calls": args.calls, "summaries": summaries, "runs": results}))
+    record = {"machine": _machine(), "calls": args.calls, "interval": args.interval, "summaries": summaries}
+    out.write_text(json.dumps({**record, "runs": results}))
     print(f"samples: {out}")
     return 0
 
