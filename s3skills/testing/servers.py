@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -108,6 +109,28 @@ def make_client(
     )
 
 
+# make_bucket's clients, one per (endpoint, access key, secret key, region): building a boto3
+# client costs ~25 ms, and test suites create a bucket per test. Clients are thread-safe for
+# calls; the lock guards only the dictionary and client creation (boto3's default session is
+# not thread-safe). Bounded: the oldest entry is dropped (not closed: another thread may be
+# using it; its connections close when it is collected).
+_BUCKET_CLIENTS: dict[tuple[str, str, str, str], Any] = {}
+_BUCKET_CLIENTS_LOCK = threading.Lock()
+_BUCKET_CLIENTS_MAX = 16
+
+
+def _bucket_client(endpoint_url: str, access_key: str, secret_key: str, region: str) -> Any:
+    key = (endpoint_url, access_key, secret_key, region)
+    with _BUCKET_CLIENTS_LOCK:
+        client = _BUCKET_CLIENTS.get(key)
+        if client is None:
+            if len(_BUCKET_CLIENTS) >= _BUCKET_CLIENTS_MAX:
+                del _BUCKET_CLIENTS[next(iter(_BUCKET_CLIENTS))]
+            client = make_client(endpoint_url, access_key=access_key, secret_key=secret_key, region=region)
+            _BUCKET_CLIENTS[key] = client
+        return client
+
+
 def make_bucket(
     endpoint_url: str,
     name: str,
@@ -116,15 +139,16 @@ def make_bucket(
     secret_key: str = "testing",  # noqa: S107 - the dummy key local servers accept
     region: str = "us-east-1",
 ) -> str:
-    """Create bucket ``name`` on the S3 server at ``endpoint_url`` and return the name."""
+    """Create bucket ``name`` on the S3 server at ``endpoint_url`` and return the name.
+
+    Safe to call from several threads. One boto3 client per (endpoint, credentials, region)
+    is kept for later calls (a few, the oldest dropped first), so creating a bucket per test
+    costs one request, not a client build.
+    """
     kwargs: dict[str, object] = {"Bucket": name}
     if region != "us-east-1":
         kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
-    client = make_client(endpoint_url, access_key=access_key, secret_key=secret_key, region=region)
-    try:
-        client.create_bucket(**kwargs)
-    finally:
-        client.close()
+    _bucket_client(endpoint_url, access_key, secret_key, region).create_bucket(**kwargs)
     return name
 
 
