@@ -24,6 +24,7 @@ connections to loopback addresses.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import os
 import shutil
@@ -86,8 +87,24 @@ def pytest_configure(config: pytest.Config) -> None:
     patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     patch.setenv("AWS_DEFAULT_REGION", REGION)
     patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    _share_botocore_data(patch)
     config.stash[_ENV_PATCH] = patch
     config.stash[_ENV_DIR] = env_dir
+
+
+def _share_botocore_data(patch: pytest.MonkeyPatch) -> None:
+    """Give every botocore session of the test process one data loader per data path.
+
+    Each `S3ObjectStore` made without a session (most tests make several) starts a botocore
+    session, whose loader parses botocore's JSON data (endpoints, the S3 model and its rules)
+    again: ~200 ms of CPU per store. The files are static, and one loader is what any single
+    session (and the CLI, see `s3skills.cli.context`) already shares between its clients; the
+    loader caches what it parsed, so a session gets the same objects it would have parsed.
+    """
+    import botocore.loaders
+    import botocore.session
+
+    patch.setattr(botocore.session, "create_loader", functools.cache(botocore.loaders.create_loader))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
