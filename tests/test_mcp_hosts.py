@@ -68,6 +68,7 @@ async def test_a_client_without_the_extension_reads_about_the_tools(library: str
         assert name in TOOLS_FACE
 
 
+@pytest.mark.slow  # a server subprocess (~3 s): the tools face above is the fast stdio smoke
 async def test_a_client_with_the_extension_reads_about_its_methods(library: str, moto_endpoint: str) -> None:
     async with session(library, moto_endpoint, extensions={EXTENSION: {}}) as (_, instructions):
         assert instructions == EXTENSION_FACE
