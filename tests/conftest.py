@@ -24,6 +24,7 @@ connections to loopback addresses.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import os
 import shutil
@@ -72,6 +73,7 @@ def pytest_configure(config: pytest.Config) -> None:
     Done at configure time (not in a fixture) so that collection is covered too. Every
     ``AWS_*`` variable is dropped (profiles, endpoint overrides, session tokens, web
     identity, container credentials) and the config/credentials files point at empty files.
+    Two shortcuts spare each S3 client work no test needs (see the helpers below).
     """
     patch = pytest.MonkeyPatch()
     env_dir = Path(tempfile.mkdtemp(prefix="s3skills-aws-env-"))
@@ -86,8 +88,44 @@ def pytest_configure(config: pytest.Config) -> None:
     patch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     patch.setenv("AWS_DEFAULT_REGION", REGION)
     patch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    _one_certificate_bundle(patch, env_dir)
+    _share_botocore_data(patch)
     config.stash[_ENV_PATCH] = patch
     config.stash[_ENV_DIR] = env_dir
+
+
+def _one_certificate_bundle(patch: pytest.MonkeyPatch, env_dir: Path) -> None:
+    """Point ``AWS_CA_BUNDLE`` at a bundle of one certificate, unless a live endpoint is set.
+
+    Every aiobotocore client loads its CA bundle into a fresh SSL context when it opens its
+    connection pool, ~30 ms of CPU for the full bundle, although no test speaks TLS: every
+    server is plain HTTP on loopback (a live endpoint may be HTTPS, so it keeps the default).
+    """
+    if os.environ.get(LIVE_ENV):
+        return
+    from botocore.httpsession import where
+
+    end = "-----END CERTIFICATE-----"
+    full = Path(where()).read_text(encoding="utf-8")
+    first = full[full.index("-----BEGIN CERTIFICATE-----") : full.index(end) + len(end)]
+    bundle = env_dir / "ca.pem"
+    bundle.write_text(first + "\n", encoding="utf-8")
+    patch.setenv("AWS_CA_BUNDLE", str(bundle))
+
+
+def _share_botocore_data(patch: pytest.MonkeyPatch) -> None:
+    """Give every botocore session of the test process one data loader per data path.
+
+    Each `S3ObjectStore` made without a session (most tests make several) starts a botocore
+    session, whose loader parses botocore's JSON data (endpoints, the S3 model and its rules)
+    again: ~200 ms of CPU per store. The files are static, and one loader is what any single
+    session (and the CLI, see `s3skills.cli.context`) already shares between its clients; the
+    loader caches what it parsed, so a session gets the same objects it would have parsed.
+    """
+    import botocore.loaders
+    import botocore.session
+
+    patch.setattr(botocore.session, "create_loader", functools.cache(botocore.loaders.create_loader))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -220,12 +258,20 @@ def moto_endpoint(moto_server: MotoServer) -> str:
     return moto_server.endpoint_url
 
 
-@pytest.fixture
-def s3_client(moto_endpoint: str) -> Iterator[Any]:
-    """A plain boto3 S3 client on the moto endpoint, to arrange or inspect raw bucket state."""
-    client = make_client(moto_endpoint, region=REGION)
+@pytest.fixture(scope="session")
+def _moto_client(moto_server: MotoServer) -> Iterator[Any]:
+    """One boto3 client on the session's moto server, shared by every test's `s3_client`
+    (building a client costs ~25 ms, and hundreds of tests ask for one)."""
+    client = make_client(moto_server.endpoint_url, region=REGION)
     yield client
     client.close()
+
+
+@pytest.fixture
+def s3_client(moto_endpoint: str, _moto_client: Any) -> Any:
+    """A plain boto3 S3 client on the (freshly reset) moto endpoint, to arrange or inspect raw
+    bucket state. Shared by the session's tests: do not close it or change its configuration."""
+    return _moto_client
 
 
 @pytest.fixture

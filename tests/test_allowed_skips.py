@@ -1,16 +1,21 @@
 """The CI skip guard: a skip that tests/allowed_skips.py does not allow fails a CI run.
 
-Each case runs pytest in a subprocess on a tiny test file, with this suite's conftest loaded as a
-plugin (`-p conftest`), so the hook and the list under test are the real ones.
+Each case runs pytest on a tiny test file, with this suite's conftest loaded as a plugin
+(`-p conftest`), so the hook and the list under test are the real ones. One subprocess serves
+all the cases: it imports what the conftest needs once, then runs each case's pytest session in
+a fork of itself (a fresh pytest, conftest and environment per case, without paying Python's and
+the S3 libraries' start-up three times).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from allowed_skips import ALLOWED_SKIPS, LIVE_ENV
@@ -41,34 +46,86 @@ def test_skips_like_a_missing_seaweedfs():
 """
 )
 
+# Runs each case's pytest session in a fork, after importing the conftest's heavy dependencies
+# once (not the conftest itself: `-p conftest` must load and rewrite it in each case). Some of
+# those dependencies belong to distributions that are pytest plugins too (anyio, langsmith), so
+# the fork's pytest sees them already imported and would warn that it cannot rewrite their
+# asserts: `-W` silences that warning alone.
+_DRIVER = """
+import json, os, sys
+import aioboto3, boto3, pytest  # noqa: F401
+import s3skills.fs, s3skills.layout, s3skills.storage, s3skills.testing  # noqa: F401
+codes = []
+for case in json.loads(sys.argv[1]):
+    sys.stdout.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 70
+        try:
+            os.chdir(case["dir"])
+            if case["ci"]:
+                os.environ["CI"] = "true"
+            out = os.open(case["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(out, 1)
+            os.dup2(out, 2)
+            quiet = "ignore:Module already imported so cannot be rewritten:pytest.PytestAssertRewriteWarning"
+            argv = ["-q", "-p", "conftest", "-p", "no:cacheprovider", "-W", quiet, "test_tiny.py"]
+            code = int(pytest.main(argv))
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+print(json.dumps(codes))
+"""
 
-def _pytest(tmp_path: Path, source: str, *, ci: bool) -> subprocess.CompletedProcess[str]:
-    test_file = tmp_path / "test_tiny.py"
-    test_file.write_text(source, encoding="utf-8")
+
+class Run(NamedTuple):
+    """One case's pytest exit status and its terminal output (stdout and stderr)."""
+
+    returncode: int
+    stdout: str
+
+
+CASES = {"listed-ci": (LISTED, True), "mixed-ci": (MIXED, True), "mixed-outside-ci": (MIXED, False)}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    """Every case of `CASES` run once, by one subprocess."""
+    root = tmp_path_factory.mktemp("skip-guard")
+    cases: list[dict[str, str | bool]] = []
+    outs = [root / f"{name}.out" for name in CASES]
+    for (name, (source, ci)), out in zip(CASES.items(), outs, strict=True):
+        (root / name).mkdir()
+        (root / name / "test_tiny.py").write_text(source, encoding="utf-8")
+        cases.append({"dir": str(root / name), "ci": ci, "out": str(out)})
     env = {k: v for k, v in os.environ.items() if k not in ("CI", LIVE_ENV, "PYTEST_ADDOPTS", "PYTEST_XDIST_WORKER")}
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(TESTS.parent)])
-    if ci:
-        env["CI"] = "true"
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider", str(test_file)],
-        cwd=tmp_path,
+    done = subprocess.run(
+        [sys.executable, "-c", _DRIVER, json.dumps(cases)],
+        cwd=root,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
-
-
-def test_in_ci_a_listed_skip_whose_condition_holds_passes(tmp_path: Path) -> None:
-    done = _pytest(tmp_path, LISTED, ci=True)
     assert done.returncode == 0, done.stdout + done.stderr
+    codes = json.loads(done.stdout.strip().splitlines()[-1])
+    outputs = [out.read_text(encoding="utf-8") for out in outs]
+    return {name: Run(code, out) for name, code, out in zip(CASES, codes, outputs, strict=True)}
+
+
+def test_in_ci_a_listed_skip_whose_condition_holds_passes(runs: dict[str, Run]) -> None:
+    done = runs["listed-ci"]
+    assert done.returncode == 0, done.stdout
     assert "1 passed, 1 skipped" in done.stdout
     assert "skips not allowed" not in done.stdout
 
 
-def test_in_ci_an_unlisted_skip_or_one_whose_condition_fails_fails_the_run_and_is_named(tmp_path: Path) -> None:
-    done = _pytest(tmp_path, MIXED, ci=True)
-    assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout + done.stderr
+def test_in_ci_an_unlisted_skip_or_one_whose_condition_fails_fails_the_run_and_is_named(runs: dict[str, Run]) -> None:
+    done = runs["mixed-ci"]
+    assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout
     assert "1 passed, 3 skipped" in done.stdout  # no test failed: the skips alone fail the run
     named = done.stdout.split("skips not allowed in CI", 1)[1].splitlines()
     assert [line for line in named if line.startswith("test_tiny.py::")] == [
@@ -78,9 +135,9 @@ def test_in_ci_an_unlisted_skip_or_one_whose_condition_fails_fails_the_run_and_i
     ]
 
 
-def test_outside_ci_the_same_skips_are_only_skips(tmp_path: Path) -> None:
-    done = _pytest(tmp_path, MIXED, ci=False)
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_outside_ci_the_same_skips_are_only_skips(runs: dict[str, Run]) -> None:
+    done = runs["mixed-outside-ci"]
+    assert done.returncode == 0, done.stdout
     assert "1 passed, 3 skipped" in done.stdout
     assert "skips not allowed" not in done.stdout
 

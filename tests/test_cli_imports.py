@@ -60,7 +60,21 @@ def test_importing_the_cli_imports_no_agent_framework() -> None:
     assert _heavy(modules) == []
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["demo", "--help"], ["push", "--help"], ["mcp", "--help"]])
+# Each case is a fresh interpreter (~1 s, the demo ones 3-4 s, on 2 cores): the README's command
+# keeps `s3skills --help`, and runs the other commands' help and the demo without moto in
+# .ci/run's slow step.
+_SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        pytest.param(["demo", "--help"], marks=_SLOW),
+        pytest.param(["push", "--help"], marks=_SLOW),
+        pytest.param(["mcp", "--help"], marks=_SLOW),
+    ],
+)
 def test_help_imports_no_agent_framework(argv: list[str]) -> None:
     proc, modules = _run_cli(*argv)
     assert proc.returncode == 0, proc.stderr
@@ -146,6 +160,7 @@ def _clean_env(tmp_path: Path) -> dict[str, str]:
     return {"HOME": str(tmp_path), "NO_COLOR": "1", "COLUMNS": "100"}
 
 
+@_SLOW  # a fresh interpreter running the demo (3-4 s)
 def test_demo_without_moto_names_the_extra_to_install(tmp_path: Path) -> None:
     proc = _python("-c", _WITHOUT_MOTO, "demo", env=_clean_env(tmp_path))
     assert proc.returncode == 1
@@ -155,6 +170,7 @@ def test_demo_without_moto_names_the_extra_to_install(tmp_path: Path) -> None:
     ]
 
 
+@_SLOW  # a fresh interpreter running the demo (3-4 s)
 def test_demo_on_an_endpoint_does_not_need_moto(moto_endpoint: str, bucket: str, tmp_path: Path) -> None:
     """Only the embedded server needs the extra: an S3 endpoint (here a moto server of the tests) does not."""
     argv = ["--endpoint-url", moto_endpoint, "demo", "--bucket", bucket, "--user", "lucia", "--quiet"]

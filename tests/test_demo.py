@@ -71,6 +71,11 @@ def text_run(home: Path) -> subprocess.CompletedProcess[str]:
     return _run([*_cli(), "demo"], home)
 
 
+# SLOW_DEMO: a second demo subprocess (~6 s on 2 cores) and its breadth run in .ci/run's slow
+# step; the README's command keeps `s3skills demo` in a subprocess (`text_run`) as the smoke test,
+# and `demo --json` in-process (test_demo_ignores_the_environment_and_runs_self_contained).
+
+
 @pytest.fixture(scope="module")
 def json_run(home: Path) -> dict[str, Any]:
     proc = _run([*_cli(), "demo", "--json"], home)
@@ -116,6 +121,7 @@ def test_transcript_reports_s3_requests(text_run: subprocess.CompletedProcess[st
     assert " S3 requests for 7 tool calls in " in summary
 
 
+@pytest.mark.slow  # the `demo --json` subprocess: see SLOW_DEMO
 def test_json_transcript_has_the_expected_steps(json_run: dict[str, Any]) -> None:
     result = json_run
     assert result["ok"] is True
@@ -154,6 +160,7 @@ def test_json_transcript_has_the_expected_steps(json_run: dict[str, Any]) -> Non
     assert result["skill_section"].startswith("### Loaded skills")
 
 
+@pytest.mark.slow  # the `demo --json` subprocess: see SLOW_DEMO
 def test_json_request_counts(json_run: dict[str, Any]) -> None:
     """Reads and writes cost one request each, and a file in a skill's subfolder one HEAD more (sent
     with the GET: is that folder another skill's now?); listing / and /skills costs none."""
@@ -202,7 +209,8 @@ def test_malformed_model_is_one_clear_line(spec: str, capsys: pytest.CaptureFixt
     "argv",
     [
         ["demo", "--endpoint-url", "http://127.0.0.1:9", "--quiet"],
-        ["--endpoint-url", "http://127.0.0.1:9", "demo", "--quiet"],
+        # The CLI's retries on a refused connection take ~3 s: one side of `demo` is enough here.
+        pytest.param(["--endpoint-url", "http://127.0.0.1:9", "demo", "--quiet"], marks=pytest.mark.slow),
     ],
     ids=["after-demo", "before-demo"],
 )
@@ -247,6 +255,7 @@ def test_demo_ignores_the_environment_and_runs_self_contained(
     assert (result["bucket"], result["user"], result["library"]) == ("s3skills-demo", "ana", "ana/skills/")
 
 
+@pytest.mark.slow  # a demo subprocess on SeaweedFS (~5 s): see SLOW_DEMO
 def test_demo_against_seaweedfs(seaweed_bucket: Any, home: Path) -> None:
     """The same run against a real S3 server, with --endpoint-url/--bucket/--user before `demo`."""
     env_cmd = [

@@ -132,7 +132,8 @@ async def test_on_moto_the_first_mcp_skills_list_page_after_a_push_is_at_most_5_
     from s3skills.serve.server import SkillsServer
 
     store = S3ObjectStore(bucket, endpoint_url=moto_endpoint)
-    await apush_tree(store, tree(tmp_path / "lib", 120, references=True), PREFIX)
+    # 60 skills: more than one page (50 skills), so the page must come with a next cursor.
+    await apush_tree(store, tree(tmp_path / "lib", 60, references=True), PREFIX)
     counter = counted(store)
     server = SkillsServer(LibrarySkillSource(fresh_library(store)), user_id="ana")
     async with contextlib.AsyncExitStack() as stack:

@@ -522,6 +522,12 @@ def _guia(version: str) -> str:
     return f"---\nname: guia\ndescription: The shared guide.\n---\n# guia\nGUIA-TEXT-{version}\n"
 
 
+# SLOW_SHARED: the tests on `shared_deployment` start a second `langgraph dev` (~5 s) and run
+# threads on it (2-3 s each), so they run in .ci/run's slow step; test_security_state.py pins
+# the same hostile state writes and forged pins in-process in the README's command, and the
+# tests on `deployment` above keep `langgraph dev` and its tenancy there.
+
+
 @pytest.fixture(scope="module")
 def shared_deployment(moto_server: MotoServer) -> Iterator[Deployment]:
     """The example over a versioned bucket whose only skill is a shared one, pushed twice.
@@ -577,6 +583,7 @@ def connect_shared(shared_deployment: Deployment) -> Iterator[Any]:
         yield client
 
 
+@pytest.mark.slow  # a second `langgraph dev`: see SLOW_SHARED
 def test_the_served_graph_does_not_take_the_skills_keys_as_input(
     shared_deployment: Deployment, connect_shared: Any
 ) -> None:
@@ -610,6 +617,7 @@ def test_the_served_graph_does_not_take_the_skills_keys_as_input(
     ],
     ids=["overwrite-notalist", "bad-ids", "overwrite-notadict", "current-escape"],
 )
+@pytest.mark.slow  # a second `langgraph dev`: see SLOW_SHARED
 def test_a_hostile_update_state_never_breaks_a_served_thread(
     shared_deployment: Deployment, connect_shared: Any, values: dict[str, Any]
 ) -> None:
@@ -629,6 +637,7 @@ def test_a_hostile_update_state_never_breaks_a_served_thread(
     assert set(thread_skills(state).pins) <= {"guia"}
 
 
+@pytest.mark.slow  # a second `langgraph dev`: see SLOW_SHARED
 def test_a_forged_pin_through_update_state_never_changes_another_users_prompt(
     shared_deployment: Deployment, connect_shared: Any
 ) -> None:

@@ -231,6 +231,9 @@ async def test_the_unlisted_skills_report_is_a_count_then_ten_short_lines_then_h
     assert max(len(line) for line in lines) == 200
 
 
+# A server subprocess (~3 s on 2 cores): runs in .ci/run's slow step; the same report is pinned
+# in-process above (test_the_unlisted_skills_report_is_a_count_then_ten_short_lines_then_how_many_more).
+@pytest.mark.slow
 async def test_a_stdio_server_logs_the_unlisted_skills_once_at_start_with_a_count(
     library: str, moto_endpoint: str, tmp_path: Path
 ) -> None:

@@ -68,6 +68,7 @@ async def test_a_client_without_the_extension_reads_about_the_tools(library: str
         assert name in TOOLS_FACE
 
 
+@pytest.mark.slow  # a server subprocess (~3 s): the tools face above is the fast stdio smoke
 async def test_a_client_with_the_extension_reads_about_its_methods(library: str, moto_endpoint: str) -> None:
     async with session(library, moto_endpoint, extensions={EXTENSION: {}}) as (_, instructions):
         assert instructions == EXTENSION_FACE
@@ -104,6 +105,11 @@ def test_prompt_names_are_unique_safe_and_bounded_whatever_the_ids() -> None:
     assert names == prompt_names(reversed(ids))  # the order the ids come in does not matter
 
 
+# SLOW_START_UP: each start-up failure and fault case starts the server in a subprocess (3-10 s
+# on 2 cores), so the breadth runs in .ci/run's slow step; the README's command keeps the
+# missing bucket as its fail-fast smoke test, and the instructions and prompt names over stdio.
+
+
 def _start_fails(args: list[str], env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run the stdio server with stdin open; it must exit by itself (the fail-fast check)."""
     proc = subprocess.run(
@@ -131,6 +137,7 @@ def test_a_missing_bucket_stops_the_server_with_the_fix(moto_endpoint: str) -> N
     assert "--create-bucket" in line
 
 
+@pytest.mark.slow  # server subprocesses (3-10 s): see SLOW_START_UP
 def test_a_missing_bucket_through_the_cli_says_the_same(moto_endpoint: str) -> None:
     args = ["-m", "s3skills.cli", "--bucket", "no-such-bucket", "--endpoint-url", moto_endpoint, "--user", "ana", "mcp"]
     code, err = _start_fails(args)
@@ -138,6 +145,7 @@ def test_a_missing_bucket_through_the_cli_says_the_same(moto_endpoint: str) -> N
     assert "bucket does not exist" in _one_error(err)
 
 
+@pytest.mark.slow  # server subprocesses (3-10 s): see SLOW_START_UP
 def test_access_denied_stops_the_server_with_the_fix(library: str, moto_endpoint: str) -> None:
     with FaultProxy(moto_endpoint) as proxy:
         proxy.inject("access_denied", count=None)
@@ -147,6 +155,7 @@ def test_access_denied_stops_the_server_with_the_fix(library: str, moto_endpoint
     assert "s3:ListBucket" in err
 
 
+@pytest.mark.slow  # server subprocesses (3-10 s): see SLOW_START_UP
 def test_no_credentials_stop_the_server_with_the_fix(library: str, moto_endpoint: str, tmp_path: Path) -> None:
     # A loopback endpoint without credentials gets local dummy keys; a profile without
     # keys has none at all (botocore refuses to sign before any connection is made).
@@ -161,6 +170,7 @@ def test_no_credentials_stop_the_server_with_the_fix(library: str, moto_endpoint
     assert "AWS_ACCESS_KEY_ID" in line
 
 
+@pytest.mark.slow  # server subprocesses (3-10 s): see SLOW_START_UP
 def test_a_busy_port_is_reported_as_a_busy_port(library: str, moto_endpoint: str, tmp_path: Path) -> None:
     tokens = tmp_path / "tokens.json"
     tokens.write_text('{"token-of-ana": "ana"}')
@@ -181,6 +191,7 @@ def test_a_busy_port_is_reported_as_a_busy_port(library: str, moto_endpoint: str
         assert "invalid options" not in text
 
 
+@pytest.mark.slow  # server subprocesses (3-10 s): see SLOW_START_UP
 async def test_a_transient_fault_keeps_the_try_again_path(library: str, moto_endpoint: str) -> None:
     with FaultProxy(moto_endpoint) as proxy:
         proxy.inject("slowdown", count=None)
@@ -207,6 +218,7 @@ async def _prompts_once_the_store_is_back(s: ClientSession) -> list[Any]:
     raise AssertionError("the server never recovered")
 
 
+@pytest.mark.slow  # server subprocesses (3-10 s): see SLOW_START_UP
 async def test_access_denied_after_start_says_misconfigured_not_try_again(library: str, moto_endpoint: str) -> None:
     with FaultProxy(moto_endpoint) as proxy:
         params = StdioServerParameters(

@@ -71,7 +71,17 @@ async def _check_entry_bytes(session: Any, entry: dict[str, Any]) -> None:
         assert (digest(data), len(data)) == (res["digest"], res["size"]), res["uri"]
 
 
-@pytest.mark.parametrize("modern", [True, False], ids=["2026-07-28", "2025-11-25"])
+# SLOW_STDIO: each stdio case starts the server in a subprocess (~3 s on 2 cores), so their breadth
+# runs in .ci/run's slow step. The README's command keeps the listing across pages in the
+# 2026-07-28 era and the `s3skills mcp` command over stdio as smoke tests (test_mcp_hosts.py keeps
+# the instructions and prompts over stdio; test_mcp_face.py drives the same server in-process).
+
+
+@pytest.mark.parametrize(
+    "modern",
+    [True, pytest.param(False, marks=pytest.mark.slow)],  # a server subprocess: see SLOW_STDIO
+    ids=["2026-07-28", "2025-11-25"],
+)
 async def test_stdio_lists_every_enabled_skill_of_the_user_across_pages(
     library: str, moto_endpoint: str, modern: bool
 ) -> None:
@@ -96,6 +106,7 @@ async def test_stdio_lists_every_enabled_skill_of_the_user_across_pages(
     assert [r["uri"] for r in compraventa["resources"]] == [f"skill://escrituras/compraventa/{f}" for f in files]
 
 
+@pytest.mark.slow  # a server subprocess (~3 s): see SLOW_STDIO
 async def test_stdio_reads_text_and_binary_files_matching_their_digests(library: str, moto_endpoint: str) -> None:
     async with stdio_session(library, moto_endpoint, "ana") as session:
         entry = await get_skill(session, "skill://escrituras/compraventa/SKILL.md")
@@ -110,6 +121,7 @@ async def test_stdio_reads_text_and_binary_files_matching_their_digests(library:
     assert any(r["digest"] == digest(local) for r in entry["resources"])
 
 
+@pytest.mark.slow  # a server subprocess (~3 s): see SLOW_STDIO
 async def test_get_by_folder_name_alias_and_unknown_skill_is_invalid_params(library: str, moto_endpoint: str) -> None:
     async with stdio_session(library, moto_endpoint, "ana") as session:
         alias = await get_skill(session, "skill://hipoteca/SKILL.md")
@@ -126,6 +138,7 @@ async def test_get_by_folder_name_alias_and_unknown_skill_is_invalid_params(libr
         assert err.value.code == -32602
 
 
+@pytest.mark.slow  # a server subprocess (~3 s): see SLOW_STDIO
 async def test_directory_read_lists_direct_children(library: str, moto_endpoint: str) -> None:
     async with stdio_session(library, moto_endpoint, "ana") as session:
         root = await session.send_request(
@@ -149,6 +162,7 @@ async def test_directory_read_lists_direct_children(library: str, moto_endpoint:
 
 
 @pytest.mark.parametrize("modern", [True, False], ids=["2026-07-28", "2025-11-25"])
+@pytest.mark.slow  # a server subprocess (~3 s): see SLOW_STDIO
 async def test_a_file_changed_after_listing_reads_as_it_is_now_and_its_digest_tells_the_client(
     library: str, moto_endpoint: str, s3_client: Any, modern: bool
 ) -> None:

@@ -304,6 +304,11 @@ def _tools_session_ids(args: list[str], env: dict[str, str]) -> Callable[[], set
     return lambda: asyncio.run(run())
 
 
+# SLOW_SERVED: these two serve the library from a stdio server subprocess (~3 s each on 2 cores),
+# so they run in .ci/run's slow step; the README's command checks the same options through
+# `s3skills mcp --check` and the mcp module's `main` in-process (the `cli-mcp` and `serve-mcp`
+# entry points of test_each_option_and_variable_works_through_each_entry_point).
+@pytest.mark.slow  # a stdio server subprocess (~3 s): see SLOW_SERVED
 def test_global_options_before_mcp_reach_the_served_library(library: Library) -> None:
     cli = [
         "-m",
@@ -323,6 +328,7 @@ def test_global_options_before_mcp_reach_the_served_library(library: Library) ->
     assert _tools_session_ids(cli, {})() == SHARED
 
 
+@pytest.mark.slow  # a stdio server subprocess (~3 s): see SLOW_SERVED
 def test_the_mcp_module_reads_the_same_variables(library: Library) -> None:
     args = ["-m", "s3skills.serve.mcp"]
     env = {

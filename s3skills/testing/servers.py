@@ -19,6 +19,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -108,6 +109,28 @@ def make_client(
     )
 
 
+# make_bucket's clients, one per (endpoint, access key, secret key, region): building a boto3
+# client costs ~25 ms, and test suites create a bucket per test. Clients are thread-safe for
+# calls; the lock guards only the dictionary and client creation (boto3's default session is
+# not thread-safe). Bounded: the oldest entry is dropped (not closed: another thread may be
+# using it; its connections close when it is collected).
+_BUCKET_CLIENTS: dict[tuple[str, str, str, str], Any] = {}
+_BUCKET_CLIENTS_LOCK = threading.Lock()
+_BUCKET_CLIENTS_MAX = 16
+
+
+def _bucket_client(endpoint_url: str, access_key: str, secret_key: str, region: str) -> Any:
+    key = (endpoint_url, access_key, secret_key, region)
+    with _BUCKET_CLIENTS_LOCK:
+        client = _BUCKET_CLIENTS.get(key)
+        if client is None:
+            if len(_BUCKET_CLIENTS) >= _BUCKET_CLIENTS_MAX:
+                del _BUCKET_CLIENTS[next(iter(_BUCKET_CLIENTS))]
+            client = make_client(endpoint_url, access_key=access_key, secret_key=secret_key, region=region)
+            _BUCKET_CLIENTS[key] = client
+        return client
+
+
 def make_bucket(
     endpoint_url: str,
     name: str,
@@ -116,15 +139,16 @@ def make_bucket(
     secret_key: str = "testing",  # noqa: S107 - the dummy key local servers accept
     region: str = "us-east-1",
 ) -> str:
-    """Create bucket ``name`` on the S3 server at ``endpoint_url`` and return the name."""
+    """Create bucket ``name`` on the S3 server at ``endpoint_url`` and return the name.
+
+    Safe to call from several threads. One boto3 client per (endpoint, credentials, region)
+    is kept for later calls (a few, the oldest dropped first), so creating a bucket per test
+    costs one request, not a client build.
+    """
     kwargs: dict[str, object] = {"Bucket": name}
     if region != "us-east-1":
         kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
-    client = make_client(endpoint_url, access_key=access_key, secret_key=secret_key, region=region)
-    try:
-        client.create_bucket(**kwargs)
-    finally:
-        client.close()
+    _bucket_client(endpoint_url, access_key, secret_key, region).create_bucket(**kwargs)
     return name
 
 
@@ -156,23 +180,26 @@ class MotoServer(Stoppable):
     """A moto S3 server on a free loopback port, running in a daemon thread of this process.
 
     Moto's in-process ``mock_aws`` patches botocore and does not work with aioboto3, so the
-    tests talk HTTP to this server instead.
+    tests talk HTTP to this server instead. It is moto's own server application (werkzeug,
+    one thread per request) with one change: the backend serving each host name is looked up
+    once, not on every request (see `_moto_app`).
     """
 
     def __init__(self) -> None:
-        """Start the server; the bound port is read back from werkzeug.
+        """Start the server on a free port; ``endpoint_url`` says where.
 
         Raises:
             ModuleNotFoundError: moto is not installed (``pip install "moto[server]"``).
         """
-        from moto.server import ThreadedMotoServer  # optional: only servers need moto
+        from moto.moto_server.werkzeug_app import MotoRequestHandler  # optional: only servers need moto
+        from werkzeug.serving import make_server
 
         # werkzeug logs every request at INFO to stderr; keep failures' captured output readable.
         logging.getLogger("werkzeug").setLevel(logging.WARNING)
-        self._server: Any = ThreadedMotoServer(ip_address=LOOPBACK, port=0, verbose=False)
-        self._server.start()
-        host, port = self._server.get_host_and_port()
-        self.endpoint_url = f"http://{host}:{port}"
+        self._server: Any = make_server(LOOPBACK, 0, _moto_app(), threaded=True, request_handler=MotoRequestHandler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="s3skills-moto", daemon=True)
+        self._thread.start()
+        self.endpoint_url = f"http://{LOOPBACK}:{self._server.server_port}"
         self._stopped = False
 
     def reset(self) -> None:
@@ -184,10 +211,38 @@ class MotoServer(Stoppable):
                 raise RuntimeError(f"moto reset answered HTTP {response.status}")
 
     def stop(self) -> None:
-        """Shut the server down; calling it twice is harmless."""
+        """Shut the server down and close its socket; calling it twice is harmless."""
         if not self._stopped:
             self._stopped = True
-            self._server.stop()
+            self._server.shutdown()
+            self._thread.join()
+            self._server.server_close()
+
+
+def _moto_app() -> Any:
+    """Moto's WSGI application for every service, remembering the backend of each host.
+
+    Moto's dispatcher finds the backend for a request's host by listing its package directory
+    (~180 stats) and trying the services' URL patterns, on every request and under one lock:
+    about a fifth of the CPU an S3 request to this server costs. The answer depends on the host
+    name alone, so it is kept (for a bounded number of host names).
+    """
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+
+    class _Dispatcher(DomainDispatcherApplication):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(create_backend_app)
+            self._backends: dict[str | None, Any] = {}
+
+        def get_backend_for_host(self, host: str | None) -> Any:
+            if host in self._backends:
+                return self._backends[host]
+            backend = super().get_backend_for_host(host)
+            if len(self._backends) < 256:
+                self._backends[host] = backend
+            return backend
+
+    return _Dispatcher()
 
 
 class SeaweedStartupError(RuntimeError):
