@@ -250,7 +250,7 @@ def test_find_and_eval_on_the_whole_real_corpus(run: Cli, tmp_path: Path) -> Non
         "obra/superpowers": "obra",
     }
     for repo in real_repositories():
-        assert run("push", str(repo.root), "--category", shorts[repo.name], "--create-bucket", "--force") == 0, run.err
+        assert run("push", str(repo.root), "--category", shorts[repo.name], "--create-bucket") == 0, run.err
     found = run.json("find", "single cell RNA-seq clustering with scanpy and a UMAP", "--limit", "5")
     assert found["skills"] > 600
     assert "k-dense/scanpy" in [r["id"] for r in found["results"]]
