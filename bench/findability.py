@@ -41,7 +41,6 @@ import platform
 import random
 import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -51,6 +50,7 @@ from typing import Any
 
 import findability_distractors
 import findability_variants
+import record  # bench/record.py
 from findability_distractors import put_distractors, skill_md
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -72,19 +72,6 @@ LAYOUT = KeyLayout.seeds()
 PREFIX = findability_distractors.PREFIX  # f"{USER}/skills/"
 DATA = Path(__file__).resolve().parent / "findability_data"
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _commit() -> str:
-    try:
-        found = subprocess.run(
-            ["git", "-C", str(DATA.parent), "describe", "--always", "--dirty", "--abbrev=40"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return found.stdout.strip()
 
 
 @dataclass(frozen=True)
@@ -331,7 +318,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     sizes = [int(s) for s in str(args.sizes).split(",")]
     report: dict[str, Any] = {
         "bench": "findability",
-        "commit": _commit(),
+        "commit": record.machine()["commit"],
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "nproc": os.cpu_count()},
         "load_average_before": list(os.getloadavg()),
         "split": args.split,

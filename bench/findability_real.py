@@ -40,7 +40,6 @@ import os
 import platform
 import random
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -52,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import findability  # the synthetic bench: its library layout, distractors and checks
 import findability_distractors
+import record  # bench/record.py
 from findability_variants import PRESETS, FieldWeightsRanker, make_variant, sketch_mode_of, sketches
 from langchain_core.messages import HumanMessage
 
@@ -290,19 +290,6 @@ def _summary(size: int, skills: int, ranker_name: str, samples: list[dict[str, A
     }
 
 
-def _commit() -> str:
-    try:
-        found = subprocess.run(
-            ["git", "-C", str(BENCH), "describe", "--always", "--dirty", "--abbrev=40"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return found.stdout.strip()
-
-
 _COLUMNS = [
     ("ranker", "ranker", "{}"),
     ("skills", "skills", "{}"),
@@ -347,7 +334,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     corpus = load_corpus(repositories)
     report: dict[str, Any] = {
         "bench": "findability_real",
-        "commit": _commit(),
+        "commit": record.machine()["commit"],
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "nproc": os.cpu_count()},
         "load_average_before": list(os.getloadavg()),
         "split": args.split,
