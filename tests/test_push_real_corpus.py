@@ -4,11 +4,14 @@ What Claude Code and the vercel `skills` CLI load, `push` stores (the severity p
 `s3skills.skills.format.severity`): every `SKILL.md` folder ends up in the library, or was a
 byte-identical copy of one that did, and every skill loads for the agent. `--strict` refuses
 what the policy calls an error and names the skills. No line the CLI prints is over 200
-characters. Each repository is pushed into a fresh moto bucket through the command line.
+characters. Each repository is pushed into a fresh SeaweedFS bucket through the command line
+(a server in a process of its own: the in-process moto server held gigabytes for one of these
+repositories, 780 s and a 2.8 GB process for the two largest).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +21,7 @@ from cli_harness import Cli
 from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
 from s3skills.skills.format.severity import SEVERITIES, severity_of
+from s3skills.testing import SeaweedBucket, make_client
 from s3skills.testing.corpus import RealRepository, real_repositories
 from s3skills.transfer.localtree import JUNK_NAMES, scan_tree
 
@@ -42,14 +46,26 @@ def _folders(repo: RealRepository) -> set[str]:
 
 
 @pytest.fixture
-def cli(moto_endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(moto_endpoint, bucket, capsys, USER)
+def cli(seaweed_bucket: SeaweedBucket, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Cli:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed_bucket.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed_bucket.secret_key)
+    return Cli(seaweed_bucket.endpoint_url, seaweed_bucket.bucket, capsys, USER)
+
+
+@pytest.fixture
+def s3_client(seaweed_bucket: SeaweedBucket) -> Iterator[Any]:
+    client = make_client(
+        seaweed_bucket.endpoint_url, access_key=seaweed_bucket.access_key, secret_key=seaweed_bucket.secret_key
+    )
+    yield client
+    client.close()
 
 
 @pytest.mark.parametrize("name", sorted(REPOSITORIES))
 def test_real_repository_pushes_from_its_root_without_a_flag_and_every_skill_loads(
-    name: str, cli: Cli, s3_client: Any, bucket: str, moto_endpoint: str
+    name: str, cli: Cli, s3_client: Any, seaweed_bucket: SeaweedBucket
 ) -> None:
+    bucket = seaweed_bucket.bucket
     repo = REPOSITORIES[name]
     tree = scan_tree(repo.root)  # what the push maps: the expected ids, independently of its output
     strict = {
@@ -87,7 +103,7 @@ def test_real_repository_pushes_from_its_root_without_a_flag_and_every_skill_loa
     duplicates = {item.path.removesuffix("SKILL.md").rstrip("/") for item in tree.duplicates}
     assert set(tree.mapping.values()) | duplicates == _folders(repo)
 
-    backend = S3Backend(bucket, endpoint_url=moto_endpoint, user_id=USER, layout=KeyLayout.seeds())
+    backend = S3Backend(bucket, endpoint_url=seaweed_bucket.endpoint_url, user_id=USER, layout=KeyLayout.seeds())
     try:
         library = backend.skills
         assert {s.id for s in library.index()} == set(tree.mapping)
