@@ -24,6 +24,7 @@ from s3skills.serve.server import SkillsServer
 from s3skills.skills import parse_skill_md
 from s3skills.skills.format.naming import unservable_reason
 from s3skills.storage import S3ObjectStore
+from s3skills.testing import SeaweedBucket
 from s3skills.testing.corpus import real_repositories
 from s3skills.transfer import push_tree
 
@@ -34,10 +35,15 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("name", ["github/awesome-copilot", "langchain-ai/deepagents"])
 async def test_skills_list_names_every_servable_skill_of_a_pushed_repository_and_reports_the_rest(
-    name: str, bucket: str, moto_endpoint: str, caplog: pytest.LogCaptureFixture
+    name: str, seaweed_bucket: SeaweedBucket, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    # SeaweedFS, a server in a process of its own: pushing awesome-copilot to the in-process moto
+    # server took 134 s, and moto holds gigabytes for pushes of this size (test_push_real_corpus).
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed_bucket.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed_bucket.secret_key)
+    bucket, endpoint = seaweed_bucket.bucket, seaweed_bucket.endpoint_url
     repo = REPOSITORIES[name]
-    store = S3ObjectStore(bucket, endpoint_url=moto_endpoint)
+    store = S3ObjectStore(bucket, endpoint_url=endpoint)
     try:
         report = push_tree(store, repo.root, "users/ana/skills/")  # the default layout, no flag
     finally:
@@ -51,7 +57,7 @@ async def test_skills_list_names_every_servable_skill_of_a_pushed_repository_and
     assert servable  # the corpus has both kinds: the test checks something either way
 
     caplog.set_level(logging.WARNING, logger="s3skills.serve.server")
-    skills = SkillsServer(library_source(bucket, endpoint_url=moto_endpoint), user_id="ana", tools=True, page_size=100)
+    skills = SkillsServer(library_source(bucket, endpoint_url=endpoint), user_id="ana", tools=True, page_size=100)
     listed: list[str] = []
     refusals: dict[str, str] = {}
     try:
