@@ -24,7 +24,7 @@ from mcp_harness import child_env, server_args
 
 from s3skills.cli import main
 from s3skills.lines import MAX_LINE, summarise, wrap
-from s3skills.testing import skill_md, write_file
+from s3skills.testing import SeaweedBucket, skill_md, write_file
 
 LONG = " ".join(["Automates invoices, contacts and payments through the accounting API."] * 22)  # ~1,500
 
@@ -75,8 +75,13 @@ def test_no_cli_or_server_line_is_over_200_characters_on_a_library_of_invalid_sk
         assert skill_id in listing  # whole, on one line of the table
 
 
-@pytest.mark.slow  # ~3 minutes: the largest corpus repository, pushed whole
-def test_pushing_a_real_repository_prints_no_line_over_200_characters(cli: Cli) -> None:
+@pytest.mark.slow  # the largest corpus repository, pushed whole (to SeaweedFS: ~3 minutes on moto)
+def test_pushing_a_real_repository_prints_no_line_over_200_characters(
+    seaweed_bucket: SeaweedBucket, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed_bucket.access_key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed_bucket.secret_key)
+    cli = Cli(seaweed_bucket.endpoint_url, seaweed_bucket.bucket, capsys, "ana")
     from s3skills.testing.corpus import CorpusNotFound, real_repositories
 
     try:
