@@ -141,3 +141,26 @@ def test_the_worker_finds_this_s3skills_whatever_the_parents_working_directory(
         worker.close()
     assert entries is not None
     assert entries[0].problem is not None
+
+
+async def test_a_worker_that_dies_on_a_batch_after_answering_is_started_again_for_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A worker that answers one batch, then dies on the next one (as a head that crashed it would).
+    once = (
+        "import sys; from s3skills.skills.index import isolated; from s3skills.skills.index.heads import parse_heads; "
+        "source, items = isolated._receive(sys.stdin.buffer); "
+        "isolated._send(sys.stdout.buffer, parse_heads(source, items)); "
+        "isolated._receive(sys.stdin.buffer); sys.exit(1)"
+    )
+    worker = ParseWorker([sys.executable, "-c", once])
+    monkeypatch.setattr(isolated, "WORKER", worker)
+    items = [_item("flood", FLOOD)]
+    try:
+        for _ in range(3):  # answered; died (this batch parsed in a thread); a new worker answered
+            assert await aparse_isolated(parse_heads, "user", items) == parse_heads("user", items)
+    finally:
+        worker.close()
+    assert worker.usable
+    assert worker.restarts == 1
+    assert worker.requests == 2

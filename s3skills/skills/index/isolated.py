@@ -17,8 +17,10 @@ start the worker (`tests/test_heavy_heads.py` checks the whole corpus). The work
 shared by the whole process and parses one batch at a time: a library of heavy heads waits
 behind its own work, and other tenants' light heads never queue there.
 
-When the worker cannot start or fails, heavy heads are parsed in a worker thread, as light
-ones are, and that is logged once.
+When the worker cannot start (it never answers), heavy heads are parsed in a worker thread,
+as light ones are, and that is logged once. A worker that dies after it has answered (a head
+that crashes it, a kill) costs only its batch, parsed in a thread: the next batch starts a new
+one, so no head can switch the isolation off for the rest of the process.
 """
 
 from __future__ import annotations
@@ -102,6 +104,7 @@ class ParseWorker:
         self.command = command or [sys.executable, "-m", "s3skills.skills.index.parse_worker"]
         self.usable = True
         self.requests = 0
+        self.restarts = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="s3skills-parse-worker")
         self._lock = threading.Lock()
@@ -128,11 +131,16 @@ class ParseWorker:
                 self.requests += 1
                 return entries
             except (OSError, EOFError, ValueError, pickle.PickleError) as exc:
-                self._give_up(f"{type(exc).__name__}: {exc}")
+                if self.requests == 0:  # it never answered: it cannot run here
+                    self._give_up(f"{type(exc).__name__}: {exc}")
+                else:  # it died on this batch (which a thread parses now): the next batch starts a new one
+                    self.restarts += 1
+                    self.close()
                 return None
 
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
+            self.close()  # a worker that exited between batches: its pipes go with it
             env = dict(os.environ)
             root = str(Path(__file__).resolve().parents[3])  # where this s3skills is imported from
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
