@@ -149,7 +149,7 @@ def test_a_pull_record_planted_in_a_parent_folder_does_not_lift_the_guard(
         )
     )
     assert run("push", str(mine)) == 1
-    assert "access: the library's copy was pushed from another folder; use --replace" in run.err
+    assert "access: the library's copy came from team/access, this one from " in run.err
     assert "Handles access work" in run.json("info", "access")["metadata"]["description"]
 
 
@@ -173,7 +173,7 @@ def test_a_pull_record_in_the_pushed_folder_counts_only_when_it_is_ours_and_for_
     if why == "group-writable":
         (mine / PULL_RECORD).chmod(0o664)
     assert run("push", str(mine)) == 1
-    assert "use --replace" in run.err
+    assert "take it over: --replace" in run.err
     # The same record, as a pull writes it (ours, 0644, this bucket and prefix), lifts the guard.
     (mine / PULL_RECORD).unlink()
     (mine / PULL_RECORD).write_text(record(etag, bucket=bucket))
@@ -192,7 +192,7 @@ def test_a_pull_record_owned_by_another_user_does_not_lift_the_guard(
     (mine / PULL_RECORD).chmod(0o644)
     os.chown(mine / PULL_RECORD, 65534, 65534)
     assert run("push", str(mine)) == 1
-    assert "use --replace" in run.err
+    assert "take it over: --replace" in run.err
 
 
 def test_pull_then_push_of_the_pulled_folder_still_just_works(

@@ -177,23 +177,30 @@ def test_delete_never_removes_the_remote_copy_of_a_refused_skill(tmp_path: Path)
     assert PREFIX + "lib/common/SKILL.md" in stored
 
 
-def test_duplicate_leaf_across_pushes_is_a_conflict_not_a_silent_overwrite(tmp_path: Path) -> None:
+def test_duplicate_leaf_across_pushes_is_left_out_naming_both_sources_not_a_silent_overwrite(
+    tmp_path: Path,
+) -> None:
     first, second = tmp_path / "one", tmp_path / "two"
     skill(first, "skills/access", description="Grants access to the first system. Use for system one.")
     skill(second, "skills/access", description="Grants access to the second system. Use for system two.")
+    skill(second, "skills/billing")
     store = MemoryObjectStore()
     push_tree(store, first, PREFIX)
 
     plan = push_tree(store, second, PREFIX, dry_run=True)  # a dry run lists the conflict
     assert [c.path for c in plan.conflicts] == ["access"]
-    with pytest.raises(PushRefused) as info:
-        push_tree(store, second, PREFIX)
-    assert [c.path for c in info.value.report.conflicts] == ["access"]
-    assert "system one" in library(store).index()[0].metadata.description
+    report = push_tree(store, second, PREFIX)  # the clash is left out, the rest is stored
+    assert report.left_out == ["access"] and report.skills == ["billing"]
+    (conflict,) = report.conflicts
+    assert conflict.reason.startswith("the library's copy came from one/skills/access, this one from two/skills/access;")
+    assert "keep both: push with --category-from-repo (or --category C); take it over: --replace" in conflict.reason
+    descriptions = {s.id: s.metadata.description for s in library(store).index()}
+    assert "system one" in descriptions["access"]
+    assert set(descriptions) == {"access", "billing"}
 
     # Pushing the first folder again is no conflict; --strict does not replace, --replace does.
     assert push_tree(store, first, PREFIX).conflicts == []
-    with pytest.raises(PushRefused, match="use --replace"):
+    with pytest.raises(PushRefused, match="take them over with --replace"):
         push_tree(store, second, PREFIX, strict=True)
     push_tree(store, second, PREFIX, replace=True)
     lib = S3Backend("memory", user_id=USER, store=store, layout=SEEDS, catalog_ttl=None).skills
@@ -322,14 +329,17 @@ def test_cli_dry_run_lists_a_conflict_and_exits_1(cli: Cli, tmp_path: Path) -> N
     skill(tmp_path / "one", "skills/access", description="First access. Use it for the first system.")
     skill(tmp_path / "two", "skills/access", description="Second access. Use it for the second system.")
     assert cli("push", str(tmp_path / "one")) == 0
-    assert cli("push", "--dry-run", str(tmp_path / "two")) == 1
-    assert "conflict: access: the library's copy was pushed from another folder" in cli.err
-    assert "the push would be refused: 1 skill(s) in the library were pushed from another folder (access)" in cli.err
-    assert "use --replace to replace them" in cli.err
+    assert cli("push", "--dry-run", str(tmp_path / "two")) == 1  # every skill of DIR would be left out
+    assert "left out 1 skill whose library copy was pushed from another folder (kept):" in cli.err
+    assert "access: the library's copy came from one/skills/access, this one from " in cli.err
     assert cli("push", str(tmp_path / "two")) == 1
-    assert "use --replace" in cli.err
+    assert "take it over: --replace" in cli.err
+    assert "keep both: push with --category-from-repo" in cli.err
     assert "validate" not in cli.err  # the skills are valid: the message names the flag that helps
+    assert cli("push", "--strict", "--dry-run", str(tmp_path / "two")) == 1
+    assert "the push would be refused: 1 skill(s) in the library were pushed from another folder (access)" in cli.err
     assert cli("push", "--strict", str(tmp_path / "two")) == 1
+    assert "--category-from-repo" in cli.err and "--replace" in cli.err
     assert cli("push", "--replace", str(tmp_path / "two")) == 0
 
 
@@ -349,7 +359,7 @@ def test_pull_edit_push_just_works_and_a_push_by_someone_else_since_is_a_conflic
     assert cli("push", "--replace", str(tmp_path / "team")) == 0
     write(mine, "access/SKILL.md", skill_md("access", "Grants access, mine again. Use it for the access system."))
     assert cli("push", str(mine)) == 1
-    assert "access: the library's copy was pushed from another folder; use --replace" in cli.err
+    assert "access: the library's copy came from team/skills/access, this one from " in cli.err
 
 
 def test_cli_pull_reports_kept_files_and_exits_1(cli: Cli, tmp_path: Path) -> None:

@@ -91,11 +91,20 @@ def warn_notes(ctx: Context, report: PushReport, *, verbose: bool = False) -> No
         ("note: differing folders that mapped to one id, pushed under distinct ids:", renamed),
     ):
         warn_list(ctx, head, lines, verbose=verbose, more="push -v")
-    clashes = [c for c in report.conflicts if c.path in report.left_out]
+    left = [c for c in report.conflicts if c.path in report.left_out]
+    copies = [f"{c.path}: {c.reason}" for c in left if c.path in report.replaceable]
+    clashes = [f"{c.path}: {c.reason}" for c in left if c.path not in report.replaceable]
+    warn_list(
+        ctx,
+        f"left out {_plural(len(copies), 'skill')} whose library copy was pushed from another folder (kept):",
+        copies,
+        verbose=verbose,
+        more="push -v",
+    )
     warn_list(
         ctx,
         f"left out {_plural(len(clashes), 'skill')} whose id clashes with the library (its copy is kept):",
-        [f"{c.path}: {c.reason}" for c in clashes],
+        clashes,
         verbose=verbose,
     )
     for item in report.blocking:

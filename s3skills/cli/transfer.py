@@ -227,6 +227,15 @@ def _say_switched(ctx: Context, report: PushReport, state: str) -> None:
         ctx.print(f"Every pushed skill was already {state} ({flag}).")
 
 
+def _repository_category(directory: Path) -> str:
+    """The category `--category-from-repo` names (`s3skills.transfer.repository.repository_name`)."""
+    from s3skills.transfer.repository import repository_name
+
+    if not directory.is_dir():
+        raise CliError(f"{directory}: not a folder")
+    return repository_name(directory)
+
+
 @click.command("push", short_help="Upload a local tree of skills.")
 @global_options
 @click.argument("directory", metavar="DIR")
@@ -236,6 +245,12 @@ def _say_switched(ctx: Context, report: PushReport, state: str) -> None:
 @click.option("--force", "gone_force", is_flag=True, hidden=True)
 @click.option("--replace", is_flag=True, help="Replace library skills that were pushed from another folder.")
 @click.option("--category", metavar="C", help="Put every skill in category C (instead of the rule's choice).")
+@click.option(
+    "--category-from-repo",
+    "from_repo",
+    is_flag=True,
+    help="Put every skill in a category named for the repository (its git origin, else its folder).",
+)
 @click.option(
     "--enable", is_flag=True, help="Store every pushed skill enabled, whatever its SKILL.md or the library says."
 )
@@ -252,6 +267,7 @@ def push_command(
     gone_force: bool,
     replace: bool,
     category: str | None,
+    from_repo: bool,
     enable: bool,
     disable: bool,
     create_bucket: bool,
@@ -262,7 +278,9 @@ def push_command(
     Every SKILL.md below DIR, at any depth, is a skill. Its id is its folder name,
     in the category of the nearest folder above it that is neither a generic container
     (skills, plugins, packages, src, .claude...) nor a skill: plugins/x/skills/y -> x/y,
-    skills/.curated/y -> .curated/y, pdf -> pdf. --category C puts them all in C.
+    skills/.curated/y -> .curated/y, pdf -> pdf. --category C puts them all in C;
+    --category-from-repo in a category named for the repository (getsentry-skills/y),
+    so that several repositories share one library without clashing.
     Folders with one id: byte-identical copies are pushed once, differing ones get the
     shortest distinguishing id (cli-examples/y, code-examples/y); both are reported.
     --dry-run shows each id and file. Over 10 changed skills, the output is a summary
@@ -271,11 +289,13 @@ def push_command(
     What Claude Code and other hosts load is stored, even when it breaks the Agent Skills
     specification (a name that is not its folder's, a long description): one warning line
     per skill. Left out, each named, the library's copy kept: a SKILL.md no host can read,
-    unsafe files, an id clashing with the library's folders. --strict refuses the whole
-    push instead (exit 1), for a curated library's CI; `s3skills validate` lists every
-    problem. Not without --replace: replacing a library skill that was pushed from
-    another folder (a folder made by `s3skills pull` replaces the copy it was pulled
-    from without it). A skill disabled in the library stays disabled unless --enable. --enable and --disable win
+    unsafe files, an id clashing with the library's folders, and a skill whose library
+    copy was pushed from another folder (another repository): its line names both
+    sources; keep both with --category-from-repo, or take it over with --replace (a
+    folder made by `s3skills pull` replaces the copy it was pulled from without it).
+    --strict refuses the whole push instead (exit 1), for a curated library's CI;
+    `s3skills validate` lists every problem. The exit status is 1 only when every skill
+    of DIR was left out. A skill disabled in the library stays disabled unless --enable. --enable and --disable win
     over the SKILL.md frontmatter (a pulled skill says `enabled: false`); the output names
     the skills whose state they change.
     """
@@ -288,6 +308,9 @@ def push_command(
             "push has no --force: it stores what hosts load and leaves out, naming each, what it cannot; "
             "--strict refuses instead (s3skills push --help)"
         )
+    if category is not None and from_repo:
+        raise UsageError("give --category C or --category-from-repo, not both")
+    repository = _repository_category(Path(directory)) if from_repo else None
     store, prefix = ctx.store, ctx.prefix
     if create_bucket and not dry_run:
         ctx.run(store.acreate_bucket())
@@ -298,6 +321,7 @@ def push_command(
                 Path(directory),
                 prefix,
                 category=category,
+                repository=repository,
                 delete=delete,
                 dry_run=dry_run,
                 strict=strict,
@@ -329,6 +353,8 @@ def push_command(
         return 1 if failed else 0
     if dry_run:
         _print_plan(ctx, report, directory)
+    if repository is not None:
+        ctx.warn(f"note: the skills of {directory} go in the category {repository!r} (--category-from-repo)")
     warn_notes(ctx, report, verbose=verbose)
     warn_left_out(ctx, report, verbose=verbose)
     if blocked:

@@ -17,7 +17,9 @@ When two or more folders map to one id (`s3skills.transfer.localtree`'s mapping 
    and `.claude/skills/pdf` become `skills/pdf` and `.claude-skills/pdf`. A folder
    with fewer ancestors uses all it has.
 3. With a forced category (`--category C`) differing folders are not renamed (the new
-   ids would leave C). If no such ids exist (an id is invalid, or taken by another skill of the tree),
+   ids would leave C). With a repository's category (`--category-from-repo`,
+   `category_prefix`) they are, under its name: `deepagents-cli-examples/web`. If no
+   such ids exist (an id is invalid, or taken by another skill of the tree),
    the folders are refused as before, with the reason: never guessed silently.
 
 Both outcomes are reported (`LocalTree.duplicates`, `LocalTree.renamed`), never silent.
@@ -84,6 +86,7 @@ def resolve_duplicates(
     files_of: Callable[[str], list[tuple[str, Callable[[], bytes]]]],
     *,
     rename: bool = True,
+    category_prefix: str | None = None,
     generic: frozenset[str] = frozenset(),
 ) -> Resolution:
     """Collapse byte-identical copies and give differing folders distinct ids (see the module).
@@ -94,6 +97,7 @@ def resolve_duplicates(
             (the scan's safe read: it raises `SkillError` for a file it will not read).
         rename: Give differing folders distinguishing ids; False (a category forced by
             the caller, which the new ids would not keep) leaves them ambiguous.
+        category_prefix: Put first in each distinguishing category (`prefix-cli-examples`).
         generic: Folder names (case-folded) that say nothing of a skill (`GENERIC_CONTAINERS`).
     """
     out = Resolution({sid: list(folders) for sid, folders in by_id.items()})
@@ -115,6 +119,8 @@ def resolve_duplicates(
         if categories is None:
             continue
         leaf = SkillId.parse(skill_id).leaf
+        if category_prefix:
+            categories = {f: f"{category_prefix}-{c}" if c else category_prefix for f, c in categories.items()}
         wanted = {folder: f"{category}/{leaf}" if category else leaf for folder, category in categories.items()}
         taken = set(out.by_id) - {skill_id}
         try:

@@ -17,7 +17,10 @@ The mapping rule, from a skill folder to a skill id (`category/leaf` or `leaf`):
   -> `escrituras/compraventa`, `plugins/sentry/skills/triage` -> `sentry/triage`,
   `skills/.curated/gh-fix-ci` -> `.curated/gh-fix-ci`, and a nested
   `skills/qdrant/minimize-latency` (inside the skill `qdrant`) -> `minimize-latency`;
-* `category=` (the CLI's `--category C`) forces the category of every skill.
+* `category=` (the CLI's `--category C`) forces the category of every skill;
+  `repository=` (`--category-from-repo`, `s3skills.transfer.repository`) too, and folders
+  that would then share an id get the repository's name and their distinguishing folder
+  names (`deepagents-cli-examples/web`), so every skill of a repository keeps an id.
 
 Folders that map to one id are first resolved by `s3skills.transfer.duplicates`:
 byte-identical copies collapse into one, and differing folders get the shortest
@@ -242,12 +245,20 @@ def skill_of(key_rel: str, skills: Iterable[str]) -> str | None:
     return min(owners, key=len) if owners else None
 
 
-def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int = MAX_FILE_BYTES) -> LocalTree:
+def scan_tree(
+    source: Path,
+    *,
+    category: str | None = None,
+    repository: str | None = None,
+    max_file_bytes: int = MAX_FILE_BYTES,
+) -> LocalTree:
     """Read a local tree of skills (no network).
 
     Args:
         source: Any folder: every `SKILL.md` below it is a skill (see the mapping rule).
         category: Put every skill in this category instead of the one the rule picks.
+        repository: Put every skill in the category `repository`, and folders that would
+            share an id in `repository-<their distinguishing folder names>` (not with `category`).
         max_file_bytes: Larger files are refused.
 
     Returns:
@@ -260,11 +271,14 @@ def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int 
     if not root.is_dir():
         raise SkillError(f"{source}: not a folder")
     real = root.resolve()
-    if category is not None:
-        try:
-            category = check_identity(category, "category")
-        except ValueError as exc:
-            raise SkillError(str(exc)) from exc
+    if category is not None and repository is not None:
+        raise ValueError("give category or repository, not both")
+    for what, value in (("category", category), ("repository category", repository)):
+        if value is not None:
+            try:
+                check_identity(value, what)
+            except ValueError as exc:
+                raise SkillError(str(exc)) from exc
     tree = LocalTree(root=root)
     candidates: list[_Candidate] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -299,7 +313,7 @@ def scan_tree(source: Path, *, category: str | None = None, max_file_bytes: int 
                 continue
             assert not isinstance(checked, str)
             candidates.append((checked[0], rel, checked[1], checked[2]))
-    _assign(tree, candidates, category, max_file_bytes)
+    _assign(tree, candidates, category or repository, max_file_bytes, renamed_under=repository)
     return tree
 
 
@@ -330,8 +344,19 @@ def _skill_id_for(tree: LocalTree, folder: str, skill_dirs: set[str], category: 
     return f"{chosen}/{leaf}" if chosen else leaf
 
 
-def _assign(tree: LocalTree, candidates: list[_Candidate], category: str | None, max_file_bytes: int) -> None:
-    """Find the skills among the files, map each to an id, validate them, give each file its skill."""
+def _assign(
+    tree: LocalTree,
+    candidates: list[_Candidate],
+    category: str | None,
+    max_file_bytes: int,
+    *,
+    renamed_under: str | None = None,
+) -> None:
+    """Find the skills among the files, map each to an id, validate them, give each file its skill.
+
+    `renamed_under` (the repository category) lets folders that share an id in the forced
+    category get distinguishing ids that stay under its name.
+    """
     skill_md = {rel: (path, ident) for path, rel, _, ident in candidates if rel.rsplit("/", 1)[-1] == SKILL_FILE}
     skill_dirs = {rel.rsplit("/", 1)[0] if "/" in rel else "" for rel in skill_md}
     by_id: dict[str, list[str]] = {}
@@ -362,7 +387,8 @@ def _assign(tree: LocalTree, candidates: list[_Candidate], category: str | None,
             for path, rel, _, ident in candidates
             if _owning_folder(rel, skill_dirs) == folder
         ],
-        rename=category is None,
+        rename=category is None or renamed_under is not None,
+        category_prefix=renamed_under,
         generic=frozenset(n.casefold() for n in GENERIC_CONTAINERS),
     )
     by_id = resolution.by_id

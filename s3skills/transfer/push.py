@@ -13,19 +13,17 @@ loop; `push_tree` is its generated sync twin.
 from __future__ import annotations
 
 import asyncio
-import functools
 import hashlib
 import mimetypes
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path, PurePosixPath
 
 from s3skills._loop import gather_limited, io_bound, sync_method
-from s3skills.errors import BucketNotFound, FileTooLarge, NotFound, S3SkillsError, SkillError
+from s3skills.errors import BucketNotFound, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
 from s3skills.layout import KeyLayout
 from s3skills.media import content_type_for
 from s3skills.paths import join_key
-from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.severity import SEVERITIES, severity_of
 from s3skills.skills.index.digests import Record, record_of
 from s3skills.skills.index.marks import marking
@@ -41,15 +39,8 @@ from s3skills.transfer.localtree import (
     scan_tree,
     skill_of,
 )
-from s3skills.transfer.provenance import (
-    SOURCE_KEY,
-    keep_disabled,
-    pulled_etags,
-    read_remote,
-    source_of,
-    with_enabled,
-)
 from s3skills.transfer.push_derived import anote_derived, arecord_versions, manifest_key_of
+from s3skills.transfer.push_plan import aplan_skill_md, skill_md_metadata, with_flag
 from s3skills.transfer.reports import PushRefused, PushReport, names_line
 
 __all__ = ["MAX_FILE_BYTES", "Progress", "apush_tree", "push_tree"]
@@ -156,71 +147,6 @@ def _strict_refusal(source: Path, tree: LocalTree, conflicts: list[Item]) -> str
     return f"{source.name or source}: --strict refuses {' and '.join(what)}; fix them, or push without --strict"
 
 
-async def _plan_skill_md(
-    store: ObjectStore,
-    tree: LocalTree,
-    prefix: str,
-    candidates: list[LocalFile],
-    report: PushReport,
-    *,
-    flag: bool | None,
-    replace: bool,
-) -> tuple[dict[str, bytes], set[str]]:
-    """Read the remote `SKILL.md` of each changed skill: provenance and `enabled` (1 GET each).
-
-    A copy pushed from another folder is a conflict unless it is the copy this folder
-    was pulled from (the pull record's ETag) or `replace`.
-
-    Returns the bytes to write instead of a local `SKILL.md` (kept disabled), and the
-    `SKILL.md` files whose remote copy already has exactly those bytes.
-    """
-    overrides: dict[str, bytes] = {}
-    unchanged: set[str] = set()
-    folders = {f.skill: tree.mapping[f.skill] for f in candidates}
-    pulled = await asyncio.to_thread(pulled_etags, tree.root, folders, prefix=prefix, bucket=store.bucket)
-
-    async def check(f: LocalFile) -> None:
-        leaf = SkillId.parse(f.skill).leaf
-        try:
-            body = await store.aget(join_key(prefix, tuple(f.key_rel.split("/"))), max_bytes=MAX_SKILL_MD_BYTES)
-        except NotFound:
-            return
-        except FileTooLarge:
-            body = None
-        remote = read_remote(body.data, body.metadata, leaf) if body is not None else None
-        local = await asyncio.to_thread(read_local, f.local, MAX_SKILL_MD_BYTES, f.identity)
-        ours = source_of(tree.skills[f.skill])
-        was_pulled = body is not None and pulled.get(f.skill) == body.etag
-        if remote is not None and remote.source is not None and remote.source != ours and not was_pulled:
-            if replace:
-                report.replaced.append(Item(f.skill, "the library's copy was pushed from another folder (--replace)"))
-            else:
-                report.replaceable.append(f.skill)
-                report.conflicts.append(
-                    Item(f.skill, "the library's copy was pushed from another folder; use --replace to replace it")
-                )
-        elif (remote is None or remote.source is None) and not was_pulled:
-            report.replaced.append(Item(f.skill, "the library's copy has no recorded source (created or edited there)"))
-        if flag is not None:  # push --enable/--disable: the bytes to write are already decided
-            if remote is not None and remote.enabled != flag:
-                report.switched.append(f.skill)
-            return
-        if remote is not None and not remote.enabled:
-            report.disabled.append(f.skill)
-            wanted = keep_disabled(local, leaf)
-            if wanted != local:
-                overrides[f.key_rel] = wanted
-            if wanted == remote.data:
-                unchanged.add(f.key_rel)
-
-    await gather_limited([functools.partial(check, f) for f in candidates], 8)
-    report.conflicts.sort(key=lambda i: i.path)
-    report.replaceable.sort()
-    report.replaced.sort(key=lambda i: i.path)
-    report.disabled.sort()
-    return overrides, unchanged
-
-
 @io_bound
 async def apush_tree(
     store: ObjectStore,
@@ -228,6 +154,7 @@ async def apush_tree(
     prefix: str,
     *,
     category: str | None = None,
+    repository: str | None = None,
     delete: bool = False,
     dry_run: bool = False,
     strict: bool = False,
@@ -252,6 +179,9 @@ async def apush_tree(
         source: Any folder holding skills (at any depth), or one skill folder.
         prefix: The library prefix, ending with `/` (`alice/skills/`).
         category: Put every skill in this category instead of the one the rule picks.
+        repository: Put every skill in the category `repository` (the CLI's
+            `--category-from-repo` gives `s3skills.transfer.repository.repository_name`);
+            folders that would then share an id get distinguishing categories under it.
         delete: Mirror: also remove remote files of the pushed skills that are not
             in the tree, and the remote skills that are not in the tree. When `source`
             is itself a skill folder, only the pushed skills are mirrored. A skill
@@ -268,7 +198,10 @@ async def apush_tree(
             ids that would nest in, or swallow, a library skill's folder; the remote
             copies of left-out skills are kept, even with `delete`.
         replace: Replace remote skills pushed from another folder (a folder pulled
-            from the library replaces the copy it was pulled from without it).
+            from the library replaces the copy it was pulled from without it). Without
+            it such a skill is left out (in `report.conflicts` with both sources and
+            `report.left_out`; the library's copy kept) and the rest is pushed; with
+            `strict` the push is refused.
         enable: Store every pushed skill enabled, whatever its local `SKILL.md` says (a
             pulled one may say `enabled: false`); by default a skill disabled in the
             library stays disabled and a new one is stored as its `SKILL.md` says.
@@ -289,8 +222,8 @@ async def apush_tree(
         What was uploaded, skipped, deleted, refused and ignored, and the conflicts.
 
     Raises:
-        PushRefused: With `strict`, what it refuses (above); or copies pushed from
-            another folder and not `replace` (nothing written; `report` says what and why).
+        PushRefused: With `strict`, what it refuses (above), copies pushed from another
+            folder included unless `replace` (nothing written; `report` says what and why).
         SkillError: `source` is not a folder or holds no skill.
     """
     if prefix and not prefix.endswith("/"):
@@ -298,7 +231,9 @@ async def apush_tree(
     if enable and disable:
         raise ValueError("give enable or disable, not both")
     flag = True if enable else False if disable else None
-    tree = await asyncio.to_thread(scan_tree, Path(source), category=category, max_file_bytes=max_file_bytes)
+    tree = await asyncio.to_thread(
+        scan_tree, Path(source), category=category, repository=repository, max_file_bytes=max_file_bytes
+    )
     report = PushReport(dry_run=dry_run, refused=list(tree.refused), ignored=list(tree.ignored))
     report.problems = list(tree.problems)
     report.nested = list(tree.nested)
@@ -336,13 +271,20 @@ async def apush_tree(
     digests = await asyncio.to_thread(lambda: {f.key_rel: local_md5(f, max_file_bytes) for f in compare})
     forced: dict[str, bytes] = {}
     if flag is not None:  # the flag wins over each SKILL.md's frontmatter: compare what will be written
-        forced, disagree = await asyncio.to_thread(_with_flag, files, flag, max_file_bytes)
+        forced, disagree = await asyncio.to_thread(with_flag, files, flag, max_file_bytes)
         digests |= {k: hashlib.md5(v, usedforsecurity=False).hexdigest() for k, v in forced.items() if k in digests}
         report.switched = sorted(sid for sid in disagree if keys[f"{sid}/{SKILL_FILE}"] not in remote)
     changed = [f for f in files if (o := remote.get(keys[f.key_rel])) is None or digests.get(f.key_rel) != o.etag]
     changed_md = [f for f in changed if f.key_rel == f"{f.skill}/{SKILL_FILE}" and keys[f.key_rel] in remote]
-    overrides, unchanged = await _plan_skill_md(store, tree, prefix, changed_md, report, flag=flag, replace=replace)
+    overrides, unchanged = await aplan_skill_md(store, tree, prefix, changed_md, report, flag=flag, replace=replace)
     overrides = {**forced, **overrides}
+    if not strict and (clashing := set(report.replaceable)):  # left out, the library's copy kept
+        report.left_out = sorted(excluded | clashing)
+        report.skills = [sid for sid in report.skills if sid not in clashing]
+        report.switched = [sid for sid in report.switched if sid not in clashing]
+        protected += [sid + "/" for sid in sorted(clashing)]
+        files = [f for f in files if f.skill not in clashing]
+        changed = [f for f in changed if f.skill not in clashing]
     report.switched.sort()
     if report.blocking and not dry_run:  # a dry run lists them
         raise PushRefused(f"{source}: {report.blocking_summary()}", report)
@@ -423,7 +365,7 @@ async def _write(
             if len(data) > max_file_bytes:  # it grew after the scan
                 raise SkillError(f"{f.rel}: the file is over {max_file_bytes} bytes")
             is_md = f.key_rel == f"{f.skill}/{SKILL_FILE}"
-            metadata = {SOURCE_KEY: source_of(tree.skills[f.skill])} if is_md else None
+            metadata = skill_md_metadata(tree, f.skill) if is_md else None
             key = keys[f.key_rel]
             etag = await store.aput(key, data, content_type=_content_type(f.key_rel), metadata=metadata)
             records[key[len(prefix) :]] = record_of(key, data, etag)  # every key is join_key(prefix, ...)
@@ -453,19 +395,6 @@ async def _write(
         if progress is not None:
             progress(batch[-1][len(prefix) :], done, total)
     return records, skill_mds
-
-
-def _with_flag(files: list[LocalFile], enabled: bool, max_bytes: int) -> tuple[dict[str, bytes], set[str]]:
-    """Each `SKILL.md` that must change to say `enabled` (key_rel -> bytes), and the skills it is."""
-    out: dict[str, bytes] = {}
-    for f in files:
-        if f.key_rel != f"{f.skill}/{SKILL_FILE}":
-            continue
-        local = read_local(f.local, max_bytes, f.identity)
-        wanted = with_enabled(local, SkillId.parse(f.skill).leaf, enabled)
-        if wanted != local:
-            out[f.key_rel] = wanted
-    return out, {k.removesuffix("/" + SKILL_FILE) for k in out}
 
 
 push_tree = sync_method(apush_tree)

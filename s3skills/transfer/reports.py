@@ -29,7 +29,7 @@ def names_line(names: list[str], budget: int = 120) -> str:
 
 
 class PushRefused(S3SkillsError, ValueError):
-    """The push was refused (`strict`, or a copy pushed from another folder); nothing was written.
+    """The push was refused (`strict`); nothing was written.
 
     Attributes:
         report: What the scan found (`refused` and `problems` say why).
@@ -58,15 +58,16 @@ class PushReport:
         problems: `SKILL.md` problems of the pushed skills.
         nested: Skill folders inside another skill folder (each pushed as its own skill).
         conflicts: Skills that clash with the library (`path` is the skill id): a remote
-            copy pushed from another folder (its id is in `replaceable`; `replace`
-            replaces it), or an id that nests in or swallows a remote skill's folder
-            (left out, listed in `left_out`; `strict` refuses the push). The copies
-            not replaced block the push.
+            copy pushed from another folder (its id is in `replaceable`; the reason names
+            both sources and the ways out: a category keeps both, `replace` takes it
+            over), or an id that nests in or swallows a remote skill's folder. Both are
+            left out (in `left_out`, the library's copy kept); `strict` refuses the push
+            instead (they are then `blocking`).
         replaceable: The conflicts that `replace` would resolve (copies pushed from
             another folder).
         left_out: Skills of the tree not pushed: no host can read their `SKILL.md` (a
-            `fatal` problem, in `problems`), or their id clashes with the library's folders
-            (in `conflicts`). Their copies in the library are kept.
+            `fatal` problem, in `problems`), or they clash with the library (in
+            `conflicts`). Their copies in the library are kept.
         replaced: Remote skills replaced whose source is unknown (created or edited in
             the bucket): written, and reported.
         disabled: Remote skills that are disabled and stay disabled (`enable` not given).
@@ -99,7 +100,7 @@ class PushReport:
 
     @property
     def blocking(self) -> list[Item]:
-        """The conflicts that stop the push (neither left out nor replaced)."""
+        """The conflicts that stop the push (with `strict`: neither left out nor replaced)."""
         return [c for c in self.conflicts if c.path not in self.left_out]
 
     def blocking_summary(self) -> str:
@@ -110,7 +111,7 @@ class PushReport:
         if copies:
             parts.append(
                 f"{len(copies)} skill(s) in the library were pushed from another folder ({names_line(copies, 80)}): "
-                "use --replace to replace them"
+                "keep both under a category (--category-from-repo), or take them over with --replace"
             )
         if clashes:
             parts.append(f"{len(clashes)} skill id(s) clash with the library's folders ({names_line(clashes, 80)})")
