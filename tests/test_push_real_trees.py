@@ -192,15 +192,17 @@ def test_duplicate_leaf_across_pushes_is_left_out_naming_both_sources_not_a_sile
     report = push_tree(store, second, PREFIX)  # the clash is left out, the rest is stored
     assert report.left_out == ["access"] and report.skills == ["billing"]
     (conflict,) = report.conflicts
-    assert conflict.reason.startswith("the library's copy came from one/skills/access, this one from two/skills/access;")
-    assert "keep both: push with --category-from-repo (or --category C); take it over: --replace" in conflict.reason
+    assert conflict.reason.startswith(
+        "the library's copy came from one/skills/access, this one from two/skills/access;"
+    )
+    assert "keep both: --category-from-repo (or --category C); take it over: --replace" in conflict.reason
     descriptions = {s.id: s.metadata.description for s in library(store).index()}
     assert "system one" in descriptions["access"]
     assert set(descriptions) == {"access", "billing"}
 
     # Pushing the first folder again is no conflict; --strict does not replace, --replace does.
     assert push_tree(store, first, PREFIX).conflicts == []
-    with pytest.raises(PushRefused, match="take them over with --replace"):
+    with pytest.raises(PushRefused, match=r"take them over \(--replace\)"):
         push_tree(store, second, PREFIX, strict=True)
     push_tree(store, second, PREFIX, replace=True)
     lib = S3Backend("memory", user_id=USER, store=store, layout=SEEDS, catalog_ttl=None).skills
@@ -334,7 +336,7 @@ def test_cli_dry_run_lists_a_conflict_and_exits_1(cli: Cli, tmp_path: Path) -> N
     assert "access: the library's copy came from one/skills/access, this one from " in cli.err
     assert cli("push", str(tmp_path / "two")) == 1
     assert "take it over: --replace" in cli.err
-    assert "keep both: push with --category-from-repo" in cli.err
+    assert "keep both: --category-from-repo" in cli.err
     assert "validate" not in cli.err  # the skills are valid: the message names the flag that helps
     assert cli("push", "--strict", "--dry-run", str(tmp_path / "two")) == 1
     assert "the push would be refused: 1 skill(s) in the library were pushed from another folder (access)" in cli.err

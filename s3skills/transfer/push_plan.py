@@ -28,7 +28,7 @@ def clash_reason(theirs: str | None, ours: str) -> str:
     """The one line a skill left out for a copy pushed from another folder gets: both sources, both ways out."""
     came = f"came from {theirs}" if theirs else "was pushed from another folder"
     return (
-        f"the library's copy {came}, this one from {ours}; keep both: push with {KEEP_BOTH} (or --category C); "
+        f"the library's copy {came}, this one from {ours}; keep both: {KEEP_BOTH} (or --category C); "
         "take it over: --replace"
     )
 

@@ -111,7 +111,7 @@ class PushReport:
         if copies:
             parts.append(
                 f"{len(copies)} skill(s) in the library were pushed from another folder ({names_line(copies, 80)}): "
-                "keep both under a category (--category-from-repo), or take them over with --replace"
+                "keep both (--category-from-repo) or take them over (--replace)"
             )
         if clashes:
             parts.append(f"{len(clashes)} skill id(s) clash with the library's folders ({names_line(clashes, 80)})")
