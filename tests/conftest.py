@@ -12,7 +12,10 @@ Fixtures:
     live_target: an external endpoint from ``S3SKILLS_TEST_*`` variables, as a :class:`s3skills.testing.LiveTarget`.
 
 Skips: in CI (`CI` set) the run fails on any skip that tests/allowed_skips.py does not allow
-(`pytest_sessionfinish` below), so a skip cannot hide coverage there.
+(`pytest_sessionfinish` below), so a skip cannot hide coverage there. A test (or its fixture)
+that needs the real-skills corpus and finds no archive (`CorpusNotFound`, on a fresh clone
+without `../shared`) is reported skipped with one line saying how to get it
+(`s3skills.testing.corpus.CORPUS_MISSING`): allowed outside CI only.
 
 Markers: tests using the SeaweedFS fixtures are marked ``seaweedfs`` automatically (so
 ``-m "not seaweedfs"`` deselects them), tests using the LocalStack fixtures ``localstack`` and
@@ -55,6 +58,7 @@ from s3skills.testing import (
     make_client,
     unique_bucket_name,
 )
+from s3skills.testing.corpus import CORPUS_MISSING, CorpusNotFound
 
 REGION = "us-east-1"
 
@@ -208,6 +212,16 @@ _NOT_ALLOWED: list[Skip] = []
 def _record_skip(report: pytest.TestReport | pytest.CollectReport) -> None:
     if report.skipped and not hasattr(report, "wasxfail"):  # an xfail is reported as skipped too
         _SKIPPED.append(Skip(report.nodeid, skip_reason(report.longrepr)))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A test or fixture that raised `CorpusNotFound` is skipped with `CORPUS_MISSING`, not failed."""
+    outcome: Any = yield
+    report = outcome.get_result()
+    if report.failed and call.excinfo is not None and call.excinfo.errisinstance(CorpusNotFound):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {CORPUS_MISSING}")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

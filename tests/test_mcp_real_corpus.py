@@ -25,10 +25,8 @@ from s3skills.skills import parse_skill_md
 from s3skills.skills.format.naming import unservable_reason
 from s3skills.storage import S3ObjectStore
 from s3skills.testing import SeaweedBucket
-from s3skills.testing.corpus import real_repositories
+from s3skills.testing.corpus import real_repository
 from s3skills.transfer import push_tree
-
-REPOSITORIES = {repo.name: repo for repo in real_repositories()}
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +40,7 @@ async def test_skills_list_names_every_servable_skill_of_a_pushed_repository_and
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", seaweed_bucket.access_key)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", seaweed_bucket.secret_key)
     bucket, endpoint = seaweed_bucket.bucket, seaweed_bucket.endpoint_url
-    repo = REPOSITORIES[name]
+    repo = real_repository(name)
     store = S3ObjectStore(bucket, endpoint_url=endpoint)
     try:
         report = push_tree(store, repo.root, "users/ana/skills/")  # the default layout, no flag

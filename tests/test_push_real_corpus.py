@@ -22,11 +22,10 @@ from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
 from s3skills.skills.format.severity import SEVERITIES, severity_of
 from s3skills.testing import SeaweedBucket, make_client
-from s3skills.testing.corpus import RealRepository, real_repositories
+from s3skills.testing.corpus import REPOSITORY_NAMES, RealRepository, real_repositories, real_repository
 from s3skills.transfer.localtree import JUNK_NAMES, scan_tree
 
 USER = "ana"
-REPOSITORIES = {repo.name: repo for repo in real_repositories()}
 
 pytestmark = pytest.mark.slow
 
@@ -61,12 +60,12 @@ def s3_client(seaweed_bucket: SeaweedBucket) -> Iterator[Any]:
     client.close()
 
 
-@pytest.mark.parametrize("name", sorted(REPOSITORIES))
+@pytest.mark.parametrize("name", REPOSITORY_NAMES)
 def test_real_repository_pushes_from_its_root_without_a_flag_and_every_skill_loads(
     name: str, cli: Cli, s3_client: Any, seaweed_bucket: SeaweedBucket
 ) -> None:
     bucket = seaweed_bucket.bucket
-    repo = REPOSITORIES[name]
+    repo = real_repository(name)
     tree = scan_tree(repo.root)  # what the push maps: the expected ids, independently of its output
     strict = {
         sid
@@ -115,5 +114,6 @@ def test_real_repository_pushes_from_its_root_without_a_flag_and_every_skill_loa
 
 
 def test_corpus_has_the_seven_repositories() -> None:
-    assert len(REPOSITORIES) == 7
-    assert all(Path(repo.root).is_dir() for repo in REPOSITORIES.values())
+    repositories = real_repositories()
+    assert tuple(repo.name for repo in repositories) == REPOSITORY_NAMES
+    assert all(Path(repo.root).is_dir() for repo in repositories)

@@ -190,7 +190,8 @@ def test_duplicate_leaf_across_pushes_is_left_out_naming_both_sources_not_a_sile
     plan = push_tree(store, second, PREFIX, dry_run=True)  # a dry run lists the conflict
     assert [c.path for c in plan.conflicts] == ["access"]
     report = push_tree(store, second, PREFIX)  # the clash is left out, the rest is stored
-    assert report.left_out == ["access"] and report.skills == ["billing"]
+    assert report.left_out == ["access"]
+    assert report.skills == ["billing"]
     (conflict,) = report.conflicts
     assert conflict.reason.startswith(
         "the library's copy came from one/skills/access, this one from two/skills/access;"
@@ -341,7 +342,8 @@ def test_cli_dry_run_lists_a_conflict_and_exits_1(cli: Cli, tmp_path: Path) -> N
     assert cli("push", "--strict", "--dry-run", str(tmp_path / "two")) == 1
     assert "the push would be refused: 1 skill(s) in the library were pushed from another folder (access)" in cli.err
     assert cli("push", "--strict", str(tmp_path / "two")) == 1
-    assert "--category-from-repo" in cli.err and "--replace" in cli.err
+    assert "--category-from-repo" in cli.err
+    assert "--replace" in cli.err
     assert cli("push", "--replace", str(tmp_path / "two")) == 0
 
 

@@ -21,16 +21,34 @@ from pathlib import Path
 
 __all__ = [
     "CORPUS_ENV",
+    "CORPUS_MISSING",
+    "REPOSITORY_NAMES",
     "CorpusNotFound",
     "RealRepository",
     "find_corpus_archive",
     "real_repositories",
+    "real_repository",
     "real_skills_root",
 ]
 
 CORPUS_ENV = "S3SKILLS_REAL_SKILLS"
 _ARCHIVE_NAME = "real-skills.tar.gz"
 _TOP = "real-skills"
+REPOSITORY_NAMES = (
+    "K-Dense-AI/claude-scientific-skills",
+    "getsentry/skills",
+    "github/awesome-copilot",
+    "hashicorp/agent-skills",
+    "langchain-ai/deepagents",
+    "mattpocock/skills",
+    "obra/superpowers",
+)
+"""The corpus's repositories (`owner/name`), sorted: what tests parametrise over before it is unpacked."""
+CORPUS_MISSING = (
+    f"the real-skills corpus is not on this machine: set {CORPUS_ENV} to {_ARCHIVE_NAME} "
+    "(docs/TESTING.md says how to build it from the 7 repositories)"
+)
+"""The one line a test that needs the corpus skips with when it is missing (allowed outside CI only)."""
 
 
 class CorpusNotFound(FileNotFoundError):
@@ -67,7 +85,8 @@ def find_corpus_archive(start: Path | None = None) -> Path:
         if candidate.is_file():
             return candidate
     raise CorpusNotFound(
-        f"{_ARCHIVE_NAME} not found in a shared/corpus/ folder above {here}; set {CORPUS_ENV} to its path"
+        f"{_ARCHIVE_NAME} not found in a shared/corpus/ folder above {here}; set {CORPUS_ENV} to its path "
+        "(docs/TESTING.md says how to build it)"
     )
 
 
@@ -116,6 +135,16 @@ def real_repositories(root: Path | None = None) -> list[RealRepository]:
         for repo in sorted(p for p in owner.iterdir() if p.is_dir()):
             repos.append(RealRepository(f"{owner.name}/{repo.name}", repo))
     return repos
+
+
+def real_repository(name: str) -> RealRepository:
+    """One repository of the corpus by `owner/name` (one of `REPOSITORY_NAMES`).
+
+    Raises:
+        CorpusNotFound: The archive is missing.
+        KeyError: No such repository in the corpus.
+    """
+    return {repo.name: repo for repo in real_repositories()}[name]
 
 
 def _remove_tree(path: Path) -> None:
