@@ -21,6 +21,13 @@ per process. `S3Backend` takes the same values under its keyword names
 | `--ranker`       | S3SKILLS_RANKER (`lexical` or `hybrid`)                  | (agent's `ranker`) |
 
 `--shared-prefix` is the deprecated spelling of `--shared` (the MCP server's old flag).
+
+Which library (`resolve_library`, one rule for the CLI and `s3skills mcp`): a flag beats a
+variable there too. `--shared NAME` without `--user` is the organisation library NAME itself,
+whatever `S3SKILLS_USER` says (`S3SKILLS_USER=alice s3skills --shared org channel create ...`
+acts on org); `--user U` (or `S3SKILLS_USER` with no `--shared` flag) is U's library, over
+the shared one when a shared library is configured; `S3SKILLS_SHARED` alone is the
+organisation library.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ __all__ = [
     "option",
     "resolve",
     "resolve_layout",
+    "resolve_library",
     "warn_deprecated_flag",
 ]
 
@@ -226,6 +234,26 @@ def resolve(key: str, given: str | None, environ: Mapping[str, str] | None = Non
     if spec.choices is not None and value not in spec.choices:
         raise ValueError(f"invalid {source} {value!r}: use one of {', '.join(spec.choices)}")
     return value
+
+
+def resolve_library(
+    user: str | None, shared: str | None, environ: Mapping[str, str] | None = None
+) -> tuple[str | None, str | None]:
+    """`(user, shared)`: whose library, and the shared library under it (module docstring).
+
+    `user` is None when the shared library itself is meant: `--shared` given without
+    `--user` (a flag beats `S3SKILLS_USER`), or only `S3SKILLS_SHARED` set. Values are not
+    checked here (callers check identities with `s3skills.paths.check_identity`).
+
+    Args:
+        user: `--user` as given on the command line (None: not given).
+        shared: `--shared` as given on the command line (None: not given).
+        environ: The environment (`os.environ` by default).
+    """
+    shared_name = resolve("shared", shared, environ)
+    if shared and not user:
+        return None, shared_name
+    return resolve("user", user, environ), shared_name
 
 
 def warn_deprecated_flag(flag: str) -> None:

@@ -38,7 +38,9 @@ from s3skills.testing import MotoServer, make_bucket, skill_md, unique_bucket_na
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "langgraph-server" / "agent.py"
 
 OWN = {"ana-own"}
-SHARED = OWN | {"acme-guide"}
+ACME = {"acme-guide"}
+SHARED = OWN | ACME
+CLI_AND_MCP = ("cli", "cli-mcp", "serve-mcp")
 SEEDS = {"seeds-one", "seeds-two", "seeds-three"}
 CUSTOM = {"custom-one", "custom-two", "custom-three", "custom-four"}
 LAYOUT_TOML = (
@@ -93,6 +95,7 @@ class Case:
     error: str = ""
     warns: str = ""
     entry_points: tuple[str, ...] = ("cli", "cli-mcp", "serve-mcp", "langgraph")
+    user: bool = True  # add `--user ana` unless the case names the user itself
 
 
 CASES = [
@@ -102,6 +105,19 @@ CASES = [
     Case("S3SKILLS_USER", env={"S3SKILLS_USER": "ana"}, sees=OWN, entry_points=("cli", "cli-mcp", "serve-mcp")),
     Case("shared-flag", ["--shared", "acme"], sees=SHARED),
     Case("S3SKILLS_SHARED", env={"S3SKILLS_SHARED": "acme"}, sees=SHARED),
+    # --shared NAME alone is the shared library itself, on every entry point with a command line.
+    Case("shared-flag-alone", ["--shared", "acme"], sees=ACME, entry_points=CLI_AND_MCP, user=False),
+    Case("S3SKILLS_SHARED-alone", env={"S3SKILLS_SHARED": "acme"}, sees=ACME, entry_points=CLI_AND_MCP, user=False),
+    # A flag beats a variable: --shared without --user ignores S3SKILLS_USER; --user beats it too.
+    Case("shared-flag-beats-S3SKILLS_USER", ["--shared", "acme"], env={"S3SKILLS_USER": "bob"}, sees=ACME),
+    Case("user-flag-beats-S3SKILLS_USER", ["--user", "ana"], env={"S3SKILLS_USER": "bob"}, sees=OWN),
+    Case(
+        "user-flag-with-S3SKILLS_SHARED",
+        ["--user", "ana"],
+        env={"S3SKILLS_SHARED": "acme", "S3SKILLS_USER": "bob"},
+        sees=SHARED,
+        entry_points=CLI_AND_MCP,
+    ),
     Case(
         "S3SKILLS_SHARED_PREFIX-deprecated",
         env={"S3SKILLS_SHARED_PREFIX": "acme"},
@@ -171,7 +187,7 @@ def _base(case: Case, lib: Library) -> list[str]:
         base += ["--bucket", lib.bucket]
     if not given & {"--endpoint-url", "S3SKILLS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"}:
         base += ["--endpoint-url", lib.endpoint]
-    if not given & {"--user", "S3SKILLS_USER"}:
+    if case.user and not given & {"--user", "S3SKILLS_USER"}:
         base += ["--user", "ana"]
     return base
 
@@ -345,3 +361,48 @@ def test_docs_options_names_every_option_and_variable() -> None:
     for spec in OPTIONS:
         for name in (spec.flag, *spec.env, *spec.deprecated_env, *spec.deprecated_flags):
             assert f"`{name}" in text, name
+
+
+def test_shared_alone_beats_s3skills_user_for_writes_and_says_which_library_it_wrote_to(
+    library: Library,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    s3_keys: Callable[[], set[str]],
+) -> None:
+    monkeypatch.setenv("S3SKILLS_USER", "ana")
+    base = ["--bucket", library.bucket, "--endpoint-url", library.endpoint]
+    capsys.readouterr()
+    assert main([*base, "--shared", "acme", "channel", "create", "beta", "--from", "latest"]) == 0
+    out = capsys.readouterr().out
+    assert f"Created channel beta with 1 skill(s) in shared library acme (s3://{library.bucket}/shared/acme/" in out
+    stored = s3_keys()
+    assert any(k.startswith("shared/acme/") and k.endswith("/channels/beta.json") for k in stored), stored
+    assert not any(k.startswith("users/ana/") and "beta" in k for k in stored)
+    # Creating it again says it exists, where, and how to change it (not "run the command again").
+    assert main([*base, "--shared", "acme", "channel", "create", "beta", "--from", "latest"]) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "The channel 'beta' already exists in shared library acme" in err
+    assert "s3skills channel promote SOURCE beta" in err
+    assert "run the command again" not in err
+    # `mcp --channel beta --check` serves the shared library's channel with --shared alone.
+    assert main([*base, "--shared", "acme", "mcp", "--channel", "beta", "--check"]) == 0
+    assert _check_count(capsys.readouterr().err) == len(ACME)
+    # A write on the user's library names it too.
+    assert main([*base, "--user", "ana", "disable", "ana-own"]) == 0
+    assert f"ana-own disabled in ana's library (s3://{library.bucket}/users/ana/skills/)" in capsys.readouterr().out
+    assert main([*base, "--user", "ana", "enable", "ana-own"]) == 0
+
+
+@pytest.fixture
+def s3_keys(library: Library) -> Callable[[], set[str]]:
+    from s3skills.testing import make_client
+
+    def keys() -> set[str]:
+        client = make_client(library.endpoint)
+        try:
+            pages = client.get_paginator("list_objects_v2").paginate(Bucket=library.bucket)
+            return {o["Key"] for page in pages for o in page.get("Contents", [])}
+        finally:
+            client.close()
+
+    return keys

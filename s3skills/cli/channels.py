@@ -81,10 +81,16 @@ def write_event(ctx: Context, action: str, details: Mapping[str, Any]) -> None:
 
 
 def _save(ctx: Context, channel: Channel, action: str, details: Mapping[str, Any]) -> None:
+    creating = channel.etag is None
     try:
         ctx.run(awrite_channel(ctx.store, _channels_prefix(ctx), channel, actor=actor_of(ctx)))
     except Conflict as exc:
-        raise CliError(str(exc)) from exc
+        if not creating:
+            raise CliError(str(exc)) from exc
+        raise CliError(
+            f"{exc} in {ctx.target}: change it with `s3skills channel promote SOURCE {channel.name}` or "
+            f"`s3skills channel set {channel.name} SKILL --version V`; `s3skills channel show {channel.name}` shows it"
+        ) from exc
     write_event(ctx, action, {"channel": channel.name, **details})
 
 
@@ -218,10 +224,19 @@ def channel_diff_command(ctx: Context, first: str, second: str) -> int:
 def _done(ctx: Context, channel: Channel, message: str | None) -> None:
     skills = {sid: {"version": s.version, "record": s.record} for sid, s in sorted(channel.skills.items())}
     if ctx.json:
-        ctx.emit({"channel": channel.name, "updated": channel.updated, "actor": channel.actor, "skills": skills})
+        library = ctx.location(ctx.prefix)
+        ctx.emit(
+            {
+                "channel": channel.name,
+                "library": library,
+                "updated": channel.updated,
+                "actor": channel.actor,
+                "skills": skills,
+            }
+        )
         return
     if message is not None:
-        ctx.print(message)
+        ctx.print(message.removesuffix(".") + f" in {ctx.target}.")
         return
     table = Table(title=f"channel {channel.name}: {len(skills)} skill(s)", title_justify="left")
     for column in ("SKILL", "VERSION", "RECORD"):

@@ -8,10 +8,11 @@ after the command wins. Each option records only what was written on the command
 value, so a command can tell "given" from "configured" (the demo uses only what was
 given). The key layout is built in one place, `build_layout` (or from `--layout-file`).
 
-Which library a command acts on: `--user U` is U's library; `--shared NAME` without
-`--user` is the organisation library `NAME` (every command, reads and writes); both
-together keep writes on U's library while `list` shows what U's agent sees (U's skills
-over NAME's, with their source) and `info` finds a skill in either.
+Which library a command acts on (`s3skills.options.resolve_library`): `--user U` is U's
+library; `--shared NAME` without `--user` is the organisation library `NAME` (every
+command, reads and writes, `mcp` included), even when `S3SKILLS_USER` is set: a flag beats a
+variable; both together keep writes on U's library while `list` shows what U's agent sees
+(U's skills over NAME's, with their source) and `info` finds a skill in either.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from rich.console import Console
 from s3skills.aio import run_sync
 from s3skills.layout import KeyLayout
 from s3skills.lines import wrap
-from s3skills.options import LAYOUTS, OPTIONS, resolve, resolve_layout
+from s3skills.options import LAYOUTS, OPTIONS, resolve, resolve_layout, resolve_library
 from s3skills.paths import check_identity
 from s3skills.tenancy import Tenant
 
@@ -193,7 +194,8 @@ class Context:
 
     @property
     def _configured_user(self) -> str | None:
-        return resolve("user", self.settings.user)
+        """`--user`, else `S3SKILLS_USER` unless `--shared` was given alone (`resolve_library`)."""
+        return resolve_library(self.settings.user, self.settings.shared)[0]
 
     @property
     def _configured_shared(self) -> str | None:
@@ -240,6 +242,13 @@ class Context:
         if self.shared_only:
             return f"shared library {self.shared}"
         return self.user + (f" (over shared library {self.shared})" if self.shared else "")
+
+    @property
+    def target(self) -> str:
+        """The library a write goes to, for its message: `ana's library (s3://b/ana/skills/)` or
+        `shared library org (s3://b/shared/org/skills/)` (with `--user` too, writes are the user's)."""
+        who = f"shared library {self.shared}" if self.shared_only else f"{self.user}'s library"
+        return f"{who} ({self.location(self.prefix)})"
 
     @property
     def layout_file(self) -> str | None:

@@ -84,7 +84,9 @@ def approve_command(ctx: Context, name: str, scripts: tuple[str, ...], prefix: s
         ctx.emit({"id": skill_id, "digest": digest, "scripts": list(approval.scripts), "actor": approval.actor})
     else:
         what = "every script" if "*" in approval.scripts else ", ".join(approval.scripts)
-        ctx.print(f"Approved {what} of {skill_id} at scripts digest {digest[:12]} (by {approval.actor}).")
+        ctx.print(
+            f"Approved {what} of {skill_id} in {ctx.target} at scripts digest {digest[:12]} (by {approval.actor})."
+        )
     return 0
 
 

@@ -230,9 +230,9 @@ def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
     except SkillError as exc:
         raise CliError(str(exc)) from exc
     if ctx.json:
-        ctx.emit({"id": skill_id, "enabled": enabled, "changed": changed})
+        ctx.emit({"id": skill_id, "enabled": enabled, "changed": changed, "library": ctx.location(ctx.prefix)})
     else:
-        ctx.print(f"{skill_id} {word}" if changed else f"{skill_id} is already {word}")
+        ctx.print(f"{skill_id} {word} in {ctx.target}" if changed else f"{skill_id} is already {word} in {ctx.target}")
     if enabled:
         description = ctx.library.get(skill_id).metadata.description
         if is_placeholder(description):
@@ -295,9 +295,9 @@ def rm_command(ctx: Context, name: str, yes: bool) -> int:
     except SkillError as exc:
         raise CliError(str(exc)) from exc
     if ctx.json:
-        ctx.emit({"deleted": skill_id, "files": deleted})
+        ctx.emit({"deleted": skill_id, "files": deleted, "library": ctx.location(ctx.prefix)})
     else:
-        ctx.print(f"Deleted skill '{skill_id}' ({deleted} file(s)).")
+        ctx.print(f"Deleted skill '{skill_id}' ({deleted} file(s)) from {ctx.target}.")
     return 0
 
 

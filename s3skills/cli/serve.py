@@ -74,7 +74,8 @@ def mcp_command(
     resources/read) and, for hosts without it, tools and prompts.
 
     Every global option applies, before or after `mcp`: `s3skills --shared acme --user ana mcp`
-    serves ana's library over acme's."""
+    serves ana's library over acme's; `s3skills --shared acme mcp` serves acme's library itself
+    (`--channel`, `--check` too)."""
     if importlib.util.find_spec("mcp") is None:
         raise CliError('the MCP server needs the mcp package, which is not installed: pip install "s3skills[mcp]"')
     argv = ["--bucket", ctx.bucket, "--transport", transport, "--page-size", str(page_size)]
@@ -98,10 +99,11 @@ def mcp_command(
         argv.append("--no-tools")
     if channel:
         argv += ["--channel", channel]
+    mine = [] if ctx.shared_only else ["--user", ctx.user]  # --shared NAME alone: NAME's library itself
     if check:
-        argv += ["--check", "--user", ctx.user]
+        argv += ["--check", *mine]
     elif transport == "stdio":
-        argv += ["--user", ctx.user]
+        argv += mine
     else:
         if ctx.settings.user:
             raise UsageError("--user is for stdio; over HTTP each request's token names its user")

@@ -185,10 +185,18 @@ def rollback_command(ctx: Context, name: str, to: str) -> int:
     if changed:  # the manifest records the restored SKILL.md: the next index is still one GET
         ctx.library.note_changed([skill_id], command="rollback")
     if ctx.json:
-        ctx.emit({"id": skill_id, "version": target.id, "previous": current.id, "changed": changed})
+        ctx.emit(
+            {
+                "id": skill_id,
+                "version": target.id,
+                "previous": current.id,
+                "changed": changed,
+                "library": ctx.location(ctx.prefix),
+            }
+        )
     else:
         ctx.print(
-            f"Rolled back {skill_id} to version {target.id} ({len(changed)} file(s) restored); "
+            f"Rolled back {skill_id} in {ctx.target} to version {target.id} ({len(changed)} file(s) restored); "
             f"version {current.id} stays in its history."
         )
     return 0

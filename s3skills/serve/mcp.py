@@ -3,8 +3,9 @@
     python -m s3skills.serve.mcp --bucket skills --user ana                     # stdio
     python -m s3skills.serve.mcp --bucket skills --transport http --tokens tokens.json
 
-stdio serves the library of the user named on the command line: whoever can start the
-process owns it. HTTP binds to 127.0.0.1 by default and serves each request for the user
+stdio serves the library of the user named on the command line (`--shared NAME` without
+`--user`: the organisation library NAME itself, `s3skills.options.resolve_library`):
+whoever can start the process owns it. HTTP binds to 127.0.0.1 by default and serves each request for the user
 of its bearer token (`--tokens FILE`, a JSON object `{"<token>": "<user id>"}`; in code,
 any `TokenVerifier`); a request without a valid token gets a 401. HTTP is stateless (no
 session memory), so several replicas can sit behind one load balancer; it prints
@@ -41,7 +42,7 @@ from s3skills.config import Config
 from s3skills.errors import AccessDenied, ConfigurationError, InvalidPath, S3SkillsError
 from s3skills.layout import KeyLayout
 from s3skills.lines import WrappingFormatter, wrap
-from s3skills.options import OPTIONS, build_ranker, resolve, resolve_layout, warn_deprecated_flag
+from s3skills.options import OPTIONS, build_ranker, resolve, resolve_layout, resolve_library, warn_deprecated_flag
 from s3skills.paths import check_identity
 from s3skills.seed import session_for
 from s3skills.serve.auth import JsonFileTokenVerifier
@@ -333,13 +334,18 @@ def _serve(args: argparse.Namespace) -> int:
         raise _usage("no bucket: pass --bucket or set S3SKILLS_BUCKET")
     for note in notes:
         logger.warning("warning: %s", note)
+    user, shared = resolve_library(args.user, args.shared)
+    if args.transport == "http" and not args.check:
+        user = None  # each request's token names its user, over the shared library
+    elif user is None and shared:  # --shared NAME alone (stdio, --check): NAME's library itself
+        user, shared, layout = shared.strip("/"), None, layout.shared_as_user()
     try:
         source = library_source(
             bucket,
             endpoint_url=endpoint,
             region=resolve("region", args.region),
             profile=args.profile,
-            shared_prefix=resolve("shared", args.shared),
+            shared_prefix=shared,
             layout=layout,
             channel=args.channel,
         )
@@ -351,17 +357,16 @@ def _serve(args: argparse.Namespace) -> int:
         ranker = build_ranker(ranker_name)  # before --check too: a ranker that cannot run is a bad option
     except ValueError as exc:
         raise _usage(str(exc)) from None
-    user = resolve("user", args.user) if args.transport == "stdio" or args.check else None
     if args.check:
         if not user:
-            raise _usage("--check needs --user (or S3SKILLS_USER): the library whose skills are checked")
+            raise _usage("--check needs --user (or --shared NAME, or S3SKILLS_USER): the library it checks")
         return asyncio.run(_check(SkillsServer(source, user_id=_user(user)), _user(user)))
     tools = not args.no_tools
     if args.transport == "stdio":
         if args.tokens:
             raise _usage("--tokens is for --transport http; stdio serves the --user given")
         if not user:
-            raise _usage("--user (or S3SKILLS_USER) is required with --transport stdio")
+            raise _usage("--transport stdio serves one library: pass --user (or --shared NAME), or set S3SKILLS_USER")
         skills = SkillsServer(source, user_id=_user(user), page_size=args.page_size, tools=tools, ranker=ranker)
         asyncio.run(run_stdio(skills, fail_fast=True))
         return 0

@@ -259,7 +259,8 @@ async def awrite_channel(store: ObjectStore, channels_prefix: str, channel: Chan
         Its new ETag.
 
     Raises:
-        Conflict: It was created or changed by someone else since it was read.
+        Conflict: It was created or changed by someone else since it was read (a create,
+            `channel.etag` None, finds it exists: the message says so).
     """
     key = channel_key(channels_prefix, channel.name)
     channel.updated = datetime.now(UTC).isoformat()
@@ -271,6 +272,8 @@ async def awrite_channel(store: ObjectStore, channels_prefix: str, channel: Chan
         else:
             etag = await store.aput(key, data, if_match=channel.etag, content_type="application/json")
     except (Conflict, NotFound) as exc:
+        if channel.etag is None:  # a create: the conditional put found one there
+            raise Conflict(f"The channel '{channel.name}' already exists") from exc
         raise Conflict(
             f"The channel '{channel.name}' changed while it was being edited: run the command again"
         ) from exc
