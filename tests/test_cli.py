@@ -324,7 +324,12 @@ def test_enable_disable_round_trip(cli: Cli, tmp_path: Path, s3_client: Any, buc
     write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf", version="2.0"))
     cli.json("push", str(tmp_path / "lib"))
     key = PREFIX + "pdf/SKILL.md"
-    assert cli.json("disable", "pdf") == {"id": "pdf", "enabled": False, "changed": True}
+    assert cli.json("disable", "pdf") == {
+        "id": "pdf",
+        "enabled": False,
+        "changed": True,
+        "library": f"s3://{bucket}/{PREFIX}",
+    }
     text = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
     assert "enabled: false" in text
     assert text.endswith("# pdf\n\nInstructions.\n")
@@ -337,7 +342,7 @@ def test_enable_disable_round_trip(cli: Cli, tmp_path: Path, s3_client: Any, buc
     assert "already disabled" in cli.out
 
     assert cli("enable", "pdf") == 0
-    assert cli.out.strip() == "pdf enabled"
+    assert cli.out.strip() == f"pdf enabled in {USER}'s library (s3://{bucket}/{PREFIX})"
     text = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
     assert "enabled" not in text
     assert text.endswith("# pdf\n\nInstructions.\n")

@@ -196,7 +196,7 @@ def rollback_command(ctx: Context, name: str, to: str) -> int:
         )
     else:
         ctx.print(
-            f"Rolled back {skill_id} in {ctx.target} to version {target.id} ({len(changed)} file(s) restored); "
+            f"Rolled back {skill_id} to version {target.id} in {ctx.target} ({len(changed)} file(s) restored); "
             f"version {current.id} stays in its history."
         )
     return 0
