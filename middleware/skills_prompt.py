@@ -228,8 +228,9 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
             UserNotResolved: The run has no user and the backend does not `allow_anonymous`
                 (so the run fails before the model is called).
             ConfigurationError: The index cannot be read because the deployment is wrong
-                (no bucket, no or rejected credentials, access denied; `exc.fix` says what to
-                change): the run fails rather than telling the model to try again. A transient
+                (no bucket, no or rejected credentials, access denied, an endpoint that is not
+                S3; the message names the bucket and `exc.fix`, what to change): the run fails
+                rather than telling the model to try again. A transient
                 fault still gives the prompt an "unavailable, try again later" note.
         """
         user_id = self.backend.require_user().user_id
@@ -242,7 +243,9 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
             everything = await self.library.aindex()
         except ConfigurationError as exc:  # no bucket, no credentials, denied: retrying will not help
             logger.error("skill index misconfigured: %s: %s", exc, exc.fix)
-            raise
+            # For the application's developer (the model never sees it): the bucket and the fix.
+            where = f"bucket {self.library.store.bucket!r}"
+            raise type(exc)(f"{exc} ({where}): {exc.fix}") from exc
         except S3SkillsError as exc:
             logger.warning("skill index unavailable: %s", exc)
             return f"{_HEADER}\n\n(The skill index is unavailable right now: {exc}. Try again later.)"

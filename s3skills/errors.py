@@ -21,10 +21,12 @@ virtual path (the backend) writes the message the agent sees.
     ├── SkillError                     unknown, disabled, ambiguous or clashing skill
     └── StoreError (OSError)
         ├── StoreUnavailable           unreachable or throttled, after retries
-        └── CredentialsError           (also a ConfigurationError)
+        ├── CredentialsError           (also a ConfigurationError)
+        └── EndpointError              not an S3 endpoint, or TLS on a plain port (also a ConfigurationError)
 
 Configuration errors (`ConfigurationError`: a missing bucket, no or rejected credentials,
-access denied) do not go away by trying again; servers fail fast on them and say `fix`.
+access denied, an endpoint that is not S3 or does not speak TLS) do not go away by trying
+again; servers fail fast on them and say `fix`.
 `StoreUnavailable` (5xx, throttling, a network fault) is the transient one: "try again".
 """
 
@@ -39,6 +41,7 @@ __all__ = [
     "ConfigurationError",
     "Conflict",
     "CredentialsError",
+    "EndpointError",
     "FileTooLarge",
     "InvalidPath",
     "LimitExceeded",
@@ -159,6 +162,35 @@ class CredentialsError(StoreError, ConfigurationError):
         return f"the store rejected the credentials ({self}): check the access key, the secret and the endpoint"
 
 
+NOT_S3 = "not an S3 endpoint"
+NO_TLS = "does not speak TLS"
+
+
+class EndpointError(StoreError, ConfigurationError):
+    """The endpoint is not what was configured: not S3 (a web server, SeaweedFS's master or
+    filer port answering a bucket listing with a bare 404), or `https://` on a plain-HTTP port,
+    or a certificate the client does not trust."""
+
+    @property
+    def fix(self) -> str:
+        text = str(self)
+        if NOT_S3 in text:
+            return (
+                "the endpoint answered a bucket listing with a bare 404, as a web server does, not S3: point "
+                "--endpoint-url (S3SKILLS_ENDPOINT_URL) at the S3 port (SeaweedFS: -s3.port, 8333 by default, "
+                "not the master's 9333 or the filer's 8888; MinIO: 9000)"
+            )
+        if NO_TLS in text:
+            return (
+                "the endpoint does not speak TLS: write http:// instead of https:// in --endpoint-url "
+                "(S3SKILLS_ENDPOINT_URL), or use the port that serves TLS"
+            )
+        return (
+            f"TLS to the endpoint failed ({text}): check the endpoint's certificate, or give its CA bundle "
+            "with AWS_CA_BUNDLE"
+        )
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether trying again later may succeed: the store was unreachable or throttled.
 
@@ -218,9 +250,16 @@ def translate_error(exc: BaseException, operation: str) -> S3SkillsError:
         meta: dict[str, Any] = exc.response.get("ResponseMetadata", {}) or {}
         code = str(error.get("Code") or "")
         status = str(meta.get("HTTPStatusCode") or "")
+        if operation == "list" and status == "404" and code in ("", "404", "NotFound"):
+            # S3 answers a listing of a missing bucket NoSuchBucket; only a web server says a bare 404.
+            return EndpointError(f"{operation}: {NOT_S3} (a bare 404 to a bucket listing)")
         cls = _CODE_TABLE.get(code) or _CODE_TABLE.get(status) or StoreError
         label = code or status or "unknown error"
         return cls(f"{operation}: the store answered {label}")
+    if isinstance(exc, bex.SSLError):
+        if "WRONG_VERSION_NUMBER" in str(exc) or "wrong version number" in str(exc):
+            return EndpointError(f"{operation}: the endpoint {NO_TLS} (https:// on a plain-HTTP port)")
+        return EndpointError(f"{operation}: TLS failed ({type(exc).__name__})")
     if isinstance(exc, bex.NoCredentialsError | bex.PartialCredentialsError):
         return CredentialsError(f"{operation}: no AWS credentials were found")
     if isinstance(exc, bex.ProfileNotFound):

@@ -12,12 +12,14 @@ import re
 import socket
 import subprocess
 import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from s3skills.cli import main
-from s3skills.testing import LOOPBACK, SeaweedBucket
+from s3skills.testing import LOOPBACK, SeaweedBucket, SeaweedServer
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "TROUBLESHOOTING.md"
 DOC_BUCKET = "my-bucket"
@@ -109,3 +111,116 @@ def test_a_busy_port_is_the_line_the_page_quotes(bucket: str, moto_endpoint: str
     assert f"port {port} on 127.0.0.1 is busy" in done.stderr
     line = _error_line(done.stderr, bucket, moto_endpoint).replace(f"port {port} ", "port 8000 ")
     assert line in _quoted_errors()
+
+
+# -- the last configuration errors (issue 36, item 6) ---------------------------------------------
+
+
+def _whole(text: str) -> str:
+    """One error as one line: its wrapped continuation lines joined, spaces collapsed."""
+    return " ".join(text.split())
+
+
+def _quoted_whole() -> set[str]:
+    """Each error the page quotes (a prefixed line and its indented continuations), as one line."""
+    blocks = re.findall(r"```[a-z]*\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
+    found = set()
+    for block in blocks:
+        for part in re.split(r"\n(?! )", block):
+            if part.startswith((*_PREFIXES, "s3skills.errors.")):
+                found.add(_whole(part))
+    return found
+
+
+def _error_whole(stderr: str) -> str:
+    parts = [p for p in re.split(r"\n(?! )", stderr) if p.startswith(_PREFIXES)]
+    assert len(parts) == 1, stderr
+    return _whole(parts[0])
+
+
+class _NotS3(BaseHTTPRequestHandler):
+    """Any web server: 404 and an HTML page for every request."""
+
+    def do_GET(self) -> None:
+        body = b"<html><body>404 page not found</body></html>"
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_an_endpoint_that_is_not_s3_names_the_cause_and_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
+    server = ThreadingHTTPServer((LOOPBACK, 0), _NotS3)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    endpoint = f"http://{LOOPBACK}:{server.server_address[1]}"
+    try:
+        assert main(["--bucket", DOC_BUCKET, "--user", "ana", "--endpoint-url", endpoint, "list"]) == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+    line = _error_whole(capsys.readouterr().err).replace(endpoint, "http://127.0.0.1:9333")
+    assert "not S3" in line
+    assert "S3 port" in line
+    assert line in _quoted_whole()
+
+
+def test_the_seaweedfs_master_and_filer_ports_are_not_s3(
+    seaweed_bucket: SeaweedBucket, seaweed_server: SeaweedServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for endpoint in (seaweed_server.master_url, seaweed_server.filer_url):
+        argv = ["--bucket", seaweed_bucket.bucket, "--user", "ana", "--endpoint-url", endpoint, "list"]
+        assert main(argv) == 1
+        line = _error_whole(capsys.readouterr().err).replace(endpoint, "http://127.0.0.1:9333")
+        assert line in _quoted_whole()
+
+
+def test_tls_on_a_plain_http_port_names_the_cause_and_the_fix(
+    bucket: str, moto_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    endpoint = moto_endpoint.replace("http://", "https://")
+    assert main(["--bucket", bucket, "--user", "ana", "--endpoint-url", endpoint, "list"]) == 1
+    line = _error_whole(capsys.readouterr().err).replace(endpoint, "https://127.0.0.1:8333")
+    assert "does not speak TLS" in line
+    assert line in _quoted_whole()
+
+
+def test_an_agent_on_a_missing_bucket_raises_with_the_bucket_and_the_fix(moto_endpoint: str) -> None:
+    from s3skills import S3Backend, create_skills_agent
+    from s3skills.errors import BucketNotFound
+    from s3skills.testing.scripted import ScriptedChatModel
+
+    backend = S3Backend(DOC_BUCKET, endpoint_url=moto_endpoint)
+    try:
+        agent = create_skills_agent(ScriptedChatModel(steps=[]), backend, system_prompt="You help.")
+        with pytest.raises(BucketNotFound) as raised:
+            agent.invoke(
+                {"messages": [{"role": "user", "content": "hola"}]},
+                context={"user_id": "ana"},
+                config={"configurable": {"thread_id": "t-1"}},
+            )
+    finally:
+        backend.close()
+    line = f"s3skills.errors.BucketNotFound: {raised.value}"
+    assert f"bucket '{DOC_BUCKET}'" in line
+    assert "create it" in line
+    assert _whole(line) in _quoted_whole()
+
+
+def test_creating_a_channel_that_exists_says_so_and_how_to_change_it(
+    bucket: str, moto_endpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "lib" / "pdf").mkdir(parents=True)
+    (tmp_path / "lib" / "pdf" / "SKILL.md").write_text("---\nname: pdf\ndescription: PDFs. Use it for PDFs.\n---\n")
+    base = ["--bucket", bucket, "--endpoint-url", moto_endpoint, "--shared", "org"]
+    assert main([*base, "push", str(tmp_path / "lib")]) == 0
+    assert main([*base, "channel", "create", "production", "--from", "latest"]) == 0
+    capsys.readouterr()
+    assert main([*base, "channel", "create", "production", "--from", "latest"]) == 1
+    line = _error_whole(capsys.readouterr().err).replace(f"s3://{bucket}/", f"s3://{DOC_BUCKET}/")
+    assert "already exists" in line
+    assert line in _quoted_whole()

@@ -31,7 +31,15 @@ from s3skills.cli.scaffold import create_command
 from s3skills.cli.serve import mcp_command
 from s3skills.cli.transfer import pull_command, push_command, validate_command
 from s3skills.cli.versions import diff_command, history_command, rollback_command, versioning_group
-from s3skills.errors import AccessDenied, BucketNotFound, Conflict, CredentialsError, S3SkillsError, StoreUnavailable
+from s3skills.errors import (
+    AccessDenied,
+    BucketNotFound,
+    Conflict,
+    CredentialsError,
+    EndpointError,
+    S3SkillsError,
+    StoreUnavailable,
+)
 from s3skills.lines import wrap
 
 __all__ = ["cli", "describe", "main"]
@@ -108,6 +116,8 @@ def _describe(exc: BaseException, ctx: Context) -> str:
         if "no AWS credentials" in text:
             return "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or use --profile"
         return f"the store rejected the credentials ({text})"
+    if isinstance(exc, EndpointError):
+        return f"{ctx.configured_endpoint or 'the endpoint'}: {exc.fix}"
     if isinstance(exc, StoreUnavailable):
         return f"cannot reach the S3 endpoint {ctx.configured_endpoint or '(AWS)'}: {text}"
     if isinstance(exc, AccessDenied):

@@ -99,11 +99,8 @@ def mcp_command(
         argv.append("--no-tools")
     if channel:
         argv += ["--channel", channel]
-    mine = [] if ctx.shared_only else ["--user", ctx.user]  # --shared NAME alone: NAME's library itself
-    if check:
-        argv += ["--check", *mine]
-    elif transport == "stdio":
-        argv += mine
+    if check or transport == "stdio":  # one library: --shared NAME alone is NAME's library itself
+        argv += (["--check"] if check else []) + ([] if ctx.shared_only else ["--user", ctx.user])
     else:
         if ctx.settings.user:
             raise UsageError("--user is for stdio; over HTTP each request's token names its user")

@@ -303,6 +303,7 @@ class SeaweedServer(ProcessServer):
         self.dir = Path(tempfile.mkdtemp(prefix="s3skills-weed-"))
         self.log_path = self.dir / "weed.log"
         self.endpoint_url = ""  # set once the ports are chosen
+        self.master_url = self.filer_url = ""
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._grpc_ports: list[int] = []
@@ -331,6 +332,8 @@ class SeaweedServer(ProcessServer):
                 _reserve(held) for _ in range(8)
             )
         self.endpoint_url = f"http://{LOOPBACK}:{s3_port}"
+        self.master_url = f"http://{LOOPBACK}:{master}"  # not S3: what a misconfigured client may be given
+        self.filer_url = f"http://{LOOPBACK}:{filer}"
         self._grpc_ports = [master_grpc, volume_grpc, filer_grpc, s3_grpc, admin_grpc]
         data = self.dir / "data"
         data.mkdir(exist_ok=True)
