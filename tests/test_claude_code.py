@@ -147,7 +147,9 @@ def test_claude_code_connects_to_the_server_over_stdio_and_over_http_and_fails_a
         ),
     ):
         run = Claude(claude, home, api_port)
-        stdio = [sys.executable, "-m", "s3skills.cli", "--bucket", bucket, "--user", "ana"]
+        # The installed entry point, as docs/MCP.md registers it (never `python -m`: see there).
+        entry_point = str(Path(sys.executable).with_name("s3skills"))
+        stdio = [entry_point, "--bucket", bucket, "--user", "ana"]
         env_flags = [arg for item in server_env for arg in ("-e", item)]
         run("mcp", "add", "skills", *env_flags, "--", *stdio, "--endpoint-url", moto_endpoint, "mcp")
         run("mcp", "add", "--transport", "http", "skills-http", url, "--header", "Authorization: Bearer good-token")

@@ -149,7 +149,7 @@ def test_a_pull_record_planted_in_a_parent_folder_does_not_lift_the_guard(
         )
     )
     assert run("push", str(mine)) == 1
-    assert "access: the library's copy came from team/access, this one from " in run.err
+    assert "access: library copy from team/access, this one from " in run.err
     assert "Handles access work" in run.json("info", "access")["metadata"]["description"]
 
 

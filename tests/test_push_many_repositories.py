@@ -66,9 +66,8 @@ def test_a_clash_with_another_repository_leaves_that_skill_out_and_stores_the_re
     assert "left out 1 skill whose library copy was pushed from another folder (kept):" in cli.err
     line = next(ln for ln in cli.err.splitlines() if ln.startswith("  review:"))
     assert line == (
-        "  review: the library's copy came from anthropics-skills/skills/review, this one from "
-        "getsentry-skills/skills/review; keep both: --category-from-repo (or --category C); "
-        "take it over: --replace"
+        "  review: library copy from anthropics-skills/skills/review, this one from "
+        "getsentry-skills/skills/review; keep both: --category-from-repo; take it over: --replace"
     )
     assert len(line) <= 200
     assert "Uploaded 2 files (" in cli.out
@@ -113,7 +112,7 @@ def test_every_skill_left_out_exits_1_and_replace_takes_it_over(cli: Cli, tmp_pa
     assert cli("push", "--strict", str(repos["getsentry/skills"])) == 1
     assert "push refused:" in cli.err
     assert "pushed from another folder (review)" in cli.err
-    assert "keep both: --category-from-repo (or --category C); take it over: --replace" in cli.err
+    assert "keep both: --category-from-repo; take it over: --replace" in cli.err
     assert "triage" not in ids(cli)
 
 

@@ -194,9 +194,9 @@ def test_duplicate_leaf_across_pushes_is_left_out_naming_both_sources_not_a_sile
     assert report.skills == ["billing"]
     (conflict,) = report.conflicts
     assert conflict.reason.startswith(
-        "the library's copy came from one/skills/access, this one from two/skills/access;"
+        "library copy from one/skills/access, this one from two/skills/access;"
     )
-    assert "keep both: --category-from-repo (or --category C); take it over: --replace" in conflict.reason
+    assert "keep both: --category-from-repo; take it over: --replace" in conflict.reason
     descriptions = {s.id: s.metadata.description for s in library(store).index()}
     assert "system one" in descriptions["access"]
     assert set(descriptions) == {"access", "billing"}
@@ -334,7 +334,7 @@ def test_cli_dry_run_lists_a_conflict_and_exits_1(cli: Cli, tmp_path: Path) -> N
     assert cli("push", str(tmp_path / "one")) == 0
     assert cli("push", "--dry-run", str(tmp_path / "two")) == 1  # every skill of DIR would be left out
     assert "left out 1 skill whose library copy was pushed from another folder (kept):" in cli.err
-    assert "access: the library's copy came from one/skills/access, this one from " in cli.err
+    assert "access: library copy from one/skills/access, this one from " in cli.err
     assert cli("push", str(tmp_path / "two")) == 1
     assert "take it over: --replace" in cli.err
     assert "keep both: --category-from-repo" in cli.err
@@ -363,7 +363,7 @@ def test_pull_edit_push_just_works_and_a_push_by_someone_else_since_is_a_conflic
     assert cli("push", "--replace", str(tmp_path / "team")) == 0
     write(mine, "access/SKILL.md", skill_md("access", "Grants access, mine again. Use it for the access system."))
     assert cli("push", str(mine)) == 1
-    assert "access: the library's copy came from team/skills/access, this one from " in cli.err
+    assert "access: library copy from team/skills/access, this one from " in cli.err
 
 
 def test_cli_pull_reports_kept_files_and_exits_1(cli: Cli, tmp_path: Path) -> None:

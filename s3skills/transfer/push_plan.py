@@ -26,11 +26,8 @@ KEEP_BOTH = "--category-from-repo"
 
 def clash_reason(theirs: str | None, ours: str) -> str:
     """The one line a skill left out for a copy pushed from another folder gets: both sources, both ways out."""
-    came = f"came from {theirs}" if theirs else "was pushed from another folder"
-    return (
-        f"the library's copy {came}, this one from {ours}; keep both: {KEEP_BOTH} (or --category C); "
-        "take it over: --replace"
-    )
+    came = f"from {theirs}" if theirs else "pushed from another folder"
+    return f"library copy {came}, this one from {ours}; keep both: {KEEP_BOTH}; take it over: --replace"
 
 
 def skill_md_metadata(tree: LocalTree, skill: str) -> dict[str, str]:
