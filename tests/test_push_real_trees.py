@@ -193,9 +193,7 @@ def test_duplicate_leaf_across_pushes_is_left_out_naming_both_sources_not_a_sile
     assert report.left_out == ["access"]
     assert report.skills == ["billing"]
     (conflict,) = report.conflicts
-    assert conflict.reason.startswith(
-        "library copy from one/skills/access, this one from two/skills/access;"
-    )
+    assert conflict.reason.startswith("library copy from one/skills/access, this one from two/skills/access;")
     assert "keep both: --category-from-repo; take it over: --replace" in conflict.reason
     descriptions = {s.id: s.metadata.description for s in library(store).index()}
     assert "system one" in descriptions["access"]
