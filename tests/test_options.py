@@ -406,3 +406,14 @@ def s3_keys(library: Library) -> Callable[[], set[str]]:
             client.close()
 
     return keys
+
+
+@pytest.mark.slow  # a stdio server subprocess (~3 s): see SLOW_SERVED
+def test_shared_alone_serves_the_shared_librarys_channel_over_stdio_whatever_s3skills_user_says(
+    library: Library, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["--bucket", library.bucket, "--endpoint-url", library.endpoint, "--shared", "acme"]
+    assert main([*base, "channel", "create", "production", "--from", "latest"]) == 0
+    capsys.readouterr()
+    args = ["-m", "s3skills.cli", *base, "mcp", "--channel", "production"]
+    assert _tools_session_ids(args, {"S3SKILLS_USER": "bob"})() == ACME
