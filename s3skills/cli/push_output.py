@@ -39,6 +39,8 @@ def _plural(count: int, noun: str) -> str:
 
 QUIET_OVER = 10
 """A push names each skill (and each note) up to this many; over it, a summary unless -v."""
+
+
 def names(items: list[str]) -> str:
     """`a, b, +N more`: the names that fit in a short line (`names_line`)."""
     return names_line(items, 100)
