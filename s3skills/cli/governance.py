@@ -117,8 +117,9 @@ def approvals_command(ctx: Context, prefix: str | None) -> int:
     if rows:
         columns = [Column("SKILL"), Column("SCRIPTS DIGEST", "fixed"), Column("SCRIPTS")]
         table = [[row["id"], row["digest"][:12], ", ".join(row["scripts"])] for row in rows]
-        print_table(ctx.console, None, columns, table)
-    ctx.print(f"{len(rows)} skill(s) with scripts waiting for approval." if rows else "No approval pending.")
+        print_table(ctx.console, f"{len(rows)} skill(s) with scripts waiting for approval:", columns, table)
+    else:
+        ctx.print("No approval pending.")
     return 0
 
 

@@ -149,7 +149,7 @@ def history_command(ctx: Context, name: str) -> int:
         Column("SIZE", "fixed"),
         Column("CHANGES", "cut"),
         Column("BY"),
-        Column("", "fixed"),
+        Column("MARK", "fixed"),
     ]
     print_table(ctx.console, f"{len(versions)} version(s) of {skill_id}", columns, rows)
     if note:
