@@ -56,12 +56,13 @@ def _seed(store: MemoryObjectStore, ids: list[str]) -> None:
 
 
 def run(store: MemoryObjectStore, *argv: str, stderr: TextIO | None = None) -> tuple[int, str, str]:
-    """`s3skills ARGV` in process on `store` (seeds' layout, user ana): status, stdout, stderr."""
-    out, err = io.StringIO(), stderr or io.StringIO()
-    ctx = Context(Settings(), stdout=out, stderr=err, _store=store)  # type: ignore[arg-type]
+    """`s3skills ARGV` in process on `store` (seeds' layout, user ana): status, stdout, stderr
+    (empty when `stderr` is given: it went there)."""
+    out, err = io.StringIO(), io.StringIO()
+    ctx = Context(Settings(), stdout=out, stderr=stderr or err, _store=store)  # type: ignore[arg-type]
     args = ["--bucket", "library", "--user", "ana", "--layout", "seeds", *argv]
     status = cli_group.main(args, prog_name="s3skills", obj=ctx, standalone_mode=False)
-    return (status if isinstance(status, int) else 0), out.getvalue(), err.getvalue() if stderr is None else ""
+    return (status if isinstance(status, int) else 0), out.getvalue(), err.getvalue()
 
 
 def _widest(text: str) -> int:
