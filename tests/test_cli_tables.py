@@ -267,3 +267,28 @@ def test_push_shows_no_progress_bar_when_piped_or_with_json(
     assert status == 0
     assert not BAR.search(shown)
     assert "━" not in shown
+
+
+@pytest.mark.slow  # pushes the whole real-skills corpus (in memory, ~20 s)
+def test_list_of_the_real_corpus_at_80_columns_fits_and_keeps_every_id_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from s3skills.testing.corpus import CorpusNotFound, real_repositories
+    from s3skills.transfer import push_tree
+
+    try:
+        repositories = real_repositories()
+    except CorpusNotFound as exc:
+        pytest.skip(f"needs the real-skills corpus: {exc}")
+    store = MemoryObjectStore()
+    for repo in repositories:  # each repository under a category of its name: no clash between them
+        push_tree(store, repo.root, "ana/skills/", category=repo.name.replace("/", "-").lower())
+    monkeypatch.setenv("COLUMNS", "80")
+    status, out, _ = run(store, "list", "--all")
+    assert status == 0
+    assert _widest(out) <= 80
+    listed = table_column(out, "ID", "ON")
+    stored = {key.split("/", 2)[2].rsplit("/", 1)[0] for key in store.keys() if key.endswith("/SKILL.md")}
+    assert len(listed) > 600
+    assert len(set(listed)) == len(listed)
+    assert set(listed) <= stored  # each listed id is a stored skill's, whole
