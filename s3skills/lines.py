@@ -31,17 +31,19 @@ def summarise(items: Sequence[str], limit: int = SUMMARY_LIMIT, *, sep: str = ",
     return f"{shown} … and {rest} more" if rest > 0 else shown
 
 
-def fit(message: str, width: int = MAX_LINE) -> str:
+def fit(message: str, width: int = MAX_LINE, indent: str = "  ") -> str:
     """One message as lines of at most `width` characters: its newlines become spaces, then it
-    is wrapped (`wrap`); nothing is cut."""
-    return "\n".join(wrap(" ".join(message.splitlines()), width))
+    is wrapped (`wrap`, continuations starting with `indent`); nothing is cut."""
+    return "\n".join(wrap(" ".join(message.splitlines()), width, indent))
 
 
 def listing(head: str, items: Sequence[str], more: str, limit: int = SUMMARY_LIMIT) -> list[str]:
     """`head`, then one indented line per item (the first `limit`), then, when there are more,
     `  … and N more; {more} lists them all`: every line at most `MAX_LINE` characters (a long
-    item continues on the next lines)."""
-    lines = [fit(head)] + [fit("  " + item) for item in items[:limit]]
+    item continues on the next lines, indented deeper than the items)."""
+    lines = [fit(head)] + [
+        "\n".join(wrap(" ".join(("  " + item).splitlines()), indent="    ")) for item in items[:limit]
+    ]
     if len(items) > limit:
         lines.append(fit(f"  … and {len(items) - limit} more; {more} lists them all"))
     return lines

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from s3skills.cli.context import Context
 from s3skills.ids import SKILL_FILE
+from s3skills.lines import fit
 from s3skills.skills.format.severity import SEVERITIES, severity_of
 from s3skills.transfer.localtree import Finding
 from s3skills.transfer.reports import names_line
@@ -56,7 +57,7 @@ def warn_list(
     ctx.warn(head)
     shown = lines if verbose or len(lines) <= QUIET_OVER else lines[:QUIET_OVER]
     for line in shown:
-        ctx.warn("  " + line)
+        ctx.warn(fit("  " + line, indent="    "))  # a long one continues indented under it
     if len(shown) < len(lines):
         ctx.warn(f"  … and {len(lines) - len(shown)} more; {more} lists them all")
 
