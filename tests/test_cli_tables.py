@@ -174,6 +174,21 @@ def test_fit_widths_shrinks_cut_columns_first_then_whole_ones_never_fixed_ones(
     assert fit_widths(columns, [row], total) == expected
 
 
+def test_a_description_holding_escape_sequences_reaches_the_terminal_without_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = MemoryObjectStore()
+    # YAML's double-quoted escapes put a real ESC and BEL in the parsed description.
+    text = '---\nname: trap\ndescription: "Clears \\e[2J the screen \\a and [bold]more[/bold]"\n---\n'
+    store.put_object("ana/skills/trap/SKILL.md", text)
+    monkeypatch.setenv("COLUMNS", "120")
+    status, out, _ = run(store, "list")
+    assert status == 0
+    assert "\x1b" not in out
+    assert "\x07" not in out
+    assert "Clears ?[2J the screen ? and [bold]more[/bold]" in out  # shown, never interpreted
+
+
 def test_fit_widths_of_no_rows_gives_the_headers_their_width() -> None:
     assert fit_widths([Column("ID"), Column("DESCRIPTION", "cut")], [], 80) == [2, 11]
 

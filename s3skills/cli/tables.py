@@ -98,11 +98,21 @@ def fit_widths(columns: Sequence[Column], rows: Sequence[Sequence[str]], width: 
     return widths
 
 
+def _printable(cell: str | Text) -> str | Text:
+    """A cell with no control character: skill data is untrusted, and an escape sequence in a
+    description must not reach the terminal (each one is shown as `?`)."""
+    if isinstance(cell, Text):
+        return cell
+    return cell if cell.isprintable() else "".join(c if c.isprintable() else "?" for c in cell)
+
+
 def print_table(
     console: Console, title: str | None, columns: Sequence[Column], rows: Sequence[Sequence[str | Text]]
 ) -> None:
     """Print `rows` under `columns`, fitted to `console.width` (`fit_widths`); values are plain
-    text (never markup), or `Text` for a styled one."""
+    text (never markup; control characters shown as `?`), or `Text` for a styled one (the
+    caller's, trusted)."""
+    rows = [[_printable(cell) for cell in row] for row in rows]
     plain = [[cell.plain if isinstance(cell, Text) else cell for cell in row] for row in rows]
     widths = fit_widths(columns, plain, console.width)
     table = Table(title=title, title_justify="left", box=None, pad_edge=False, header_style="bold")
