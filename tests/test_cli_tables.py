@@ -277,7 +277,8 @@ def test_push_shows_no_progress_bar_when_piped_or_with_json(
             status, _ = _push_on(tty, *flags, tmp_path=tmp_path)
             tty.flush()
         shown: Any = b"".join(received).decode("utf-8", "replace")
-    else:
+    else:  # piped, even where FORCE_COLOR asks rich for colours (as some CI services set it)
+        monkeypatch.setenv("FORCE_COLOR", "1")
         status, shown = _push_on(None, tmp_path=tmp_path)
     assert status == 0
     assert not BAR.search(shown)

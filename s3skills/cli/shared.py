@@ -134,10 +134,14 @@ def resolve_skill(ctx: Context, name: str, prefix: str | None = None) -> tuple[s
 def progress(ctx: Context, label: str) -> Iterator[ProgressFn | None]:
     """A progress bar on stderr when stderr is a terminal (never with --json, never when piped):
     it is drawn over itself and erased at the end, so stdout (the report) is never mixed with it."""
-    console = Console(file=ctx.stderr, width=terminal_width(ctx.stderr), highlight=False)
-    if ctx.json or not console.is_terminal:
+    try:  # the stream itself, not rich's guess: FORCE_COLOR in a CI log must not draw a bar there
+        tty = ctx.stderr.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        tty = False
+    if ctx.json or not tty:
         yield None
         return
+    console = Console(file=ctx.stderr, width=terminal_width(ctx.stderr), force_terminal=True, highlight=False)
     columns = (
         SpinnerColumn(),
         TextColumn(label),
