@@ -41,9 +41,7 @@ def listing(head: str, items: Sequence[str], more: str, limit: int = SUMMARY_LIM
     """`head`, then one indented line per item (the first `limit`), then, when there are more,
     `  … and N more; {more} lists them all`: every line at most `MAX_LINE` characters (a long
     item continues on the next lines, indented deeper than the items)."""
-    lines = [fit(head)] + [
-        "\n".join(wrap(" ".join(("  " + item).splitlines()), indent="    ")) for item in items[:limit]
-    ]
+    lines = [fit(head)] + [fit("  " + item, indent="    ") for item in items[:limit]]
     if len(items) > limit:
         lines.append(fit(f"  … and {len(items) - limit} more; {more} lists them all"))
     return lines
