@@ -7,11 +7,41 @@ seeds' layout, and keeps what it printed (`out`, `err`).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 
 from s3skills.cli import main
+
+
+def table_column(text: str, header: str, anchor: str) -> list[str]:
+    """The values of the column `header` of a table the CLI printed (`s3skills.cli.tables`), in
+    row order, each joined back whole when it wrapped within its cell.
+
+    `anchor` is a column filled on the first line of every row (a fixed column such as `ON`): a
+    line with it blank continues the row above. Columns are told apart by the header line, where
+    two spaces or more separate them.
+    """
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if re.search(rf"(^|  ){re.escape(header)}(  |$)", line.rstrip()))
+    starts = {m.group(): m.start() for m in re.finditer(r"\S+(?: \S+)*", lines[at])}
+    edges = sorted(starts.values())
+
+    def cell(line: str, name: str) -> str:
+        start = starts[name]
+        later = [e for e in edges if e > start]
+        return line[start : later[0] - 2 if later else None].strip()
+
+    values: list[str] = []
+    for line in lines[at + 1 :]:
+        if not line.strip():
+            break
+        if cell(line, anchor) or not values:
+            values.append(cell(line, header))
+        else:
+            values[-1] += cell(line, header)
+    return values
 
 
 class Cli:

@@ -842,7 +842,8 @@ def test_info_names_the_two_versions_apart_and_list_marks_disabled_skills(cli: C
     assert "content version" in cli.out
     assert cli("disable", "forms") == 0
     assert cli("list", "--all") == 0
-    assert "no (disabled)" in cli.out
+    marks = {line.split()[0]: line.split()[1] for line in cli.out.splitlines()[2:]}
+    assert marks == {"forms": "no", "pdf": "yes"}  # ON: the disabled one is marked
     assert f"2 skill(s) of {USER}, 1 disabled" in cli.out
 
 

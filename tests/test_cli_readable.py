@@ -5,7 +5,8 @@ descriptions, metadata that is not text) and one real repository of the shared c
 (github/awesome-copilot, which hosts load and the strictest policy refuses) go through
 `validate`, `push`, `list`, `list --all`, `info`, `mcp --check` and the stdio server's
 start-up (its stderr, where hosts keep the log). Every line printed is at most 200
-characters, and every id in `list`'s table is whole on one line.
+characters, and every id in `list`'s table is whole (wrapped within its cell when long). A message longer than a line
+is wrapped, never cut: every word of it is printed (push, `mcp --check`, the server's log).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_harness import Cli
+from cli_harness import Cli, table_column
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp_harness import child_env, server_args
@@ -70,9 +71,7 @@ def test_no_cli_or_server_line_is_over_200_characters_on_a_library_of_invalid_sk
     assert "are not listed by skills/list" in printed[-1]  # the start-up warning is there, summarised
     assert _long_lines(*printed) == []
     assert cli("list") == 0, cli.err
-    listing = cli.out
-    for skill_id in ids:
-        assert skill_id in listing  # whole, on one line of the table
+    assert sorted(table_column(cli.out, "ID", "ON")) == sorted(ids)  # whole: wrapped within its cell, never cut
 
 
 @pytest.mark.slow  # the largest corpus repository, pushed whole (to SeaweedFS: ~3 minutes on moto)
@@ -124,3 +123,85 @@ def test_a_long_error_line_is_wrapped_not_cut(capsys: pytest.CaptureFixture[str]
     assert _long_lines(err) == []
     assert len(err.splitlines()) > 1  # wrapped, nothing cut
     assert "is not a local path, and without --bucket/--user" in " ".join(line.strip() for line in err.splitlines())
+
+
+def _unspaced(text: str) -> str:
+    return "".join(text.split())
+
+
+def _every_word_of(message: str, printed: str) -> bool:
+    """Every character of `message` (but spaces) is printed, in order: wrapping, not cutting."""
+    return _unspaced(message) in _unspaced(printed)
+
+
+def _long_named_library(root: Path) -> list[str]:
+    """Skills whose messages are over 200 characters: 128-character folders in 70-character
+    categories, a `name` unlike the folder (mcp --check names them), a 1,500-character
+    description, and one folder too long to be an id (push leaves it out, saying why)."""
+    ids = []
+    for i in range(3):
+        category = f"category-{i}-" + "finance-operations-" * 3
+        folder = (f"acct-{i:02d}-" + "integration-automation-" * 6)[:128].rstrip("-")
+        ids.append(f"{category.rstrip('-')}/{folder}")
+        write_file(root, f"{ids[-1]}/SKILL.md", skill_md(f"Accounting Automation {i}", LONG))
+    write_file(root, "x" * 140 + "/SKILL.md", skill_md("too-long", "An id over 128 characters."))
+    return ids
+
+
+def test_messages_over_200_characters_are_wrapped_with_every_word(
+    cli: Cli, tmp_path: Path, bucket: str, moto_endpoint: str
+) -> None:
+    from s3skills.cli.push_output import by_skill, skill_lines
+    from s3skills.skills import parse_skill_md
+    from s3skills.skills.format.naming import unservable_reason
+    from s3skills.storage import S3ObjectStore
+    from s3skills.transfer import push_tree
+
+    root = tmp_path / "lib"
+    ids = _long_named_library(root)
+    store = S3ObjectStore(bucket, endpoint_url=moto_endpoint)
+    try:  # what push will say, from the library's own report (a dry run writes nothing)
+        report = push_tree(store, root, "ana/skills/", dry_run=True)
+    finally:
+        asyncio.run(store.aclose())
+    said = [f"{i.path}: {i.reason}" for i in report.refused] + skill_lines(by_skill(report, report.problems))
+    assert report.refused
+    assert any(len(m) > MAX_LINE for m in said)  # the messages that used to be cut with "…"
+    pushed = _push(cli, root)
+    assert [m for m in said if not _every_word_of(m, pushed)] == []
+    assert cli("mcp", "--check") == 1
+    checked = cli.out + cli.err
+    for skill_id in ids:
+        name = parse_skill_md((root / skill_id / "SKILL.md").read_bytes(), folder=skill_id).metadata.name
+        reason = unservable_reason(skill_id, name)
+        assert reason is not None
+        assert len(f"{skill_id}: {reason}") > MAX_LINE
+        assert _every_word_of(f"{skill_id}: {reason}", checked)
+    assert _long_lines(pushed, checked) == []
+
+
+def test_the_server_log_wraps_long_records_and_keeps_every_word() -> None:
+    import io
+    import logging
+
+    from s3skills.lines import WrappingFormatter, fit, listing
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(WrappingFormatter("s3skills-mcp: %(message)s"))
+    log = logging.getLogger("s3skills.test.readable")
+    log.addHandler(handler)
+    log.propagate = False
+    try:
+        entry = "finance/" + "acct-integration-automation-" * 4 + ": its name 'Accounting Automation' is not its folder"
+        log.warning("%s", fit(f"not served as a skill: {entry}\nrename the folder or the name"))
+        items = [f"{'x' * 120}-{i}: the name {'y' * 90!r} differs from the folder; rename one" for i in range(12)]
+        log.warning("%s", "\n".join(listing("12 of 12 skills are not listed:", items, "`s3skills mcp --check`")))
+    finally:
+        log.removeHandler(handler)
+    printed = stream.getvalue()
+    assert _long_lines(printed) == []
+    assert _every_word_of(f"not served as a skill: {entry} rename the folder or the name", printed)
+    for item in items[:10]:
+        assert _every_word_of(item, printed)
+    assert "… and 2 more; `s3skills mcp --check` lists them all" in printed

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.table import Table
 
 from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.cli.lockfile import channel_from_lock
+from s3skills.cli.tables import Column, print_table
 from s3skills.cli.versions import _versions
 from s3skills.errors import Conflict, SkillError
 from s3skills.ids import SkillId
@@ -238,12 +238,9 @@ def _done(ctx: Context, channel: Channel, message: str | None) -> None:
     if message is not None:
         ctx.print(message.removesuffix(".") + f" in {ctx.target}.")
         return
-    table = Table(title=f"channel {channel.name}: {len(skills)} skill(s)", title_justify="left")
-    for column in ("SKILL", "VERSION", "RECORD"):
-        table.add_column(column)
-    for sid, s in skills.items():
-        table.add_row(sid, s["version"], s["record"] or "-")
-    ctx.console.print(table)
+    columns = [Column("SKILL"), Column("VERSION"), Column("RECORD")]
+    rows = [[sid, s["version"] or "-", s["record"] or "-"] for sid, s in skills.items()]
+    print_table(ctx.console, f"channel {channel.name}: {len(skills)} skill(s)", columns, rows)
     if channel.updated:
         ctx.print(f"updated {channel.updated} by {channel.actor or '-'}")
 

@@ -30,6 +30,7 @@ import click
 from rich.console import Console
 
 from s3skills.aio import run_sync
+from s3skills.cli.tables import terminal_width
 from s3skills.layout import KeyLayout
 from s3skills.lines import wrap
 from s3skills.options import LAYOUTS, OPTIONS, resolve, resolve_layout, resolve_library
@@ -155,9 +156,11 @@ class Context:
 
     @property
     def console(self) -> Console:
-        """A rich console on stdout (no markup or highlighting of data)."""
+        """A rich console on stdout (no markup or highlighting of data), as wide as the terminal
+        (`s3skills.cli.tables.terminal_width`: `COLUMNS`, the terminal's width, else 80; at most 200)."""
         if self._console is None:
-            self._console = Console(file=self.stdout, highlight=False, soft_wrap=False)
+            width = terminal_width(self.stdout)
+            self._console = Console(file=self.stdout, width=width, highlight=False, soft_wrap=False)
         return self._console
 
     @property

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 __all__ = ["EMBEDDINGS_HINT", "LINE_CHARS", "explain_line", "find_command", "make_ranker"]
 
 LINE_CHARS = 200
-"""The longest line `find` and `eval` print (an id is never cut: it has a line to itself)."""
+"""The longest line `eval` prints, and `find` on the widest terminal (`find` keeps to the
+terminal's width; an id is never cut: it has a line to itself)."""
 
 EMBEDDINGS_HINT = 'the hybrid ranker needs the embeddings extra: pip install "s3skills[embeddings]"'
 
@@ -130,9 +131,10 @@ def find_command(ctx: Context, query: tuple[str, ...], limit: int, ranker_name: 
         ctx.print(f"No skill of {len(skills)} matches {_shorten(text, 80)!r}.")
         return 0
     ctx.print(f"{len(ranked)} of {len(skills)} skill(s) match; the best {len(results)} ({ranker_name} ranker):")
+    width = max(ctx.console.width, 40)  # the terminal's (`terminal_width`): descriptions are cut to it
     for item in results:
         ctx.print(f"{item['rank']:>3}. {item['id']}")
         about = f"score {item['score']:.2f}, {item['source']}: {item['description']}"
-        ctx.print("     " + _shorten(about, LINE_CHARS - 5))
-        ctx.print("     matched " + explain_line(item["matched"], LINE_CHARS - 13))
+        ctx.print("     " + _shorten(about, width - 5))
+        ctx.print("     matched " + explain_line(item["matched"], width - 13))
     return 0

@@ -16,11 +16,11 @@ import os
 from typing import Any
 
 import click
-from rich.table import Table
 
 from s3skills.cli.channels import EVENT_SCHEMA, actor_of, since_filter
 from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.cli.shared import resolve_skill
+from s3skills.cli.tables import Column, print_table
 from s3skills.errors import Conflict, InvalidPath, S3SkillsError
 from s3skills.ids import SkillId
 from s3skills.skills.versions.approvals import afind_approval, aread_approvals, awrite_approval, scripts_digest
@@ -116,9 +116,12 @@ def approvals_command(ctx: Context, prefix: str | None) -> int:
     if ctx.json:
         ctx.emit({"pending": rows})
         return 0
-    for row in rows:
-        ctx.print(f"{row['id']} (scripts digest {row['digest'][:12]}): {', '.join(row['scripts'])}")
-    ctx.print(f"{len(rows)} skill(s) with scripts waiting for approval." if rows else "No approval pending.")
+    if rows:
+        columns = [Column("SKILL"), Column("SCRIPTS DIGEST", "fixed"), Column("SCRIPTS")]
+        table = [[row["id"], row["digest"][:12], ", ".join(row["scripts"])] for row in rows]
+        print_table(ctx.console, f"{len(rows)} skill(s) with scripts waiting for approval:", columns, table)
+    else:
+        ctx.print("No approval pending.")
     return 0
 
 
@@ -223,14 +226,19 @@ def audit_command(ctx: Context, name: str | None, since: str | None, prefix: str
     if ctx.json:
         ctx.emit({"actions": rows, "ignored": problems + ignored})
         return 0
-    table = Table(title=f"{len(rows)} action(s)", title_justify="left")
-    for column in ("TIME (UTC)", "ACTOR", "ACTION", "SKILL", "DETAIL"):
-        table.add_column(column)
-    for r in rows:
-        table.add_row(
-            r["time"][:19], r["actor"], r["action"], r.get("skill") or "-", r.get("version") or r.get("detail") or ""
-        )
-    ctx.console.print(table)
+    # The time is never cut; a long actor (an ARN) or skill id wraps within its cell.
+    columns = [
+        Column("TIME (UTC)", "fixed"),
+        Column("ACTOR"),
+        Column("ACTION", "fixed"),
+        Column("SKILL"),
+        Column("DETAIL", "cut"),
+    ]
+    table = [
+        [r["time"][:19], r["actor"], r["action"], r.get("skill") or "-", r.get("version") or r.get("detail") or ""]
+        for r in rows
+    ]
+    print_table(ctx.console, f"{len(rows)} action(s)", columns, table)
     for line in problems + ignored:
         ctx.warn(f"warning: ignored {line}")
     return 0

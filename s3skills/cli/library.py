@@ -11,15 +11,15 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
 from s3skills.cli.shared import edit_hint, human_size, is_placeholder, problem_line, resolve_skill
+from s3skills.cli.tables import Column, print_table
 from s3skills.errors import Conflict, InvalidPath, SkillError
 from s3skills.ids import SKILL_FILE, SkillId, nested_in
-from s3skills.lines import MAX_LINE, summarise
+from s3skills.lines import summarise
 from s3skills.skills import InvalidSkill, parse_skill_md, validate_skill_md
 from s3skills.skills.format.model import MAX_SKILL_MD_BYTES
 from s3skills.skills.format.severity import Severity, Tally, severity_of, severity_of_skill_problem
@@ -29,9 +29,6 @@ if TYPE_CHECKING:
     from s3skills.storage import ObjectInfo
 
 __all__ = ["disable_command", "enable_command", "info_command", "list_command", "rm_command"]
-
-_MAX_ID_COLUMN = 120
-"""Ids up to this long get a column of their own width (never folded); longer ones fold."""
 
 
 @click.command("list")
@@ -93,26 +90,24 @@ def list_command(ctx: Context, category: str | None, show_all: bool) -> int:
         if hidden:
             title += f" ({len(hidden)} disabled hidden: --all shows them)"
         merged = ctx.shared is not None and not ctx.shared_only  # the user's skills over the shared ones
-        table = Table(title=title, title_justify="left")
-        id_width = max(len(s.id) for s in skills)
-        for column in ("ID", "ON", *(["SOURCE"] if merged else []), "CATEGORY", "DESCRIPTION"):
-            if column == "ID" and id_width <= _MAX_ID_COLUMN:  # an id is never split across lines
-                table.add_column(column, no_wrap=True, min_width=id_width)
-            else:
-                table.add_column(column, overflow="fold")
-        for s in skills:
-            flag = "yes" if s.metadata.enabled else Text("no (disabled)", style="yellow")
-            desc = s.metadata.description
-            source = [Text(s.source)] if merged else []
-            table.add_row(
-                Text(s.id), flag, *source, Text(s.category or "-"), Text(desc if len(desc) <= 80 else desc[:77] + "...")
-            )
-        # Room for the ids and a readable description: wider than the terminal if need be, never over MAX_LINE.
-        needed = min(MAX_LINE, id_width + (36 if merged else 28) + 30)
-        console = ctx.console
-        if console.width < needed:
-            console = Console(file=ctx.stdout, width=needed, highlight=False, soft_wrap=False)
-        console.print(table)
+        columns = [
+            Column("ID"),
+            Column("ON", "fixed"),
+            *([Column("SOURCE", "cut", cap=24)] if merged else []),
+            Column("CATEGORY", "cut", cap=24),
+            Column("DESCRIPTION", "cut"),
+        ]
+        rows = [
+            [
+                s.id,
+                "yes" if s.metadata.enabled else Text("no", style="yellow"),
+                *([s.source] if merged else []),
+                s.category or "-",
+                " ".join(s.metadata.description.split()),
+            ]
+            for s in skills
+        ]
+        print_table(ctx.console, title, columns, rows)
     if hidden:
         ctx.warn(f"{len(hidden)} disabled skill(s) not shown ({summarise(hidden)}); use --all")
     for p in problems:

@@ -1,8 +1,9 @@
 """What `s3skills push` prints: short lines, one per skill or file, summarised beyond 10.
 
 The severity policy (`s3skills.skills.format.severity`) decides what a push stores and
-leaves out; these functions say it. Each item gets one line (at most `MAX_LINE`
-characters: a long id or reason is cut, marked with `…`); over `QUIET_OVER` of a kind, the
+leaves out; these functions say it. Each item gets one line (a long id or reason
+continues on the next lines: `Context.warn` wraps at `s3skills.lines.MAX_LINE`, nothing is
+cut); over `QUIET_OVER` of a kind, the
 first ones and "… and N more; `s3skills validate` lists them all" (`-v`: every line).
 Paths are relative to the pushed folder.
 """
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from s3skills.cli.context import Context
 from s3skills.ids import SKILL_FILE
+from s3skills.lines import fit
 from s3skills.skills.format.severity import SEVERITIES, severity_of
 from s3skills.transfer.localtree import Finding
 from s3skills.transfer.reports import names_line
@@ -21,10 +23,8 @@ if TYPE_CHECKING:
     from s3skills.transfer import PushReport
 
 __all__ = [
-    "MAX_LINE",
     "QUIET_OVER",
     "by_skill",
-    "fit",
     "names",
     "skill_lines",
     "warn_left_out",
@@ -40,13 +40,6 @@ def _plural(count: int, noun: str) -> str:
 
 QUIET_OVER = 10
 """A push names each skill (and each note) up to this many; over it, a summary unless -v."""
-MAX_LINE = 200
-"""No line a push or validate prints is longer (a long id or reason is cut, marked with `…`)."""
-
-
-def fit(line: str) -> str:
-    """`line`, cut to `MAX_LINE` characters (the cut marked with `…`)."""
-    return line if len(line) <= MAX_LINE else line[: MAX_LINE - 1] + "…"
 
 
 def names(items: list[str]) -> str:
@@ -57,14 +50,14 @@ def names(items: list[str]) -> str:
 def warn_list(
     ctx: Context, head: str, lines: list[str], *, verbose: bool = False, more: str = "`s3skills validate`"
 ) -> None:
-    """`head`, then one line per item (each at most `MAX_LINE`), the first `QUIET_OVER` unless
+    """`head`, then one line per item (wrapped when long), the first `QUIET_OVER` unless
     `verbose`; `more` names what lists them all."""
     if not lines:
         return
-    ctx.warn(fit(head))
+    ctx.warn(head)
     shown = lines if verbose or len(lines) <= QUIET_OVER else lines[:QUIET_OVER]
     for line in shown:
-        ctx.warn(fit("  " + line))
+        ctx.warn(fit("  " + line, indent="    "))  # a long one continues indented under it
     if len(shown) < len(lines):
         ctx.warn(f"  … and {len(lines) - len(shown)} more; {more} lists them all")
 
@@ -108,9 +101,9 @@ def warn_notes(ctx: Context, report: PushReport, *, verbose: bool = False) -> No
         verbose=verbose,
     )
     for item in report.blocking:
-        ctx.warn(fit(f"conflict: {item.path}: {item.reason}"))
+        ctx.warn(f"conflict: {item.path}: {item.reason}")
     for item in report.replaced:
-        ctx.warn(fit(f"note: {item.path} {would} replaced: {item.reason}"))
+        ctx.warn(f"note: {item.path} {would} replaced: {item.reason}")
     if report.disabled:
         ctx.warn(f"kept disabled (use --enable to enable): {names(report.disabled)}")
     if report.kept_nested:

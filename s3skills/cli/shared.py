@@ -9,9 +9,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+from rich.table import Column
 
 from s3skills.cli.context import CliError, Context
+from s3skills.cli.tables import terminal_width
 from s3skills.errors import InvalidPath, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 
@@ -129,12 +132,25 @@ def resolve_skill(ctx: Context, name: str, prefix: str | None = None) -> tuple[s
 
 @contextmanager
 def progress(ctx: Context, label: str) -> Iterator[ProgressFn | None]:
-    """A progress bar on a terminal (never with --json or when piped)."""
-    if ctx.json or not ctx.console.is_terminal:
+    """A progress bar on stderr when stderr is a terminal (never with --json, never when piped):
+    it is drawn over itself and erased at the end, so stdout (the report) is never mixed with it."""
+    try:  # the stream itself, not rich's guess: FORCE_COLOR in a CI log must not draw a bar there
+        tty = ctx.stderr.isatty()
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        tty = False
+    if ctx.json or not tty:
         yield None
         return
-    columns = (SpinnerColumn(), TextColumn(label), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[path]}"))
-    with Progress(*columns, console=ctx.console, transient=True) as bar:
+    console = Console(file=ctx.stderr, width=terminal_width(ctx.stderr), force_terminal=True, highlight=False)
+    columns = (
+        SpinnerColumn(),
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        # A path is data, not markup; a long one is cut at the end, so the bar keeps to one line.
+        TextColumn("{task.fields[path]}", markup=False, table_column=Column(no_wrap=True, overflow="ellipsis")),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
         # Until the first file, say what is going on (scanning, comparing) instead of a bare 0/?.
         task = bar.add_task(label, total=None, path="scanning and comparing...")
 

@@ -16,7 +16,6 @@ from s3skills.cli.context import CliError, Context, UsageError, global_options, 
 from s3skills.cli.push_output import (
     QUIET_OVER,
     by_skill,
-    fit,
     names,
     skill_lines,
     warn_left_out,
@@ -341,7 +340,7 @@ def push_command(
         warn_list(ctx, "skills with errors:", skill_lines(by_skill(refused, strict_ones)))
         warn_list(ctx, "unsafe or ambiguous files:", [f"{i.path}: {i.reason}" for i in refused.refused])
         warn_list(ctx, "conflicts:", [f"{i.path}: {i.reason}" for i in refused.conflicts])
-        raise CliError(fit(f"push refused: {exc}")) from exc
+        raise CliError(f"push refused: {exc}") from exc
     blocked = bool(report.blocking)  # only a dry run gets here with blocking conflicts
     versions = pushed_versions(ctx, report.skills) if not dry_run and report.skills else {}
     pushed = {sid: folder for sid, folder in report.mapping.items() if sid in report.skills}
@@ -358,7 +357,7 @@ def push_command(
     warn_notes(ctx, report, verbose=verbose)
     warn_left_out(ctx, report, verbose=verbose)
     if blocked:
-        ctx.warn(fit(f"the push would be refused: {report.blocking_summary()}"))
+        ctx.warn(f"the push would be refused: {report.blocking_summary()}")
     if report.left_out and not report.skills:
         ctx.warn(f"nothing pushed: every skill of {directory} was left out")
         return 1
@@ -382,7 +381,7 @@ def push_command(
     if verbose or len(changed) <= QUIET_OVER:
         for skill_id in changed:
             if skill_id in versions:
-                ctx.print(fit(f"{skill_id}: version {versions[skill_id]}"))
+                ctx.print(f"{skill_id}: version {versions[skill_id]}")
     else:
         ctx.print(f"Changed: {names(changed)} (-v lists each skill with its version)")
     warn_problems(ctx, report, verbose=verbose)

@@ -13,10 +13,10 @@ import difflib
 from datetime import datetime
 
 import click
-from rich.table import Table
 
 from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.cli.shared import human_size, resolve_skill
+from s3skills.cli.tables import Column, print_table
 from s3skills.errors import Conflict, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.skills.versions.history import (
@@ -137,15 +137,21 @@ def history_command(ctx: Context, name: str) -> int:
             }
         )
         return 0
-    table = Table(title=f"{len(versions)} version(s) of {skill_id}", title_justify="left")
-    for column in ("VERSION", "TIME (UTC)", "SIZE", "CHANGES", "BY", ""):
-        table.add_column(column)
+    rows = []
     for i, v in enumerate(versions):
         older = versions[i + 1] if i + 1 < len(versions) else None
         marks = " ".join(m for m, on in (("latest", v.latest), ("inferred", v.inferred)) if on)
         by = f"{v.actor} ({v.command})" if v.actor else "-"
-        table.add_row(v.id, _when(v.created), human_size(v.size), _changes(v, older), by, marks)
-    ctx.console.print(table)
+        rows.append([v.id, _when(v.created), human_size(v.size), _changes(v, older), by, marks])
+    columns = [
+        Column("VERSION"),
+        Column("TIME (UTC)", "fixed"),
+        Column("SIZE", "fixed"),
+        Column("CHANGES", "cut"),
+        Column("BY"),
+        Column("MARK", "fixed"),
+    ]
+    print_table(ctx.console, f"{len(versions)} version(s) of {skill_id}", columns, rows)
     if note:
         ctx.warn(note)
     return 0

@@ -338,7 +338,7 @@ class S3Backend(SeedsAPI, BackendProtocol):
             vpath = VPath.parse(file_path)
             target = await self.view.writable(await self.mounts.visible(), vpath)
             data = self._within_limit(content.encode("utf-8"))
-            await self.store.aput(target.key, data, content_type=fileops.content_type_for(file_path))
+            await self.store.aput(target.key, data, content_type=fileops.content_type_for(file_path, data))
             return WriteResult(path=str(vpath))
 
         return await self._guard(run(), file_path, "write", lambda m: WriteResult(error="Error: " + m))
@@ -366,7 +366,7 @@ class S3Backend(SeedsAPI, BackendProtocol):
             data = self._within_limit(new_text.encode("utf-8"))
             try:
                 await self.store.aput(
-                    target.key, data, if_match=body.etag, content_type=fileops.content_type_for(file_path)
+                    target.key, data, if_match=body.etag, content_type=fileops.content_type_for(file_path, data)
                 )
             except Conflict:
                 # A retried PUT whose first attempt landed gets 412 too: our own write
@@ -421,7 +421,7 @@ class S3Backend(SeedsAPI, BackendProtocol):
                     raise InvalidPath("content must be bytes")
                 target = await self.view.writable(await self.mounts.visible(), VPath.parse(path))
                 body = self._within_limit(bytes(data))
-                await self.store.aput(target.key, body, content_type=fileops.content_type_for(path))
+                await self.store.aput(target.key, body, content_type=fileops.content_type_for(path, body))
             except Exception as exc:
                 return FileUploadResponse(path=path, error=op_error(exc, str(path), "upload"))
             return FileUploadResponse(path=path)

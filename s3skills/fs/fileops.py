@@ -15,7 +15,7 @@ from typing import Literal
 from deepagents.backends.protocol import FileData, FileInfo
 
 from s3skills.errors import BinaryFile, InvalidPath, S3SkillsError
-from s3skills.media import content_type_for
+from s3skills.media import content_type_for, file_kind
 
 __all__ = [
     "ALL_PAGES",
@@ -36,12 +36,6 @@ PdfMode = Literal["file", "text"]
 ALL_PAGES = (1, 0)
 """`pdf_request`'s page range for every page (`0` as the last page: up to the end)."""
 _PAGES_RE = re.compile(r"#pages=(\d+)(?:-(\d+))?$")
-
-try:  # deepagents' own classification, so that read_file renders what we return
-    from deepagents.backends.utils import _get_backend_read_file_type as _file_type
-except ImportError:  # pragma: no cover - a later deepagents renamed it
-    from deepagents.backends.utils import _get_file_type as _file_type
-
 
 _BINARY_SUFFIXES = frozenset(
     {
@@ -96,8 +90,9 @@ _BINARY_SUFFIXES = frozenset(
 
 
 def is_text_path(path: str) -> bool:
-    """False for paths deepagents reads as multimodal content (images, PDF, audio, video)."""
-    return _file_type(path) == "text"
+    """False for paths deepagents reads as multimodal content (images, PDF, audio, video): the
+    name alone decides those (`s3skills.media.MEDIA_EXTENSIONS`, deepagents 0.7's map)."""
+    return not file_kind(path, b"").media
 
 
 def is_searchable_path(path: str) -> bool:
@@ -106,17 +101,15 @@ def is_searchable_path(path: str) -> bool:
 
 
 def decode_text(data: bytes, path: str) -> str:
-    """Decode UTF-8 text (a BOM is dropped).
+    """Decode a text file (a UTF-8 BOM is dropped); text or binary is `s3skills.media.file_kind`'s
+    rule, decided on these bytes (no other request).
 
     Raises:
-        BinaryFile: The bytes hold a NUL or are not UTF-8.
+        BinaryFile: The rule says binary (a NUL, a binary signature, not UTF-8, or a media name).
     """
-    if b"\x00" in data[:8192]:
+    if not file_kind(path, data).text:
         raise BinaryFile(f"File '{path}' is a binary file and cannot be read as text")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise BinaryFile(f"File '{path}' is a binary file and cannot be read as text") from None
+    return data.decode("utf-8-sig")
 
 
 def _iso(ts: datetime | None) -> str:

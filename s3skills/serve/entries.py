@@ -14,13 +14,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import mimetypes
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
 from s3skills.errors import InvalidPath
+from s3skills.media import file_kind, type_by_name
 from s3skills.paths import VPath
 
 __all__ = [
@@ -31,22 +31,12 @@ __all__ = [
     "encode_cursor",
     "mime_type",
     "parse_uri",
-    "text_or_none",
+    "served",
     "uri_of",
 ]
 
 SCHEME = "skill://"
 _SAFE = "-._~!$&'()*+,;=:@"
-_TEXT_TYPES = ("application/json", "application/xml", "application/yaml", "application/javascript")
-_EXTRA_TYPES = {
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".yaml": "application/yaml",
-    ".yml": "application/yaml",
-    ".toml": "application/toml",
-    ".py": "text/x-python",
-    ".sh": "text/x-shellscript",
-}
 
 
 def uri_of(segments: tuple[str, ...] | list[str]) -> str:
@@ -102,30 +92,21 @@ def decode_cursor(cursor: str | None) -> str | None:
     return value
 
 
-def mime_type(path: str) -> str:
-    """The MIME type of a file, by its extension (`application/octet-stream` when unknown)."""
-    name = path.rsplit("/", 1)[-1]
-    dot = name.rfind(".")
-    ext = name[dot:].lower() if dot > 0 else ""
-    if ext in _EXTRA_TYPES:
-        return _EXTRA_TYPES[ext]
-    guessed, _ = mimetypes.guess_type("x" + ext) if ext else (None, None)
-    return guessed or "application/octet-stream"
+def mime_type(path: str) -> str | None:
+    """The MIME type a listing gives a file: its name's (`s3skills.media.type_by_name`; None
+    when the name says nothing). A read says what the file is (`served`)."""
+    return type_by_name(path)
 
 
-def text_or_none(data: bytes, mime: str) -> str | None:
-    """The bytes as text when they are UTF-8 of a textual type, else None (send a blob).
+def served(path: str, data: bytes) -> tuple[str, str | None]:
+    """`(MIME type, text)` of a file read: the text when `s3skills.media.file_kind` says text
+    (decided on these bytes, no other request), else None (send a blob).
 
-    The text encodes back to exactly the same bytes, so a digest of the UTF-8 encoding
-    of the text equals the digest of the file.
+    The text encodes back to exactly the same bytes (a BOM is kept), so a digest of the UTF-8
+    encoding of the text equals the digest of the file.
     """
-    textual = mime.startswith("text/") or mime in _TEXT_TYPES or mime == "application/toml"
-    if not textual:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
+    kind = file_kind(path, data)
+    return kind.mime, data.decode("utf-8") if kind.text else None
 
 
 @dataclass(frozen=True, slots=True)

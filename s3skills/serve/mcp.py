@@ -388,7 +388,7 @@ async def _check(skills: SkillsServer, user: str) -> int:
     try:
         listed = await skills.source.list_skills(user)
     except S3SkillsError as exc:
-        print(f"s3skills mcp --check: cannot list the skills of {user}: {exc}", file=sys.stderr)
+        print("\n".join(wrap(f"s3skills mcp --check: cannot list the skills of {user}: {exc}")), file=sys.stderr)
         return 2
     finally:
         await aclose_server(skills)

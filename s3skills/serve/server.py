@@ -55,7 +55,7 @@ from s3skills.serve.entries import (
     encode_cursor,
     mime_type,
     parse_uri,
-    text_or_none,
+    served,
     uri_of,
 )
 from s3skills.serve.fingerprints import Fingerprinter
@@ -409,8 +409,7 @@ class SkillsServer:
             raise _invalid(f"No resource is served at {uri}", uri=uri)
         data, etag = read
         self.fingerprinter.note_read(user, skill.id, replace(listed[path], etag=etag, size=len(data)), data)
-        mime = mime_type(path)
-        text = text_or_none(data, mime)
+        mime, text = served(path, data)
         content: types.TextResourceContents | types.BlobResourceContents
         if text is not None:
             content = types.TextResourceContents(uri=uri, mime_type=mime, text=text)
@@ -487,10 +486,10 @@ class SkillsServer:
             raise _invalid(f"No directory is served at {params.uri}", uri=params.uri)
         names = [n for n in sorted(children) if after is None or n > after]
         page = names[: self.page_size]
-        resources = [
-            {"uri": uri_of((*base, n)), "name": n, "mimeType": _DIRECTORY if children[n] else mime_type(n)}
-            for n in page
-        ]
+        resources: list[dict[str, str]] = []
+        for n in page:  # a listing has no bytes: the name's type, none when the name says nothing
+            mime = _DIRECTORY if children[n] else mime_type(n)
+            resources.append({"uri": uri_of((*base, n)), "name": n} | ({"mimeType": mime} if mime else {}))
         result: dict[str, Any] = {"resources": resources}
         if len(names) > len(page):
             result["nextCursor"] = encode_cursor(page[-1])

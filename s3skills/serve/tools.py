@@ -39,7 +39,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 from s3skills.config import bounded_query, check_length
 from s3skills.errors import ConfigurationError, FileTooLarge, InvalidPath, NotFound, SkillError
 from s3skills.ids import SKILL_FILE
-from s3skills.serve.entries import mime_type, text_or_none, uri_of
+from s3skills.serve.entries import served, uri_of
 from s3skills.serve.fairshare import TenantBusy, TenantLimiter, asearch_fair
 from s3skills.serve.library_source import MAX_FILE_BYTES
 from s3skills.serve.prompt_names import prompt_names
@@ -257,8 +257,7 @@ class SkillTools:
             raise  # the server's fault, not the call's: `SkillsServer.call` says the fix
         except _FAILURES as exc:
             return _failed(str(exc))
-        mime = mime_type(path)
-        text = text_or_none(body.data, mime)
+        mime, text = served(path, body.data)
         content: types.TextContent | types.ImageContent | types.EmbeddedResource
         if text is not None:
             content = types.TextContent(text=text)

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import mimetypes
 from collections.abc import Awaitable, Callable, Iterable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from s3skills._loop import gather_limited, io_bound, sync_method
 from s3skills.errors import BucketNotFound, S3SkillsError, SkillError
@@ -51,13 +50,6 @@ Progress = Callable[[str, int, int], None]
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def _content_type(rel: str) -> str:
-    guessed, _ = mimetypes.guess_type(PurePosixPath(rel).name)
-    if rel.endswith(".md") or (guessed or "").startswith("text/"):
-        return content_type_for(rel)
-    return guessed or "application/octet-stream"
 
 
 def _protected(tree: LocalTree, refused: str) -> str | None:
@@ -367,7 +359,7 @@ async def _write(
             is_md = f.key_rel == f"{f.skill}/{SKILL_FILE}"
             metadata = skill_md_metadata(tree, f.skill) if is_md else None
             key = keys[f.key_rel]
-            etag = await store.aput(key, data, content_type=_content_type(f.key_rel), metadata=metadata)
+            etag = await store.aput(key, data, content_type=content_type_for(f.key_rel, data), metadata=metadata)
             records[key[len(prefix) :]] = record_of(key, data, etag)  # every key is join_key(prefix, ...)
             if is_md:
                 skill_mds[f.skill] = (data, etag)

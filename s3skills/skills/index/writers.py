@@ -212,7 +212,9 @@ class LibraryWriter:
         etags: dict[str, str] = {}
         for rel in order:
             key = join_key(folder, tuple(rel.split("/")))
-            etags[rel] = await self.store.aput(key, files[rel], if_none_match=True, content_type=content_type_for(rel))
+            etags[rel] = await self.store.aput(
+                key, files[rel], if_none_match=True, content_type=content_type_for(rel, files[rel])
+            )
         await self.anote_changed(
             [sid], tenant=tenant, written={sid: (files[SKILL_FILE], etags[SKILL_FILE])}, command="create"
         )
