@@ -324,7 +324,7 @@ def test_enable_disable_round_trip(cli: Cli, tmp_path: Path, s3_client: Any, buc
     write(tmp_path / "lib", "pdf/SKILL.md", skill_md("pdf", version="2.0"))
     cli.json("push", str(tmp_path / "lib"))
     key = PREFIX + "pdf/SKILL.md"
-    assert cli.json("disable", "pdf") == {"id": "pdf", "enabled": False, "changed": True}
+    assert cli.json("disable", "pdf") == {"id": "pdf", "enabled": False, "changed": True, "channels": []}
     text = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
     assert "enabled: false" in text
     assert text.endswith("# pdf\n\nInstructions.\n")

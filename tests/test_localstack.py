@@ -159,7 +159,7 @@ def test_cli_push_list_disable_pull_round_trip(cli: Cli, tmp_path: Path, s3: Any
     assert len(pushed["uploaded"]) == 5
     assert [s["id"] for s in cli.json("list")["skills"]] == ["docs/pdf", "escrituras/compraventa", "sql"]
 
-    assert cli.json("disable", "sql") == {"id": "sql", "enabled": False, "changed": True}
+    assert cli.json("disable", "sql") == {"id": "sql", "enabled": False, "changed": True, "channels": []}
     assert [s["id"] for s in cli.json("list")["skills"]] == ["docs/pdf", "escrituras/compraventa"]
     assert "enabled: false" in s3.get_object(Bucket=cli.globals[1], Key=PREFIX + "sql/SKILL.md")["Body"].read().decode()
     assert cli("enable", "sql") == 0

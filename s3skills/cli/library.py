@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from s3skills.cli.channels import channels_naming
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
 from s3skills.cli.shared import edit_hint, human_size, is_placeholder, problem_line, resolve_skill
 from s3skills.errors import Conflict, InvalidPath, SkillError
@@ -229,10 +230,16 @@ def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
         raise CliError(f"SKILL.md of '{skill_id}' changed while it was being edited; run the command again") from exc
     except SkillError as exc:
         raise CliError(str(exc)) from exc
+    naming, unreadable = channels_naming(ctx, skill_id)
     if ctx.json:
-        ctx.emit({"id": skill_id, "enabled": enabled, "changed": changed})
+        ctx.emit({"id": skill_id, "enabled": enabled, "changed": changed, "channels": naming})
     else:
         ctx.print(f"{skill_id} {word}" if changed else f"{skill_id} is already {word}")
+        if enabled:
+            _say_channels(ctx, naming, f"serve {skill_id} again at the version each names")
+        else:
+            _say_channels(ctx, naming, f"stop serving {skill_id} within the catalog TTL ('s3skills enable' undoes it)")
+    _say_unreadable(ctx, unreadable)
     if enabled:
         description = ctx.library.get(skill_id).metadata.description
         if is_placeholder(description):
@@ -294,11 +301,26 @@ def rm_command(ctx: Context, name: str, yes: bool) -> int:
         deleted = ctx.library.remove(skill_id)
     except SkillError as exc:
         raise CliError(str(exc)) from exc
+    naming, unreadable = channels_naming(ctx, skill_id)
     if ctx.json:
-        ctx.emit({"deleted": skill_id, "files": deleted})
+        ctx.emit({"deleted": skill_id, "files": deleted, "channels": naming})
     else:
         ctx.print(f"Deleted skill '{skill_id}' ({deleted} file(s)).")
+        _say_channels(ctx, naming, f"stop serving {skill_id} within the catalog TTL (a push of it serves them again)")
+    _say_unreadable(ctx, unreadable)
     return 0
+
+
+def _say_channels(ctx: Context, naming: list[str], what: str) -> None:
+    """Which channels of the library named the skill, and what their agents do now."""
+    if naming:
+        where = ctx.location(ctx.prefix)
+        ctx.print(f"Channel(s) of the library {where} naming it: {summarise(naming)}; agents serving them {what}.")
+
+
+def _say_unreadable(ctx: Context, unreadable: list[str]) -> None:
+    if unreadable:
+        ctx.warn(f"warning: channel(s) that could not be read (damaged or refused): {summarise(unreadable)}")
 
 
 def _own_objects(prefix: str, skill_id: str, objects: list[ObjectInfo]) -> tuple[list[ObjectInfo], list[str]]:
