@@ -97,3 +97,70 @@ def test_verify_names_another_version_of_the_same_bytes(cli: Cli, tmp_path: Path
     code, out, _ = cli("verify", "--lock", lock)
     assert code == 1
     assert "pdf/notes.md: another version of the same bytes (VersionId differs)" in out
+
+
+# -- eval's input files are bounded ----------------------------------------------------------------
+
+TRIGGERS = [
+    {"query": "fill in the fields of a pdf form", "should_trigger": True},
+    {"query": "plan a birthday party", "should_trigger": False},
+]
+
+
+def test_eval_all_reports_a_hostile_triggers_file_and_evaluates_the_rest_with_exit_2(cli: Cli) -> None:
+    cli.push(
+        {
+            "pdf/SKILL.md": SKILL.format(name="pdf"),
+            "pdf/evals/triggers.json": json.dumps(TRIGGERS),
+            "docx/SKILL.md": SKILL.format(name="docx"),
+            "docx/evals/triggers.json": "[" * 400_000,  # under the 1 MiB cap, past any recursion limit
+            "xlsx/SKILL.md": SKILL.format(name="xlsx"),
+            "xlsx/evals/triggers.json": "[" * 5 + json.dumps(TRIGGERS) + "]" * 5,  # cheap, but nested
+        }
+    )
+    code, out, err = cli("--json", "eval", "--all")
+    assert code == 2, err
+    assert "Traceback" not in err
+    report = json.loads(out)
+    assert [s["skill"] for s in report["skills"]] == ["pdf"]
+    assert report["skills"][0]["should_trigger"] == 1
+    errors = sorted(report["errors"])
+    assert len(errors) == 2
+    assert errors[0].startswith("docx/evals/triggers.json: ")
+    assert "too costly to decode" in errors[0] or "nested deeper" in errors[0]
+    assert errors[1].startswith("xlsx/evals/triggers.json: nested deeper than")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"[" * 400_000, "nested deeper than 4 levels"),
+        (b"[" * 50_000 + b"]" * 50_000, "nested deeper than 4 levels"),
+        (b"," * 1_000_000, "too costly to decode"),
+        (b"[[[[" + json.dumps(TRIGGERS).encode() + b"]]]]", "nested deeper than 4 levels"),
+        (b"[{", "not JSON"),
+    ],
+)
+def test_eval_refuses_a_hostile_queries_file_with_exit_2_and_a_clear_error(
+    cli: Cli, tmp_path: Path, content: bytes, message: str
+) -> None:
+    cli.push({"docx/SKILL.md": SKILL.format(name="docx")})
+    path = tmp_path / "q.json"
+    path.write_bytes(content)
+    code, _, err = cli("eval", "docx", "--queries", str(path))
+    assert code == 2
+    assert "Traceback" not in err
+    assert "unexpected" not in err
+    assert f"{path}: " in err
+    assert message in err
+    assert path.read_bytes() == content  # nothing lost
+
+
+def test_a_hostile_lockfile_is_refused_with_a_clear_error(cli: Cli, tmp_path: Path) -> None:
+    for content in (b"[" * 400_000, b"," * 1_000_000, b'{"schema": "s3skills.lock/1", "skills": ' * 5000):
+        lock = tmp_path / "lock.json"
+        lock.write_bytes(content)
+        code, _, err = cli("verify", "--lock", str(lock))
+        assert code == 1
+        assert "not an s3skills lockfile" in err
+        assert "Traceback" not in err
