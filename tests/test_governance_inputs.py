@@ -164,3 +164,38 @@ def test_a_hostile_lockfile_is_refused_with_a_clear_error(cli: Cli, tmp_path: Pa
         assert code == 1
         assert "not an s3skills lockfile" in err
         assert "Traceback" not in err
+
+
+# -- a forged channel never widens a skill ---------------------------------------------------------
+
+
+def test_a_forged_channel_entry_never_lists_a_nested_skills_files_under_its_parent(cli: Cli, s3_client: Any) -> None:
+    from s3skills.config import Config
+    from s3skills.layout import KeyLayout
+    from s3skills.skills import SkillLibrary
+    from s3skills.skills.versions.history import version_id_of
+    from s3skills.storage import S3ObjectStore
+    from s3skills.tenancy import Tenant
+
+    cli.push({"deploy/SKILL.md": SKILL.format(name="deploy"), "deploy/notes.md": "deploy notes"})
+    for rel, body in (("notes.md", "canary notes"), ("SKILL.md", SKILL.format(name="canary"))):  # nested in place
+        s3_client.put_object(Bucket=cli.bucket, Key=f"users/ana/skills/deploy/canary/{rel}", Body=body.encode())
+    assert cli("channel", "create", "production", "--from", "latest")[0] == 0
+    layout = KeyLayout()
+    key = layout.channels_prefix(layout.user_prefix("ana")) + "production.json"
+    doc = json.loads(s3_client.get_object(Bucket=cli.bucket, Key=key)["Body"].read())
+    # A library writer adds the nested skill's file to its parent's entry, with its real pin.
+    deploy = doc["skills"]["deploy"]
+    deploy["files"]["canary/notes.md"] = doc["skills"]["deploy/canary"]["files"]["notes.md"]
+    deploy["version"] = version_id_of((p, f["etag"]) for p, f in deploy["files"].items())
+    s3_client.put_object(Bucket=cli.bucket, Key=key, Body=json.dumps(doc).encode())
+    store = S3ObjectStore(cli.bucket, endpoint_url=cli.base[-1])
+    library = SkillLibrary(
+        store, Config(channel="production", catalog_ttl=None, verify="always"), tenant=lambda: Tenant(user_id="ana")
+    )
+    loaded = library.load("deploy")
+    assert loaded.files == ["/skills/deploy/SKILL.md", "/skills/deploy/notes.md"]
+    assert loaded.version is not None
+    assert sorted(f.path for f in loaded.version.files) == ["SKILL.md", "notes.md"]
+    assert {f.path for f in library.files("deploy")} == {"SKILL.md", "notes.md"}
+    assert library.open("deploy/canary", "notes.md").data == b"canary notes"  # the nested skill is served as itself

@@ -70,6 +70,26 @@ def killed(index: LibraryIndex, skill_id: str) -> bool:
     return entry.info is not None and not entry.info.metadata.enabled
 
 
+def _own_files(served: ChannelSkill, skill_id: str, folders: set[str]) -> ChannelSkill:
+    """The entry without the files that lie in a skill nested in its folder.
+
+    A channel is written by whoever can write the library: a forged entry may name a nested
+    skill's files as its parent's, which would list them under the parent (their contents
+    are refused anyway). `folders`: the library's skill folders (`LibraryIndex.skill_folders`).
+    """
+
+    def nested(path: str) -> bool:
+        parts = path.split("/")[:-1]
+        return any(f"{skill_id}/{'/'.join(parts[: n + 1])}/" in folders for n in range(len(parts)))
+
+    kept = {p: f for p, f in served.files.items() if not nested(p)}
+    if len(kept) == len(served.files):
+        return served
+    logger.warning("a channel lists files of a skill nested in %s: not served as its own", skill_id)
+    sizes = {p: size for p, size in served.sizes.items() if p in kept}
+    return ChannelSkill(served.version, served.record, kept, sizes)
+
+
 @dataclass(frozen=True)
 class ServedLibrary:
     """What a channel serves of one library: entries by skill id and their pins (None: all, as is)."""
@@ -191,10 +211,12 @@ class ChannelServer:
         entries: dict[str, SkillEntry] = {}
         pins: dict[str, SkillPin] = {}
         skills: dict[str, ChannelSkill] = {}
-        for sid, served in channel.skills.items():
-            md = served.files.get(SKILL_FILE)
+        folders = index.skill_folders()
+        for sid, named in channel.skills.items():
+            md = named.files.get(SKILL_FILE)
             if md is None or killed(index, sid):
                 continue
+            served = _own_files(named, sid, folders)
             indexed = index.entries.get(sid)
             entry = indexed if indexed is not None and indexed.etag == md.etag else None
             if entry is None:
