@@ -199,3 +199,36 @@ def test_a_forged_channel_entry_never_lists_a_nested_skills_files_under_its_pare
     assert sorted(f.path for f in loaded.version.files) == ["SKILL.md", "notes.md"]
     assert {f.path for f in library.files("deploy")} == {"SKILL.md", "notes.md"}
     assert library.open("deploy/canary", "notes.md").data == b"canary notes"  # the nested skill is served as itself
+
+
+# -- history --json names what it left out --------------------------------------------------------
+
+
+def test_history_json_lists_every_record_it_ignored_with_the_reason(cli: Cli, s3_client: Any) -> None:
+    from s3skills.layout import KeyLayout
+    from s3skills.skills.versions.records import new_record_id
+
+    cli.push({"pdf/SKILL.md": SKILL.format(name="pdf"), "pdf/notes.md": "one"})
+    cli.push({"pdf/notes.md": "two"})
+    layout = KeyLayout()
+    records = layout.records_prefix(layout.user_prefix("ana")) + "pdf/"
+    keys = sorted(o["Key"] for o in s3_client.list_objects_v2(Bucket=cli.bucket, Prefix=records)["Contents"])
+    real = json.loads(s3_client.get_object(Bucket=cli.bucket, Key=keys[-1])["Body"].read())
+    liar = new_record_id()  # names a VersionId the bucket never had
+    files = [{**f, "version_id": "3HL4kqtJlcpXroDTDmJ-rmSpXd3dIbrHY"} for f in real["files"]]
+    s3_client.put_object(
+        Bucket=cli.bucket, Key=f"{records}{liar}.json", Body=json.dumps({**real, "id": liar, "files": files}).encode()
+    )
+    damaged = new_record_id()
+    s3_client.put_object(Bucket=cli.bucket, Key=f"{records}{damaged}.json", Body=b"[" * 100_000)
+    code, out, err = cli("--json", "history", "pdf")
+    assert code == 0, err
+    report = json.loads(out)
+    assert [v["record"] for v in report["versions"]] == [k.rsplit("/", 1)[-1][:-5] for k in reversed(keys)]
+    by_record = {i["record"]: i for i in report["ignored"] if i["record"]}
+    assert set(by_record) == {liar}
+    assert by_record[liar]["reason"]
+    assert by_record[liar]["reason"] in err  # the same reason as the warning
+    damaged_entries = [i for i in report["ignored"] if i["object"] and damaged in i["object"]]
+    assert len(damaged_entries) == 1
+    assert damaged_entries[0]["reason"]

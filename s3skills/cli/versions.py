@@ -59,6 +59,17 @@ def _owner(folder: str, keys: list[str]) -> frozenset[str]:
 
 def _versions(ctx: Context, name: str) -> tuple[str, str, list[ObjectVersion], list[SkillVersion]]:
     """`(skill_id, folder, object versions, skill versions newest first)` of a skill of the user's library."""
+    return _recorded(ctx, name)[:4]
+
+
+def _recorded(
+    ctx: Context, name: str
+) -> tuple[str, str, list[ObjectVersion], list[SkillVersion], list[dict[str, str | None]]]:
+    """As `_versions`, and every record history left out with the reason (each also warned).
+
+    A record the bucket refutes names its id (`record`); one that could not be read or
+    decoded names its object (`object`) when it has one.
+    """
     skill_id, _ = resolve_skill(ctx, name)
     folder = ctx.prefix + skill_id + "/"
     objects = ctx.run(ctx.store.alist_versions(folder))
@@ -70,12 +81,16 @@ def _versions(ctx: Context, name: str) -> tuple[str, str, list[ObjectVersion], l
     try:
         records_prefix = ctx.layout.records_prefix(ctx.prefix)
     except ValueError:  # no derived data in this layout: inferred history only
-        return skill_id, folder, objects, history(skill_id, folder, objects, owns)
+        return skill_id, folder, objects, history(skill_id, folder, objects, owns), []
     records, problems = ctx.run(aread_records(ctx.store, records_prefix, skill_id))
     versions, ignored = recorded_history(skill_id, folder, objects, owns, records)
-    for line in [*problems, *ignored]:
+    for line in [*problems, *map(str, ignored)]:
         ctx.warn(f"warning: {skill_id}: {line}")
-    return skill_id, folder, objects, versions
+    left_out: list[dict[str, str | None]] = [{"record": i.record, "object": None, "reason": i.reason} for i in ignored]
+    for line in problems:  # `NAME: reason` for one object, or a sentence about the listing
+        where, sep, reason = line.partition(": ")
+        left_out.append({"record": None, "object": where if sep else None, "reason": reason if sep else line})
+    return skill_id, folder, objects, versions, left_out
 
 
 def _when(value: datetime | None) -> str:
@@ -111,15 +126,18 @@ def history_command(ctx: Context, name: str) -> int:
     """List the versions of a skill, newest first, with their time, size and changes.
 
     NAME is a skill id or its folder name when that is unique. Needs the bucket's
-    versioning on to show more than the current version.
+    versioning on to show more than the current version. Records left out (forged,
+    damaged, refuted by the bucket) are warned on stderr and, with --json, listed in
+    `ignored` with the reason.
     """
-    skill_id, _, _, versions = _versions(ctx, name)
+    skill_id, _, _, versions, ignored = _recorded(ctx, name)
     note = _versioning_note(ctx)
     if ctx.json:
         ctx.emit(
             {
                 "id": skill_id,
                 "versioning": note is None,
+                "ignored": ignored,
                 "versions": [
                     {
                         "version": v.id,
