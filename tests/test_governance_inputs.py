@@ -140,6 +140,7 @@ def test_eval_all_reports_a_hostile_triggers_file_and_evaluates_the_rest_with_ex
         (b"[[[[" + json.dumps(TRIGGERS).encode() + b"]]]]", "nested deeper than 4 levels"),
         (b"[{", "not JSON"),
     ],
+    ids=["deep", "deep-closed", "commas", "nested", "not-json"],
 )
 def test_eval_refuses_a_hostile_queries_file_with_exit_2_and_a_clear_error(
     cli: Cli, tmp_path: Path, content: bytes, message: str
