@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from s3skills.cli import main
+from tests.test_channels_lock import Cli as LockCli
 
 # The classic 128-byte MD5 collision pair (Wang and Yu, 2004): two different byte strings with
 # one MD5. S3's ETag of a single-part PUT is the body's MD5, so both halves get the same ETag.
@@ -32,20 +32,14 @@ COLLISION_B = bytes.fromhex(
 SKILL = "---\nname: {name}\ndescription: Does {name} things for the tests.\n---\n# {name}\n"
 
 
-class Cli:
-    """The CLI on ana's library, with its output captured."""
+class Cli(LockCli):
+    """The CLI on ana's library (`tests/test_channels_lock.py`), pushing trees of any files."""
 
     def __init__(self, endpoint: str, bucket: str, capsys: pytest.CaptureFixture[str], root: Path) -> None:
-        self.base = ["--bucket", bucket, "--user", "ana", "--endpoint-url", endpoint]
-        self.capsys, self.root, self.bucket = capsys, root, bucket
+        super().__init__(endpoint, bucket, capsys, root)
+        self.bucket = bucket
 
-    def __call__(self, *argv: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = main([*self.base, *argv])
-        out = self.capsys.readouterr()
-        return code, out.out, out.err
-
-    def push(self, files: dict[str, bytes | str]) -> None:
+    def push_files(self, files: dict[str, bytes | str]) -> None:
         src = self.root / "src"
         for rel, body in files.items():
             path = src / rel
@@ -74,7 +68,7 @@ def test_the_collision_pair_has_one_md5_and_two_sha256() -> None:
 def test_verify_names_a_file_replaced_by_the_other_half_of_an_md5_collision(
     cli: Cli, tmp_path: Path, s3_client: Any
 ) -> None:
-    cli.push({"pdf/SKILL.md": SKILL.format(name="pdf"), "pdf/data.bin": COLLISION_A})
+    cli.push_files({"pdf/SKILL.md": SKILL.format(name="pdf"), "pdf/data.bin": COLLISION_A})
     lock = str(tmp_path / "skills-lock.json")
     assert cli("lock", "-o", lock)[0] == 0
     key = "users/ana/skills/pdf/data.bin"
@@ -90,7 +84,7 @@ def test_verify_names_a_file_replaced_by_the_other_half_of_an_md5_collision(
 
 
 def test_verify_names_another_version_of_the_same_bytes(cli: Cli, tmp_path: Path, s3_client: Any) -> None:
-    cli.push({"pdf/SKILL.md": SKILL.format(name="pdf"), "pdf/notes.md": "notes"})
+    cli.push_files({"pdf/SKILL.md": SKILL.format(name="pdf"), "pdf/notes.md": "notes"})
     lock = str(tmp_path / "skills-lock.json")
     assert cli("lock", "-o", lock)[0] == 0
     s3_client.put_object(Bucket=cli.bucket, Key="users/ana/skills/pdf/notes.md", Body=b"notes")
@@ -108,7 +102,7 @@ TRIGGERS = [
 
 
 def test_eval_all_reports_a_hostile_triggers_file_and_evaluates_the_rest_with_exit_2(cli: Cli) -> None:
-    cli.push(
+    cli.push_files(
         {
             "pdf/SKILL.md": SKILL.format(name="pdf"),
             "pdf/evals/triggers.json": json.dumps(TRIGGERS),
@@ -145,7 +139,7 @@ def test_eval_all_reports_a_hostile_triggers_file_and_evaluates_the_rest_with_ex
 def test_eval_refuses_a_hostile_queries_file_with_exit_2_and_a_clear_error(
     cli: Cli, tmp_path: Path, content: bytes, message: str
 ) -> None:
-    cli.push({"docx/SKILL.md": SKILL.format(name="docx")})
+    cli.push_files({"docx/SKILL.md": SKILL.format(name="docx")})
     path = tmp_path / "q.json"
     path.write_bytes(content)
     code, _, err = cli("eval", "docx", "--queries", str(path))
@@ -178,7 +172,7 @@ def test_a_forged_channel_entry_never_lists_a_nested_skills_files_under_its_pare
     from s3skills.storage import S3ObjectStore
     from s3skills.tenancy import Tenant
 
-    cli.push({"deploy/SKILL.md": SKILL.format(name="deploy"), "deploy/notes.md": "deploy notes"})
+    cli.push_files({"deploy/SKILL.md": SKILL.format(name="deploy"), "deploy/notes.md": "deploy notes"})
     for rel, body in (("notes.md", "canary notes"), ("SKILL.md", SKILL.format(name="canary"))):  # nested in place
         s3_client.put_object(Bucket=cli.bucket, Key=f"users/ana/skills/deploy/canary/{rel}", Body=body.encode())
     assert cli("channel", "create", "production", "--from", "latest")[0] == 0
@@ -209,8 +203,8 @@ def test_history_json_lists_every_record_it_ignored_with_the_reason(cli: Cli, s3
     from s3skills.layout import KeyLayout
     from s3skills.skills.versions.records import new_record_id
 
-    cli.push({"pdf/SKILL.md": SKILL.format(name="pdf"), "pdf/notes.md": "one"})
-    cli.push({"pdf/notes.md": "two"})
+    cli.push_files({"pdf/SKILL.md": SKILL.format(name="pdf"), "pdf/notes.md": "one"})
+    cli.push_files({"pdf/notes.md": "two"})
     layout = KeyLayout()
     records = layout.records_prefix(layout.user_prefix("ana")) + "pdf/"
     keys = sorted(o["Key"] for o in s3_client.list_objects_v2(Bucket=cli.bucket, Prefix=records)["Contents"])
