@@ -227,3 +227,32 @@ def test_history_json_lists_every_record_it_ignored_with_the_reason(cli: Cli, s3
     damaged_entries = [i for i in report["ignored"] if i["object"] and damaged in i["object"]]
     assert len(damaged_entries) == 1
     assert damaged_entries[0]["reason"]
+
+
+def test_a_content_id_shared_with_an_md5_collision_is_refused_and_its_record_id_restores_the_real_bytes(
+    cli: Cli, s3_client: Any
+) -> None:
+    cli.push_files({"pdf/SKILL.md": SKILL.format(name="pdf"), "pdf/data.bin": COLLISION_A})
+    assert cli("channel", "create", "production", "--from", "latest")[0] == 0
+    key = "users/ana/skills/pdf/data.bin"
+    s3_client.put_object(Bucket=cli.bucket, Key=key, Body=COLLISION_B)  # same ETag, other bytes
+    history = cli.json("history", "pdf")["versions"]
+    assert len(history) == 2
+    assert history[0]["version"] == history[1]["version"]  # the content id cannot tell them apart
+    reviewed = history[1]["record"]
+    assert reviewed is not None
+    # The newest version with that id is the forged one: naming the id alone is refused.
+    for argv in (
+        ("channel", "set", "production", "pdf", "--version", history[0]["version"]),
+        ("rollback", "pdf", "--to", history[0]["version"]),
+        ("diff", "pdf", "--to", history[0]["version"]),
+    ):
+        code, _, err = cli(*argv)
+        assert code == 1, argv
+        assert "same ETags but other bytes" in err
+        assert reviewed in err
+    # The record id names one version: rollback restores its bytes, though their ETag is the current one's.
+    code, out, err = cli("rollback", "pdf", "--to", reviewed)
+    assert code == 0, err
+    assert "already" not in out
+    assert s3_client.get_object(Bucket=cli.bucket, Key=key)["Body"].read() == COLLISION_A

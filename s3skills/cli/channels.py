@@ -19,7 +19,7 @@ from rich.table import Table
 
 from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.cli.lockfile import channel_from_lock
-from s3skills.cli.versions import _versions
+from s3skills.cli.versions import _versions, pick_version
 from s3skills.errors import Conflict, S3SkillsError, SkillError
 from s3skills.ids import SkillId
 from s3skills.skills.versions.channels import (
@@ -30,7 +30,6 @@ from s3skills.skills.versions.channels import (
     aread_channel,
     awrite_channel,
 )
-from s3skills.skills.versions.history import find_version
 from s3skills.skills.versions.records import MAX_TEXT, acaller, default_actor, new_record_id
 
 __all__ = [
@@ -177,10 +176,7 @@ def channel_set_command(ctx: Context, name: str, skill: str, version: str | None
     if version is None:
         raise CliError("give --version VERSION (or --remove)")
     sid, _, _, versions = _versions(ctx, skill)
-    try:
-        target = find_version(versions, version)
-    except SkillError as exc:
-        raise CliError(f"{sid}: {exc}") from exc
+    target = pick_version(ctx, sid, versions, version)
     if not target.versioned:
         raise CliError(f"{sid}: version {target.id} was listed without VersionIds: turn versioning on")
     channel.skills[sid] = ChannelSkill.of(target)
