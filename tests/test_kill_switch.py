@@ -181,8 +181,13 @@ def test_a_channel_reader_refuses_a_disabled_skill_at_once_and_serves_it_again_a
 ) -> None:
     library = org.library()
     assert all(library_faces(library).values())
+    loaded = library.load("gone").version
+    assert loaded is not None
+    thread = Tenant(user_id="ana", loaded_skills=["gone"], skill_versions={"gone": loaded.pin()})
     org("disable", "gone")
     assert not any(library_faces(library).values())
+    with pytest.raises((SkillError, NotFound)):  # a thread that loaded it loses it too
+        library.open("gone", "notes.md", tenant=thread)
     org("enable", "gone")
     assert all(library_faces(library).values())
     assert library.instructions("gone").strip() == "# gone 1"  # the channel's version, not the latest push
