@@ -257,7 +257,8 @@ def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
 def enable_command(ctx: Context, name: str) -> int:
     """Enable a skill (sets `enabled: true` in its SKILL.md).
 
-    NAME is a skill id or its folder name when that is unique.
+    NAME is a skill id or its folder name when that is unique. Agents serving a channel
+    that names it serve it again, at the channel's version.
     """
     return _set_enabled(ctx, name, True)
 
@@ -269,7 +270,9 @@ def enable_command(ctx: Context, name: str) -> int:
 def disable_command(ctx: Context, name: str) -> int:
     """Disable a skill (sets `enabled: false` in its SKILL.md).
 
-    NAME is a skill id or its folder name when that is unique.
+    NAME is a skill id or its folder name when that is unique. Agents serving a channel
+    stop serving it too, within the catalog TTL, whatever version the channel names: the
+    library's channels that name it are printed.
     """
     return _set_enabled(ctx, name, False)
 
@@ -283,7 +286,9 @@ def rm_command(ctx: Context, name: str, yes: bool) -> int:
     """Delete a skill: its whole folder, its SKILL.md first.
 
     NAME is a skill id or its folder name when that is unique. Without --yes, a
-    terminal is asked for confirmation; anything else is refused.
+    terminal is asked for confirmation; anything else is refused. Agents serving a
+    channel stop serving it too, within the catalog TTL: the library's channels that
+    name it are printed.
     """
     skill_id, objects = resolve_skill(ctx, name)
     objects, nested = _own_objects(ctx.prefix, skill_id, objects)
