@@ -329,6 +329,7 @@ def test_enable_disable_round_trip(cli: Cli, tmp_path: Path, s3_client: Any, buc
         "enabled": False,
         "changed": True,
         "library": f"s3://{bucket}/{PREFIX}",
+        "channels": [],
     }
     text = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read().decode()
     assert "enabled: false" in text

@@ -164,3 +164,26 @@ async def test_a_worker_that_dies_on_a_batch_after_answering_is_started_again_fo
     assert worker.usable
     assert worker.restarts == 1
     assert worker.requests == 2
+
+
+def test_the_worker_sees_no_secret_of_the_parents_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    secrets = {
+        "AWS_SECRET_ACCESS_KEY": "parent-aws-secret",
+        "AWS_SESSION_TOKEN": "parent-session-token",
+        "OPENAI_API_KEY": "parent-model-key",
+        "GITHUB_TOKEN": "parent-token",
+    }
+    for name, value in secrets.items():
+        monkeypatch.setenv(name, value)
+    worker = ParseWorker()
+    try:
+        assert worker._roundtrip("user", [_item("flood", FLOOD)]) is not None  # it runs, and parses
+        process = worker._process
+        assert process is not None
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")  # what it was started with
+    finally:
+        worker.close()
+    names = {entry.split(b"=", 1)[0].decode() for entry in environ if entry}
+    assert "PATH" in names
+    assert not names & set(secrets)
+    assert not any(value.encode() in entry for entry in environ for value in secrets.values())

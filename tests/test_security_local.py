@@ -133,7 +133,7 @@ def test_rm_of_a_skill_keeps_the_skill_nested_in_its_folder(
     captured = capsys.readouterr()
     assert code == 0, captured.err
     library = f"s3://{bucket}/users/ana/skills/"
-    assert json.loads(captured.out) == {"deleted": "escrituras", "files": 2, "library": library}
+    assert json.loads(captured.out) == {"deleted": "escrituras", "files": 2, "library": library, "channels": []}
     assert "kept the nested skill(s) escrituras/compraventa" in captured.err
     assert {k for k in keys(s3_client, bucket) if "/.s3skills/" not in k} == {  # rm also leaves the manifest
         "users/ana/skills/escrituras/compraventa/SKILL.md",

@@ -19,8 +19,8 @@ import click
 from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.cli.lockfile import channel_from_lock
 from s3skills.cli.tables import Column, print_table
-from s3skills.cli.versions import _versions
-from s3skills.errors import Conflict, SkillError
+from s3skills.cli.versions import _versions, pick_version
+from s3skills.errors import Conflict, S3SkillsError, SkillError
 from s3skills.ids import SkillId
 from s3skills.skills.versions.channels import (
     LATEST,
@@ -30,10 +30,17 @@ from s3skills.skills.versions.channels import (
     aread_channel,
     awrite_channel,
 )
-from s3skills.skills.versions.history import find_version
 from s3skills.skills.versions.records import MAX_TEXT, acaller, default_actor, new_record_id
 
-__all__ = ["EVENT_SCHEMA", "actor_of", "channel_group", "current_skills", "load_channel", "write_event"]
+__all__ = [
+    "EVENT_SCHEMA",
+    "actor_of",
+    "channel_group",
+    "channels_naming",
+    "current_skills",
+    "load_channel",
+    "write_event",
+]
 
 EVENT_SCHEMA = "s3skills.event/1"
 
@@ -67,6 +74,33 @@ def load_channel(ctx: Context, name: str) -> Channel:
         return ctx.run(aread_channel(ctx.store, _channels_prefix(ctx), name))
     except SkillError as exc:
         raise CliError(str(exc)) from exc
+
+
+def channels_naming(ctx: Context, skill_id: str) -> tuple[list[str], list[str]]:
+    """The stored channels of the library that name `skill_id`, and those that could not be read.
+
+    Costs 1 LIST of the library's channels and 1 GET per channel; a key layout that keeps no
+    channels for the library has none.
+    """
+    try:
+        prefix = ctx.layout.channels_prefix(ctx.prefix)
+    except ValueError:
+        return [], []
+    objects, _ = ctx.run(ctx.store.alist(prefix))
+    naming: list[str] = []
+    unreadable: list[str] = []
+    for obj in sorted(objects, key=lambda o: o.key):
+        name = obj.key[len(prefix) :].removesuffix(".json")
+        if "/" in name or not obj.key.endswith(".json"):
+            continue  # not a channel this layout writes
+        try:
+            channel = ctx.run(aread_channel(ctx.store, prefix, name))
+        except S3SkillsError:  # damaged, too large, a bad name, or the store refused: said, not fatal
+            unreadable.append(name)
+            continue
+        if skill_id in channel.skills:
+            naming.append(name)
+    return naming, unreadable
 
 
 def write_event(ctx: Context, action: str, details: Mapping[str, Any]) -> None:
@@ -148,10 +182,7 @@ def channel_set_command(ctx: Context, name: str, skill: str, version: str | None
     if version is None:
         raise CliError("give --version VERSION (or --remove)")
     sid, _, _, versions = _versions(ctx, skill)
-    try:
-        target = find_version(versions, version)
-    except SkillError as exc:
-        raise CliError(f"{sid}: {exc}") from exc
+    target = pick_version(ctx, sid, versions, version)
     if not target.versioned:
         raise CliError(f"{sid}: version {target.id} was listed without VersionIds: turn versioning on")
     channel.skills[sid] = ChannelSkill.of(target)

@@ -16,8 +16,13 @@ description, named by id only, on page 1, and its rank among the matches; then
 `--min-recall` and `--max-false-trigger` make it a gate (exit status 1). The library-wide
 mode (`--all`) runs every skill's `evals/triggers.json` (`TRIGGERS_FILE`, kept in the
 skill's folder next to its `SKILL.md`, pushed with it). A bad queries file (not JSON, not
-a list of such objects, larger than `MAX_QUERIES_BYTES`, more than `MAX_QUERIES` queries)
-or an unknown skill is a usage error: exit status 2 and nothing is evaluated or written.
+a list of such objects, larger than `MAX_QUERIES_BYTES`, more than `MAX_QUERIES` queries,
+costlier to decode than `MAX_QUERIES_COST` or nested deeper than `MAX_QUERIES_DEPTH`) or an
+unknown skill is a usage error: exit status 2 and nothing is evaluated or written. With
+`--all`, a skill's bad `evals/triggers.json` is reported in `errors` and the other skills are
+still evaluated (exit status 2). A triggers file is pushed by whoever can write the library:
+it is decoded under the same bounds as the library's derived data
+(`s3skills.skills.index.derived`), never with a bare `json.loads`.
 """
 
 from __future__ import annotations
@@ -33,12 +38,22 @@ import click
 
 from s3skills.cli.context import Context, UsageError, global_options, pass_context
 from s3skills.cli.find import LINE_CHARS
-from s3skills.errors import FileTooLarge
+from s3skills.errors import FileTooLarge, S3SkillsError
+from s3skills.skills.index.derived import decode_cost, load_json, weigh
 
 if TYPE_CHECKING:
     from s3skills.skills import SkillInfo
 
-__all__ = ["MAX_QUERIES", "MAX_QUERIES_BYTES", "TRIGGERS_FILE", "TriggerQuery", "eval_command", "parse_queries"]
+__all__ = [
+    "MAX_QUERIES",
+    "MAX_QUERIES_BYTES",
+    "MAX_QUERIES_COST",
+    "MAX_QUERIES_DEPTH",
+    "TRIGGERS_FILE",
+    "TriggerQuery",
+    "eval_command",
+    "parse_queries",
+]
 
 TRIGGERS_FILE = "evals/triggers.json"
 """Where a skill keeps its trigger queries, relative to its folder (next to `SKILL.md`)."""
@@ -48,6 +63,13 @@ MAX_QUERIES_BYTES = 1 << 20
 
 MAX_QUERIES = 1000
 """The most queries of one file."""
+
+MAX_QUERIES_COST = 32 << 20
+"""The largest estimated memory a queries file may take to decode (`derived.decode_cost`):
+a real one of `MAX_QUERIES` queries costs under 2 MiB; 1 MiB of `[` or `,` costs 80 MiB."""
+
+MAX_QUERIES_DEPTH = 4
+"""The deepest nesting of a queries file: the list, its objects, and one level inside a value."""
 
 _MAX_QUERY_CHARS = 8000  # the middleware ranks on the last 8,000 characters of a turn
 
@@ -71,11 +93,14 @@ def parse_queries(data: bytes, where: str) -> list[TriggerQuery]:
     if len(data) > MAX_QUERIES_BYTES:
         raise UsageError(f"{where}: the queries file is larger than {MAX_QUERIES_BYTES} bytes")
     try:
-        doc = json.loads(data.decode("utf-8"))
+        data.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{where}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{where}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
+    doc = load_json(data, max_bytes=MAX_QUERIES_BYTES, max_cost=MAX_QUERIES_COST)
+    if doc is None:
+        raise UsageError(f"{where}: {_why_not_decoded(data)}")
+    if weigh(doc, max_depth=MAX_QUERIES_DEPTH, limit=MAX_QUERIES_COST) is None:
+        raise UsageError(f"{where}: nested deeper than {MAX_QUERIES_DEPTH} levels; not a queries file")
     if not isinstance(doc, list) or not doc:
         raise UsageError(f'{where}: expected a non-empty JSON list of {{"query": ..., "should_trigger": true|false}}')
     if len(doc) > MAX_QUERIES:
@@ -93,6 +118,19 @@ def parse_queries(data: bytes, where: str) -> list[TriggerQuery]:
             raise UsageError(f"{where}: item {n}: 'should_trigger' must be true or false")
         out.append(TriggerQuery(query, trigger))
     return out
+
+
+def _why_not_decoded(data: bytes) -> str:
+    """Why `load_json` refused a queries file (its cost is checked first: a second try is bounded)."""
+    if decode_cost(data) > MAX_QUERIES_COST:
+        return "too costly to decode (nested or repeated far past what a queries file holds)"
+    try:
+        json.loads(data)
+    except json.JSONDecodeError as exc:
+        return f"not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+    except RecursionError:
+        pass
+    return f"nested deeper than {MAX_QUERIES_DEPTH} levels; not a queries file"
 
 
 def _read_local(path: Path) -> list[TriggerQuery]:
@@ -281,6 +319,9 @@ def eval_command(
                 continue
             except UsageError as exc:
                 errors.append(str(exc))
+                continue
+            except S3SkillsError as exc:  # gone since the listing, or refused: this skill only
+                errors.append(f"{where}: cannot read it ({type(exc).__name__})")
                 continue
             reports.append(_evaluate(ctx, agent, skill_id, queries, where))
     failed = [

@@ -14,6 +14,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+from s3skills.cli.channels import channels_naming
 from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
 from s3skills.cli.shared import edit_hint, human_size, is_placeholder, problem_line, resolve_skill
 from s3skills.cli.tables import Column, print_table
@@ -224,10 +225,24 @@ def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
         raise CliError(f"SKILL.md of '{skill_id}' changed while it was being edited; run the command again") from exc
     except SkillError as exc:
         raise CliError(str(exc)) from exc
+    naming, unreadable = channels_naming(ctx, skill_id)
     if ctx.json:
-        ctx.emit({"id": skill_id, "enabled": enabled, "changed": changed, "library": ctx.location(ctx.prefix)})
+        ctx.emit(
+            {
+                "id": skill_id,
+                "enabled": enabled,
+                "changed": changed,
+                "library": ctx.location(ctx.prefix),
+                "channels": naming,
+            }
+        )
     else:
         ctx.print(f"{skill_id} {word} in {ctx.target}" if changed else f"{skill_id} is already {word} in {ctx.target}")
+        if enabled:
+            _say_channels(ctx, naming, f"serve {skill_id} again at the version each names")
+        else:
+            _say_channels(ctx, naming, f"stop serving {skill_id} within the catalog TTL ('s3skills enable' undoes it)")
+    _say_unreadable(ctx, unreadable)
     if enabled:
         description = ctx.library.get(skill_id).metadata.description
         if is_placeholder(description):
@@ -245,7 +260,8 @@ def _set_enabled(ctx: Context, name: str, enabled: bool) -> int:
 def enable_command(ctx: Context, name: str) -> int:
     """Enable a skill (sets `enabled: true` in its SKILL.md).
 
-    NAME is a skill id or its folder name when that is unique.
+    NAME is a skill id or its folder name when that is unique. Agents serving a channel
+    that names it serve it again, at the channel's version.
     """
     return _set_enabled(ctx, name, True)
 
@@ -257,7 +273,9 @@ def enable_command(ctx: Context, name: str) -> int:
 def disable_command(ctx: Context, name: str) -> int:
     """Disable a skill (sets `enabled: false` in its SKILL.md).
 
-    NAME is a skill id or its folder name when that is unique.
+    NAME is a skill id or its folder name when that is unique. Agents serving a channel
+    stop serving it too, within the catalog TTL, whatever version the channel names: the
+    library's channels that name it are printed.
     """
     return _set_enabled(ctx, name, False)
 
@@ -271,7 +289,9 @@ def rm_command(ctx: Context, name: str, yes: bool) -> int:
     """Delete a skill: its whole folder, its SKILL.md first.
 
     NAME is a skill id or its folder name when that is unique. Without --yes, a
-    terminal is asked for confirmation; anything else is refused.
+    terminal is asked for confirmation; anything else is refused. Agents serving a
+    channel stop serving it too, within the catalog TTL: the library's channels that
+    name it are printed.
     """
     skill_id, objects = resolve_skill(ctx, name)
     objects, nested = _own_objects(ctx.prefix, skill_id, objects)
@@ -289,11 +309,26 @@ def rm_command(ctx: Context, name: str, yes: bool) -> int:
         deleted = ctx.library.remove(skill_id)
     except SkillError as exc:
         raise CliError(str(exc)) from exc
+    naming, unreadable = channels_naming(ctx, skill_id)
     if ctx.json:
-        ctx.emit({"deleted": skill_id, "files": deleted, "library": ctx.location(ctx.prefix)})
+        ctx.emit({"deleted": skill_id, "files": deleted, "library": ctx.location(ctx.prefix), "channels": naming})
     else:
         ctx.print(f"Deleted skill '{skill_id}' ({deleted} file(s)) from {ctx.target}.")
+        _say_channels(ctx, naming, f"stop serving {skill_id} within the catalog TTL (a push of it serves them again)")
+    _say_unreadable(ctx, unreadable)
     return 0
+
+
+def _say_channels(ctx: Context, naming: list[str], what: str) -> None:
+    """Which channels of the library named the skill, and what their agents do now."""
+    if naming:
+        where = ctx.location(ctx.prefix)
+        ctx.print(f"Channel(s) of the library {where} naming it: {summarise(naming)}; agents serving them {what}.")
+
+
+def _say_unreadable(ctx: Context, unreadable: list[str]) -> None:
+    if unreadable:
+        ctx.warn(f"warning: channel(s) that could not be read (damaged or refused): {summarise(unreadable)}")
 
 
 def _own_objects(prefix: str, skill_id: str, objects: list[ObjectInfo]) -> tuple[list[ObjectInfo], list[str]]:

@@ -4,6 +4,9 @@
 record id and, per file, its SHA-256, VersionId, ETag and size, with the source (bucket,
 library prefix, channel). `verify --lock FILE` compares the source now with the file and
 exits 1 naming every difference (a skill added or gone, a file added, gone or changed).
+Verify compares content by content: every file is read and its SHA-256 compared, and its
+VersionId too. An ETag is never taken as proof: a single-part upload's ETag is its MD5,
+and two different files with one MD5 are easy to make.
 `channel create NAME --from-lock FILE` makes a channel of it.
 """
 
@@ -83,7 +86,12 @@ def lock_command(ctx: Context, channel: str, output: str) -> int:
 
 
 def differences(locked: dict[str, Any], now: dict[str, ChannelSkill], hashes: dict[str, dict[str, str]]) -> list[str]:
-    """Every difference between a lock's skills and the skills now (each one line)."""
+    """Every difference between a lock's skills and the skills now (each one line).
+
+    `hashes` holds the SHA-256 of every file both name; a file is changed when its SHA-256
+    differs, and another version of the same bytes when only its VersionId does (a lock
+    with no VersionId, written on an unversioned bucket, is checked by SHA-256 alone).
+    """
     out: list[str] = []
     for sid in sorted(set(locked) | set(now)):
         if sid not in now:
@@ -98,8 +106,10 @@ def differences(locked: dict[str, Any], now: dict[str, ChannelSkill], hashes: di
                 out.append(f"{sid}/{path}: in the lock, missing")
             elif path not in want:
                 out.append(f"{sid}/{path}: not in the lock")
-            elif hashes.get(sid, {}).get(path, want[path]["sha256"]) != want[path]["sha256"]:
+            elif hashes[sid][path] != want[path]["sha256"]:
                 out.append(f"{sid}/{path}: changed (sha256 differs)")
+            elif want[path].get("version_id") not in (None, have[path].version_id):
+                out.append(f"{sid}/{path}: another version of the same bytes (VersionId differs)")
     return out
 
 
@@ -111,7 +121,7 @@ def differences(locked: dict[str, Any], now: dict[str, ChannelSkill], hashes: di
 def verify_command(ctx: Context, lock: str, channel: str | None) -> int:
     """Exit 0 when the source serves exactly the locked files, else 1 naming every difference.
 
-    A file whose ETag is the locked one is taken as unchanged; any other is read and hashed.
+    Every file is read (1 GET each) and compared by SHA-256 and VersionId, never by ETag.
     """
     doc = read_lock(lock)
     raw = doc.get("source")
@@ -123,20 +133,12 @@ def verify_command(ctx: Context, lock: str, channel: str | None) -> int:
     name = channel or str(source.get("channel") or LATEST)
     now = load_channel(ctx, name).skills
     locked: dict[str, Any] = doc["skills"]
-    suspect = {
-        sid: ChannelSkill(
-            s.version,
-            s.record,
-            {
-                p: f
-                for p, f in s.files.items()
-                if p in locked.get(sid, {}).get("files", {}) and f.etag != locked[sid]["files"][p]["etag"]
-            },
-            s.sizes,
-        )
+    both = {
+        sid: ChannelSkill(s.version, s.record, {p: f for p, f in s.files.items() if p in locked[sid]["files"]}, s.sizes)
         for sid, s in now.items()
+        if sid in locked
     }
-    found = differences(locked, now, ctx.run(_hashes(ctx, suspect)))
+    found = differences(locked, now, ctx.run(_hashes(ctx, both)))
     if ctx.json:
         ctx.emit({"lock": lock, "channel": name, "ok": not found, "differences": found})
     else:

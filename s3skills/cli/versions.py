@@ -9,7 +9,9 @@ other: the first push of an existing bucket can be compared with and rolled back
 
 from __future__ import annotations
 
+import asyncio
 import difflib
+import hashlib
 from datetime import datetime
 
 import click
@@ -36,8 +38,10 @@ __all__ = [
     "VERSIONING_COST",
     "diff_command",
     "history_command",
+    "pick_version",
     "pushed_versions",
     "rollback_command",
+    "same_bytes",
     "versioning_group",
 ]
 
@@ -59,6 +63,17 @@ def _owner(folder: str, keys: list[str]) -> frozenset[str]:
 
 def _versions(ctx: Context, name: str) -> tuple[str, str, list[ObjectVersion], list[SkillVersion]]:
     """`(skill_id, folder, object versions, skill versions newest first)` of a skill of the user's library."""
+    return _recorded(ctx, name)[:4]
+
+
+def _recorded(
+    ctx: Context, name: str
+) -> tuple[str, str, list[ObjectVersion], list[SkillVersion], list[dict[str, str | None]]]:
+    """As `_versions`, and every record history left out with the reason (each also warned).
+
+    A record the bucket refutes names its id (`record`); one that could not be read or
+    decoded names its object (`object`) when it has one.
+    """
     skill_id, _ = resolve_skill(ctx, name)
     folder = ctx.prefix + skill_id + "/"
     objects = ctx.run(ctx.store.alist_versions(folder))
@@ -70,12 +85,64 @@ def _versions(ctx: Context, name: str) -> tuple[str, str, list[ObjectVersion], l
     try:
         records_prefix = ctx.layout.records_prefix(ctx.prefix)
     except ValueError:  # no derived data in this layout: inferred history only
-        return skill_id, folder, objects, history(skill_id, folder, objects, owns)
+        return skill_id, folder, objects, history(skill_id, folder, objects, owns), []
     records, problems = ctx.run(aread_records(ctx.store, records_prefix, skill_id))
     versions, ignored = recorded_history(skill_id, folder, objects, owns, records)
-    for line in [*problems, *ignored]:
+    for line in [*problems, *map(str, ignored)]:
         ctx.warn(f"warning: {skill_id}: {line}")
-    return skill_id, folder, objects, versions
+    left_out: list[dict[str, str | None]] = [{"record": i.record, "object": None, "reason": i.reason} for i in ignored]
+    for line in problems:  # `NAME: reason` for one object, or a sentence about the listing
+        where, sep, reason = line.partition(": ")
+        left_out.append({"record": None, "object": where if sep else None, "reason": reason if sep else line})
+    return skill_id, folder, objects, versions, left_out
+
+
+def same_bytes(ctx: Context, first: SkillVersion, second: SkillVersion) -> bool:
+    """Whether two versions with one content id hold the same bytes.
+
+    A content id is made of the files' ETags, and a single-part upload's ETag is its MD5:
+    two different files can share one. Each file whose VersionIds differ is read in both
+    versions (1 GET each) and its SHA-256 compared.
+    """
+    if first.id != second.id:
+        return False
+    theirs = {f.path: f for f in second.files}
+    pairs = [(f, theirs[f.path]) for f in first.files if f.version_id != theirs[f.path].version_id]
+
+    async def digest(f: FileVersion) -> bytes:
+        return hashlib.sha256((await ctx.store.aget(f.key, version_id=f.version_id)).data).digest()
+
+    async def every() -> list[bytes]:
+        return await asyncio.gather(*(digest(f) for pair in pairs for f in pair))
+
+    digests = ctx.run(every()) if pairs else []
+    return all(a == b for a, b in zip(digests[::2], digests[1::2], strict=True))
+
+
+def pick_version(ctx: Context, skill_id: str, versions: list[SkillVersion], wanted: str) -> SkillVersion:
+    """`find_version`, refusing a content id that names versions with different bytes.
+
+    Several versions share a content id when the same bytes were written again (a rollback)
+    or when a file was replaced by one with the same MD5 (a collision): the newest would
+    then be the forged one. A record id names one version and is taken as it is.
+
+    Raises:
+        CliError: No such version, or the content id names versions that hold other bytes.
+    """
+    try:
+        chosen = find_version(versions, wanted)
+    except SkillError as exc:
+        raise CliError(f"{skill_id}: {exc}") from exc
+    if not chosen.id.startswith(wanted.strip().lower()):
+        return chosen  # named by its record id
+    for twin in versions:
+        if twin is not chosen and twin.id == chosen.id and not same_bytes(ctx, chosen, twin):
+            records = ", ".join(v.record or "(inferred)" for v in versions if v.id == chosen.id)
+            raise CliError(
+                f"{skill_id}: version {chosen.id} names versions whose files have the same ETags but other bytes "
+                f"(a file replaced by one with the same MD5?): give the record id of the one you mean ({records})"
+            )
+    return chosen
 
 
 def _when(value: datetime | None) -> str:
@@ -111,15 +178,18 @@ def history_command(ctx: Context, name: str) -> int:
     """List the versions of a skill, newest first, with their time, size and changes.
 
     NAME is a skill id or its folder name when that is unique. Needs the bucket's
-    versioning on to show more than the current version.
+    versioning on to show more than the current version. Records left out (forged,
+    damaged, refuted by the bucket) are warned on stderr and, with --json, listed in
+    `ignored` with the reason.
     """
-    skill_id, _, _, versions = _versions(ctx, name)
+    skill_id, _, _, versions, ignored = _recorded(ctx, name)
     note = _versioning_note(ctx)
     if ctx.json:
         ctx.emit(
             {
                 "id": skill_id,
                 "versioning": note is None,
+                "ignored": ignored,
                 "versions": [
                     {
                         "version": v.id,
@@ -170,13 +240,10 @@ def rollback_command(ctx: Context, name: str, to: str) -> int:
     version lacks are deleted (history keeps them). Later versions stay in the history.
     """
     skill_id, folder, objects, versions = _versions(ctx, name)
-    try:
-        target = find_version(versions, to)
-    except SkillError as exc:
-        raise CliError(f"{skill_id}: {exc}") from exc
+    target = pick_version(ctx, skill_id, versions, to)
     nested = _owner(folder, [v.key for v in objects])
     current = current_version(skill_id, folder, objects, lambda k: not any(k.startswith(n) for n in nested))
-    if current.id == target.id:
+    if same_bytes(ctx, current, target):
         if ctx.json:
             ctx.emit({"id": skill_id, "version": current.id, "previous": current.id, "changed": []})
         else:
@@ -228,12 +295,11 @@ def diff_command(ctx: Context, name: str, from_: str | None, to: str | None) -> 
     Exits 0 whether or not they differ.
     """
     skill_id, _, _, versions = _versions(ctx, name)
-    try:
-        new = find_version(versions, to) if to else versions[0]
-        rest = versions[versions.index(new) + 1 :]
-        old = find_version(versions, from_) if from_ else (rest[0] if rest else None)
-    except (SkillError, IndexError) as exc:
-        raise CliError(f"{skill_id}: {exc or 'no versions'}") from exc
+    if not versions:
+        raise CliError(f"{skill_id}: no versions")
+    new = pick_version(ctx, skill_id, versions, to) if to else versions[0]
+    rest = versions[versions.index(new) + 1 :]
+    old = pick_version(ctx, skill_id, versions, from_) if from_ else (rest[0] if rest else None)
     if old is None:
         raise CliError(f"{skill_id} has one version only ({new.id}): nothing to compare")
     paths = sorted({f.path for f in old.files} | {f.path for f in new.files})

@@ -17,6 +17,10 @@ start the worker (`tests/test_heavy_heads.py` checks the whole corpus). The work
 shared by the whole process and parses one batch at a time: a library of heavy heads waits
 behind its own work, and other tenants' light heads never queue there.
 
+The worker starts with an environment reduced to what an interpreter needs (`worker_env`):
+it parses text written by others and needs no credentials, so no `AWS_*` key, model API key
+or token of the parent reaches it.
+
 When the worker cannot start (it never answers), heavy heads are parsed in a worker thread,
 as light ones are, and that is logged once. A worker that dies after it has answered (a head
 that crashes it, a kill) costs only its batch, parsed in a thread: the next batch starts a new
@@ -35,7 +39,7 @@ import struct
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -43,7 +47,7 @@ from s3skills.skills.format.parse import frontmatter_prefix, node_bound
 from s3skills.skills.index.manifest import SkillEntry
 from s3skills.storage import ObjectInfo
 
-__all__ = ["HEAVY_FRONTMATTER_BYTES", "HEAVY_FRONTMATTER_VALUES", "aparse_isolated", "is_heavy"]
+__all__ = ["HEAVY_FRONTMATTER_BYTES", "HEAVY_FRONTMATTER_VALUES", "aparse_isolated", "is_heavy", "worker_env"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +62,36 @@ Item = tuple[str, ObjectInfo, Head]
 Parse = Callable[[str, list[Item]], list[SkillEntry]]
 
 _FRAME = struct.Struct(">Q")
+
+_WORKER_ENV = frozenset(
+    {
+        "PATH",
+        "PYTHONPATH",
+        "PYTHONHOME",
+        "PYTHONHASHSEED",
+        "PYTHONIOENCODING",
+        "PYTHONUTF8",
+        "PYTHONDONTWRITEBYTECODE",
+        "PYTHONNOUSERSITE",
+        "LANG",
+        "LC_ALL",
+        "LC_CTYPE",
+        "TZ",
+        "TMPDIR",
+        "TEMP",
+        "TMP",
+        "SYSTEMROOT",
+    }
+)
+"""What the worker keeps of the parent's environment: the interpreter's own settings, no secret."""
+
+
+def worker_env(parent: Mapping[str, str]) -> dict[str, str]:
+    """The worker's environment: `_WORKER_ENV` of `parent`, with this s3skills first on the path."""
+    env = {k: v for k, v in parent.items() if k in _WORKER_ENV}
+    root = str(Path(__file__).resolve().parents[3])  # where this s3skills is imported from
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+    return env
 
 
 def is_heavy(head: Head) -> bool:
@@ -141,11 +175,8 @@ class ParseWorker:
     def _started(self) -> subprocess.Popen[bytes]:
         if self._process is None or self._process.poll() is not None:
             self.close()  # a worker that exited between batches: its pipes go with it
-            env = dict(os.environ)
-            root = str(Path(__file__).resolve().parents[3])  # where this s3skills is imported from
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
-            self._process = subprocess.Popen(  # this interpreter, a fixed module
-                self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, close_fds=True
+            self._process = subprocess.Popen(  # this interpreter, a fixed module, no secret of ours
+                self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=worker_env(os.environ), close_fds=True
             )
         return self._process
 

@@ -13,7 +13,11 @@ What it serves of a library, from the library's index (the manifest: 1 GET) and 
 - one the channel names at another `SKILL.md`: an entry built from that version, read by its
   VersionId and checked to carry the ETag the channel names (1 GET, then kept by VersionId:
   a version never changes);
-- a skill the channel does not name: nothing.
+- a skill the channel does not name: nothing;
+- a skill the library now holds disabled (`enabled: false`) or no longer holds (removed): nothing,
+  whatever version the channel names (`killed`: the kill switch reaches every channel, within
+  the TTL of the library's index). `enable` brings it back at the channel's version. A current
+  `SKILL.md` that does not parse stops nothing: the channel's version is still served.
 
 Reads of a served skill use the channel's pin (`pin_of`) unless the thread pinned its own
 version when it loaded the skill (per-thread pins keep working inside a channel). Every pinned
@@ -44,12 +48,46 @@ from s3skills.skills.versions.pinned import pinned_key
 from s3skills.storage import NotModified, ObjectStore
 from s3skills.tenancy import SkillPin
 
-__all__ = ["ChannelServer", "ServedLibrary"]
+__all__ = ["ChannelServer", "ServedLibrary", "killed"]
 
 logger = logging.getLogger(__name__)
 
 _ENTRIES = 65_536
 """Entries of older `SKILL.md` versions kept (by key, VersionId and ETag)."""
+
+
+def killed(index: LibraryIndex, skill_id: str) -> bool:
+    """The library now holds the skill disabled, or no longer holds it: no channel serves it.
+
+    Removed means no `SKILL.md` of that id in a complete index (entries and the last LIST's
+    markers); an index cut at `Limits.max_skills_per_library` cannot tell, so it stops nothing.
+    A current `SKILL.md` that does not parse (`info` None) stops nothing either: a broken push
+    to the library never takes a skill out of production.
+    """
+    entry = index.entries.get(skill_id)
+    if entry is None:
+        return not index.truncated and skill_id + "/" not in index.markers
+    return entry.info is not None and not entry.info.metadata.enabled
+
+
+def _own_files(served: ChannelSkill, skill_id: str, folders: set[str]) -> ChannelSkill:
+    """The entry without the files that lie in a skill nested in its folder.
+
+    A channel is written by whoever can write the library: a forged entry may name a nested
+    skill's files as its parent's, which would list them under the parent (their contents
+    are refused anyway). `folders`: the library's skill folders (`LibraryIndex.skill_folders`).
+    """
+
+    def nested(path: str) -> bool:
+        parts = path.split("/")[:-1]
+        return any(f"{skill_id}/{'/'.join(parts[: n + 1])}/" in folders for n in range(len(parts)))
+
+    kept = {p: f for p, f in served.files.items() if not nested(p)}
+    if len(kept) == len(served.files):
+        return served
+    logger.warning("a channel lists files of a skill nested in %s: not served as its own", skill_id)
+    sizes = {p: size for p, size in served.sizes.items() if p in kept}
+    return ChannelSkill(served.version, served.record, kept, sizes)
 
 
 @dataclass(frozen=True)
@@ -172,10 +210,13 @@ class ChannelServer:
             return kept[1]
         entries: dict[str, SkillEntry] = {}
         pins: dict[str, SkillPin] = {}
-        for sid, served in channel.skills.items():
-            md = served.files.get(SKILL_FILE)
-            if md is None:
+        skills: dict[str, ChannelSkill] = {}
+        folders = index.skill_folders()
+        for sid, named in channel.skills.items():
+            md = named.files.get(SKILL_FILE)
+            if md is None or killed(index, sid):
                 continue
+            served = _own_files(named, sid, folders)
             indexed = index.entries.get(sid)
             entry = indexed if indexed is not None and indexed.etag == md.etag else None
             if entry is None:
@@ -184,8 +225,9 @@ class ChannelServer:
                 continue
             entries[sid] = entry
             pins[sid] = served.pin()
+            skills[sid] = served
         self._pins[prefix] = pins
-        self._skills[prefix] = dict(channel.skills)
+        self._skills[prefix] = skills
         out = ServedLibrary(entries, pins)
         self._served[prefix] = (key, out)
         self._holders[prefix] = (channel, index, tuple(index.entries.values()))

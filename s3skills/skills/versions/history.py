@@ -331,7 +331,8 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
 
     Files the target lacks are deleted first, each with a delete conditioned on its
     current ETag (`If-Match`: a delete marker, history keeps them). Each file that
-    differs is then copied from its old version (GET by VersionId) as a new version with
+    differs (another ETag, or another VersionId: one ETag can be two contents, since a
+    single-part upload's ETag is its MD5) is then copied from its old version (GET by VersionId) as a new version with
     a PUT conditioned on the current ETag (`IfMatch`, or `IfNoneMatch` when absent).
     So a push in between is reported rather than overwritten or deleted. `SKILL.md` goes
     last, as with a push. Later versions stay in the history.
@@ -350,7 +351,9 @@ async def restore(store: ObjectStore, target: SkillVersion, current: SkillVersio
             "(list them with ListObjectVersions)."
         )
     now = {f.path: f for f in current.files}
-    changed = [f for f in target.files if (c := now.get(f.path)) is None or c.etag != f.etag]
+    changed = [
+        f for f in target.files if (c := now.get(f.path)) is None or c.etag != f.etag or c.version_id != f.version_id
+    ]
     gone = [f for f in current.files if target.file(f.path) is None]
     done: list[str] = []
     bodies = {f.path: await read_version(store, f) for f in changed}  # all readable before any write

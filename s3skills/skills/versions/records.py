@@ -59,6 +59,7 @@ __all__ = [
     "MAX_RECORDS_READ",
     "RECORD_ID_RE",
     "RECORD_SCHEMA",
+    "IgnoredRecord",
     "RecordFile",
     "VersionRecord",
     "acaller",
@@ -425,6 +426,17 @@ def _before(version: SkillVersion, first: VersionRecord, folder: str, listed: Se
     return order.index(mine.version_id) > order.index(theirs.version_id)
 
 
+@dataclass(frozen=True)
+class IgnoredRecord:
+    """A record that decoded but that history does not use: the bucket refutes it (`check_record`)."""
+
+    record: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"record {self.record} ignored: {self.reason}"
+
+
 def recorded_history(
     skill_id: str,
     folder: str,
@@ -433,7 +445,7 @@ def recorded_history(
     records: Sequence[VersionRecord],
     *,
     gap: float = 10.0,
-) -> tuple[list[SkillVersion], list[str]]:
+) -> tuple[list[SkillVersion], list[IgnoredRecord]]:
     """The versions of a skill, newest first, from its records and (before them) inference.
 
     Args:
@@ -448,7 +460,7 @@ def recorded_history(
         The versions (`record` set for recorded ones, `inferred` for the others), and
         each record ignored with the reason.
     """
-    problems: list[str] = []
+    problems: list[IgnoredRecord] = []
     recorded: list[SkillVersion] = []
     first: VersionRecord | None = None
     for r in sorted(records, key=lambda r: r.id):
@@ -456,7 +468,7 @@ def recorded_history(
             continue
         checked = check_record(r, folder, listed, owns)
         if isinstance(checked, str):
-            problems.append(f"record {r.id} ignored: {checked}")
+            problems.append(IgnoredRecord(r.id, checked))
             continue
         first = first or r
         if recorded and _state(recorded[-1].files) == _state(checked):
