@@ -160,7 +160,13 @@ def test_cli_push_list_disable_pull_round_trip(cli: Cli, tmp_path: Path, s3: Any
     assert [s["id"] for s in cli.json("list")["skills"]] == ["docs/pdf", "escrituras/compraventa", "sql"]
 
     library = f"s3://{cli.globals[1]}/{PREFIX}"
-    assert cli.json("disable", "sql") == {"id": "sql", "enabled": False, "changed": True, "library": library, "channels": []}
+    assert cli.json("disable", "sql") == {
+        "id": "sql",
+        "enabled": False,
+        "changed": True,
+        "library": library,
+        "channels": [],
+    }
     assert [s["id"] for s in cli.json("list")["skills"]] == ["docs/pdf", "escrituras/compraventa"]
     assert "enabled: false" in s3.get_object(Bucket=cli.globals[1], Key=PREFIX + "sql/SKILL.md")["Body"].read().decode()
     assert cli("enable", "sql") == 0
