@@ -28,11 +28,11 @@ from s3skills.errors import SkillError
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillCatalog, SkillLibrary
 from s3skills.skills.index.derived import weigh
-from s3skills.skills.versions.records import load_bounded
-from s3skills.storage.documents import decode_cost
 from s3skills.skills.index.digests import BOOK_SCHEMA, DigestBooks, Record, book_key, decode_book, encode_book
 from s3skills.skills.index.manifest import MANIFEST_SCHEMA, decode_manifest
 from s3skills.skills.ranking.sketch import MAX_SKETCH_CHARS as SKETCH_MAX_CHARS
+from s3skills.skills.versions.records import load_bounded
+from s3skills.storage.documents import decode_cost
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, ScriptedChatModel, builders, tool_call
 
@@ -228,7 +228,8 @@ def test_the_decoder_refuses_costly_or_deep_json_before_building_it() -> None:
 def test_manifest_decoding_keeps_at_most_max_entries_and_never_raises_on_any_entry_shape() -> None:
     # An entry of a shape no entry has (not an object, a key that is not a string) makes the
     # manifest rebuilt whole; one of the right shape with a wrong value is dropped alone.
-    for shape in (None, 1, "x", [], {"key": 1}, {"owner": "bob"}):
+    shapes: list[Any] = [None, 1, "x", [], {"key": 1}, {"owner": "bob"}]
+    for shape in shapes:
         assert decode_manifest(header(json.dumps({"s": shape}).encode()), PREFIX, "user", max_entries=10) is None
     values: list[Any] = [{"key": PREFIX + "a/SKILL.md", "etag": "e", "size": -1}, {"key": "elsewhere", "size": 1}]
     data = header(json.dumps({f"s{i}": value for i, value in enumerate(values)}).encode())

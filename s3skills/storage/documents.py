@@ -40,6 +40,7 @@ __all__ = [
     "NULL",
     "NUM",
     "STR",
+    "WALK_ITEMS",
     "Closed",
     "DocumentKind",
     "Either",
@@ -171,7 +172,8 @@ def _pattern(shape: Shape) -> str | None:
     """A pattern every JSON text of `shape` matches (commas loosely: `json` checks them), or None.
 
     None when the shape holds a free-form value (`ANY`) or a large collection (read item by item).
-    Only the names a `Closed` lists, written plainly, are accepted as its keys.
+    Only the names a `Closed` lists, written plainly, are accepted as its keys; a value the
+    pattern does not match (a refusal, or a key written with escapes) is walked instead.
     """
     if isinstance(shape, _Leaf):
         return shape.pattern
@@ -232,11 +234,12 @@ class _Reader:
 
     def value(self, i: int, shape: Shape, where: str) -> tuple[Any, int]:
         plan = _plan(self.kind, shape)
-        if plan is not None:
+        if plan is not None:  # at C speed; a value it does not match is walked to say why
             m = plan.match(self.text, i)
-            if m is None:
-                raise ValueError(f"{where} is not {_what(shape)}")
-            return self.decoded(i, m.end(), where)
+            if m is not None:
+                return self.decoded(i, m.end(), where)
+            if isinstance(shape, _Leaf):
+                raise ValueError(f"{where} is not {shape.name}")
         if isinstance(shape, _Any):
             return self.decoded(i, None, where)
         if isinstance(shape, Either):
@@ -316,14 +319,6 @@ class _Reader:
             if sep != ",":
                 raise ValueError(f"{where} is not JSON")
             i = self.ws(i + 1)
-
-
-def _what(shape: Shape) -> str:
-    if isinstance(shape, _Leaf):
-        return shape.name
-    if isinstance(shape, ListOf):
-        return "an array of the values it may hold"
-    return "an object of the fields it may have"
 
 
 def decode_document(data: bytes, kind: DocumentKind) -> Any:
