@@ -341,3 +341,34 @@ async def test_one_tenant_rewriting_her_channel_holds_one_decode_slot_and_others
     assert decoder.peak_by_library["users/eve"] == 1
     assert decoder.peak_active <= decoder.workers
     assert eve_before_bob < rewrites - 1  # bob was not queued behind eve's documents
+
+
+@pytest.mark.parametrize("strings", [100_000, 3_000_000], ids=["damaged under the caps", "over the byte cap"])
+async def test_a_refused_channel_is_read_again_only_as_a_304_while_it_is_unchanged(
+    decoder: DocumentDecoder, strings: int
+) -> None:
+    store = MemoryObjectStore()
+    store.put_object("users/eve/skills/pdf/SKILL.md", skill_md("pdf", "PDF."))
+    head = json.dumps(channel_doc(), separators=(",", ":")).encode()[:-1]
+    store.put_object(EVE_CHANNEL, head + b',"x":[' + b'"abc",' * (strings - 1) + b'"abc"]}')
+    outcomes: list[str] = []
+    get = store.aget
+
+    async def counted(key: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            got = await get(key, *args, **kwargs)
+        except Exception as exc:
+            if key == EVE_CHANNEL:
+                outcomes.append(type(exc).__name__)
+            raise
+        if key == EVE_CHANNEL:
+            outcomes.append("body")
+        return got
+
+    store.aget = counted  # type: ignore[method-assign]
+    library = SkillLibrary(store, Config(channel="production"))
+    for _ in range(5):
+        await library.aindex(tenant=Tenant("eve", "t1"))
+    assert outcomes[0] == ("body" if strings < 1_000_000 else "FileTooLarge")
+    assert outcomes[1:] == ["NotModified"] * 4  # its bytes are not sent again, nor decoded
+    assert decoder.decodes == (1 if strings < 1_000_000 else 0)

@@ -144,11 +144,12 @@ class ChannelServer:
             key = channel_key(self.config.layout.channels_prefix(prefix), self.name)
         except ValueError:
             return None
+        body = None
         try:
+            # Conditional on the version held, a refused one too: a channel refused once (too
+            # large, damaged) costs a 304 at each later read, not its bytes again.
             body = await self.store.aget(
-                key,
-                max_bytes=MAX_CHANNEL_BYTES,
-                if_none_match=held.etag if held is not None and held.channel is not None else None,
+                key, max_bytes=MAX_CHANNEL_BYTES, if_none_match=held.etag if held is not None else None
             )
             # Input: decoded in the bounded pool, once per ETag in the process, never on the I/O loop.
             channel = await adecode_channel(body.data, key=key, etag=body.etag, name=self.name)
@@ -159,7 +160,8 @@ class ChannelServer:
         except (NotFound, SkillError, FileTooLarge) as exc:
             if (held is None or held.channel is not None) and (source != "user" or not isinstance(exc, NotFound)):
                 logger.warning("channel %s of a %s library is not served: %s", self.name, source, exc)
-            self._held[prefix] = _Held(None, None, now)
+            refused = body.etag if body is not None else await self._etag_of(key, exc)
+            self._held[prefix] = _Held(None, refused, now)
             return None
         except S3SkillsError as exc:  # the store failed: keep serving what was read (never the latest push)
             logger.warning("could not read channel %s of a %s library: %s", self.name, source, type(exc).__name__)
@@ -171,6 +173,15 @@ class ChannelServer:
             return None
         self._held[prefix] = _Held(channel, channel.etag, now)
         return channel
+
+    async def _etag_of(self, key: str, exc: Exception) -> str | None:
+        """The ETag of a channel refused for its size (1 HEAD), so that later reads are conditional."""
+        if not isinstance(exc, FileTooLarge):
+            return None
+        try:
+            return (await self.store.ahead(key)).etag
+        except S3SkillsError:
+            return None
 
     async def aserve(self, source: str, prefix: str, index: LibraryIndex) -> ServedLibrary | None:
         """What the channel serves of the library at `prefix` (None: the library as it is).
