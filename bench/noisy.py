@@ -16,10 +16,11 @@ eve, runs one scenario at a time, in the same process, for as long as the victim
 - `word`: mia calls `list_skills` with one 3.5 MB word, four at a time;
 - `prompt`: mia's agent builds its prompt (the skills index ranked for the conversation) for a
   1.2 MB user message, two at a time;
-- `http-quiet`, `channel-flood`, `channel-rewrite` (`bench/noisy_http.py`): a real MCP server
-  process over HTTP (`--shared org --channel production`) on moto, eve's channel file the 39 MB
-  one of issue 34 (or one under every cap rewritten before each call), six eve calls at a time;
-  bob's `list_skills` every `--http-interval` seconds and the server's RSS growth are reported.
+- `http-quiet`, `http-busy`, `channel-flood`, `channel-rewrite` (`bench/noisy_http.py`): a real
+  MCP server process over HTTP (`--shared org --channel production`) on moto, eve's channel file
+  ordinary (`http-busy`), the 39 MB one of issue 34, or one under every cap rewritten before
+  each call, six eve calls at a time; bob's `list_skills` every `--http-interval` seconds and
+  the server's RSS growth are reported.
 
 Reported per scenario: the victims' p50, p99 and maximum latency (ms), the ratio of p99 to the
 quiet run's, and how many hostile calls eve completed. Every sample goes to a JSON results file

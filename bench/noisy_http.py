@@ -10,6 +10,8 @@ and two tenants with bearer tokens. bob's library and the shared `org` (with a `
 channel) are ordinary; eve owns `users/eve/.s3skills/channels/production.json`:
 
 - `http-quiet`: eve's channel is ordinary and eve makes no calls (the reference);
+- `http-busy`: eve's channel is ordinary and she makes `list_skills` calls six at a time for the
+  whole window (what her calls cost bob whatever her channel holds);
 - `channel-flood`: eve's channel is the finding's: valid, plus an extra field of 6.5 million
   three-letter strings (39 MB); eve makes `list_skills` calls six at a time for the whole window;
 - `channel-rewrite`: eve's channel carries the bulk under every cap (1.1 million strings, 6.6 MB)
@@ -47,7 +49,7 @@ from s3skills.skills.versions.channels import Channel, acurrent_skills
 from s3skills.storage import S3ObjectStore
 from s3skills.testing import make_bucket, make_client, skill_md
 
-HTTP_SCENARIOS = ("http-quiet", "channel-flood", "channel-rewrite")
+HTTP_SCENARIOS = ("http-quiet", "http-busy", "channel-flood", "channel-rewrite")
 RSS_TARGET_MB = 150.0
 P99_TARGET_MS = 150.0
 BUCKET = "noisy-http"
@@ -235,7 +237,7 @@ async def run_http_scenario(scenario: str, calls: int, interval: float = 0.05) -
         key = layout.channels_prefix(org_prefix) + f"{CHANNEL}.json"
         client.put_object(Bucket=BUCKET, Key=key, Body=Channel(CHANNEL, org).to_bytes())
         run_sync(store.aclose())
-        strings = {"http-quiet": 0, "channel-flood": 6_500_000, "channel-rewrite": 1_100_000}[scenario]
+        strings = {"channel-flood": 6_500_000, "channel-rewrite": 1_100_000}.get(scenario, 0)
         client.put_object(Bucket=BUCKET, Key=EVE_CHANNEL, Body=channel_bytes(CHANNEL, strings))
         with tempfile.TemporaryDirectory() as tmp, _server(endpoint, Path(tmp)) as (url, proc):
             await _bob(url, 3, 0.0)  # warm: bob's index, the shared library and its channel

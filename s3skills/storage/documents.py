@@ -265,6 +265,16 @@ class _Reader:
             raise ValueError(f"{where} is not JSON")
         return got, stop
 
+    def after_item(self, i: int, close: str, where: str) -> tuple[int, bool]:
+        """Past the `,` after an item (False), or past the `close` that ends its collection (True)."""
+        i = self.ws(i)
+        sep = self.text[i : i + 1]
+        if sep == close:
+            return i + 1, True
+        if sep != ",":
+            raise ValueError(f"{where} is not JSON")
+        return self.ws(i + 1), False
+
     def array(self, i: int, shape: ListOf, where: str) -> tuple[list[Any], int]:
         text = self.text
         out: list[Any] = []
@@ -278,13 +288,9 @@ class _Reader:
                 raise ValueError(f"{where} holds more than {shape.max_items} items")
             item, i = self.value(i, shape.items, f"{where}[{len(out)}]")
             out.append(item)
-            i = self.ws(i)
-            sep = text[i : i + 1]
-            if sep == "]":
-                return out, i + 1
-            if sep != ",":
-                raise ValueError(f"{where} is not JSON")
-            i = self.ws(i + 1)
+            i, ended = self.after_item(i, "]", where)
+            if ended:
+                return out, i
 
     def object(self, i: int, shape: Closed | MapOf, where: str) -> tuple[dict[str, Any], int]:
         text = self.text
@@ -312,13 +318,9 @@ class _Reader:
             if text[i : i + 1] != ":":
                 raise ValueError(f"{where} is not JSON")
             out[key], i = self.value(self.ws(i + 1), sub, f"{where}.{key[:40]}")
-            i = self.ws(i)
-            sep = text[i : i + 1]
-            if sep == "}":
-                return out, i + 1
-            if sep != ",":
-                raise ValueError(f"{where} is not JSON")
-            i = self.ws(i + 1)
+            i, ended = self.after_item(i, "}", where)
+            if ended:
+                return out, i
 
 
 def decode_document(data: bytes, kind: DocumentKind) -> Any:
