@@ -223,6 +223,8 @@ def _http_summary(result: dict[str, Any], quiet: dict[str, Any] | None) -> dict[
         "rss_baseline_mb": result["rss_baseline_mb"],
         "rss_peak_mb": result["rss_peak_mb"],
         "rss_growth_mb": round(result["rss_peak_mb"] - result["rss_baseline_mb"], 1),
+        "server_cpu_s": result["server_cpu_s"],
+        "s3_cpu_s": result["s3_cpu_s"],
         "list_skills_ms": {
             "p50": round(statistics.median(samples), 2),
             "p99": round(_p(samples, 0.99), 2),
@@ -248,12 +250,13 @@ def _print_in_process(summaries: list[dict[str, Any]]) -> list[str]:
 
 
 def _print_http(summaries: list[dict[str, Any]]) -> list[str]:
-    print(f"{'scenario':<16} {'bob p50':>8} {'p99 ms':>8} {'max ms':>8} {'RSS MB':>7} {'growth':>7} {'hostile':>8}")
+    head = f"{'scenario':<16} {'bob p50':>8} {'p99 ms':>8} {'max ms':>8} {'RSS MB':>7} {'growth':>7}"
+    print(f"{head} {'CPU s':>6} {'S3 CPU':>6} {'hostile':>8}")
     over = []
     for s in summaries:
         v = s["list_skills_ms"]
         row = f"{s['scenario']:<16} {v['p50']:>8} {v['p99']:>8} {v['max']:>8} {s['rss_baseline_mb']:>7}"
-        print(f"{row} {s['rss_growth_mb']:>7} {s['hostile_calls']:>8}")
+        print(f"{row} {s['rss_growth_mb']:>7} {s['server_cpu_s']:>6} {s['s3_cpu_s']:>6} {s['hostile_calls']:>8}")
         if v["p99"] > P99_TARGET_MS:
             over.append(f"{s['scenario']}/list_skills")
         if s["rss_growth_mb"] > RSS_TARGET_MB:

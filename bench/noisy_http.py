@@ -19,8 +19,10 @@ channel) are ordinary; eve owns `users/eve/.s3skills/channels/production.json`:
   meets a new ETag.
 
 bob calls `list_skills` every `interval` seconds; the server's resident memory (VmRSS) is
-sampled every 20 ms. Reported: bob's p50, p99 and maximum (ms), the server's RSS before the
-attack and its peak during it (MB), and eve's completed calls. Used by `bench/noisy.py`.
+sampled every 20 ms. eve runs in a process of her own (`python bench/noisy_http.py --eve ...`),
+so her uploads and her client's CPU are not the measuring process's. Reported: bob's p50, p99
+and maximum (ms), the server's RSS before the attack and its peak during it (MB), the CPU
+seconds the server and moto used meanwhile, and eve's completed calls. Used by `bench/noisy.py`.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +79,12 @@ def _library(client: Any) -> None:
     client.put_object(Bucket=BUCKET, Key="users/eve/skills/notes/SKILL.md", Body=skill_md("notes", "Eve's notes."))
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) a process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -111,13 +119,7 @@ def _server(endpoint: str, tmp: Path) -> Iterator[tuple[str, subprocess.Popen[by
     tokens = tmp / "tokens.json"
     tokens.write_text(json.dumps({"bob-token": "bob", "eve-token": "eve"}))
     tokens.chmod(0o600)
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
+    env = _env()
     args = ["--bucket", BUCKET, "--endpoint-url", endpoint, "--shared", "org", "--channel", CHANNEL]
     args += ["--transport", "http", "--port", "0", "--tokens", str(tokens)]
     proc = subprocess.Popen([sys.executable, "-m", "s3skills.serve.mcp", *args], env=env, stderr=subprocess.PIPE)
@@ -152,10 +154,14 @@ async def _session(url: str, token: str) -> AsyncIterator[ClientSession]:
         yield session
 
 
-async def _eve(scenario: str, url: str, client: Any, stop: asyncio.Event) -> int:
-    if scenario == "http-quiet":
-        await stop.wait()
-        return 0
+async def _eve(scenario: str, url: str, endpoint: str) -> int:
+    """eve's six calls at a time until this process's stdin closes (run in a process of her own,
+    so that her uploads and her client's CPU are not the measuring process's); prints `ready`
+    once her sessions are open."""
+    client = make_client(endpoint)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    threading.Thread(target=lambda: (sys.stdin.read(), loop.call_soon_threadsafe(stop.set)), daemon=True).start()
     done = 0
     lock = asyncio.Lock()
 
@@ -173,8 +179,44 @@ async def _eve(scenario: str, url: str, client: Any, stop: asyncio.Event) -> int
 
     async with contextlib.AsyncExitStack() as stack:
         sessions = [await stack.enter_async_context(_session(url, "eve-token")) for _ in range(6)]
+        print("ready", flush=True)
         await asyncio.gather(*(one(s, n) for n, s in enumerate(sessions)))
     return done
+
+
+@contextlib.contextmanager
+def _attacker(scenario: str, url: str, endpoint: str) -> Iterator[Callable[[], int]]:
+    """eve's process, started and ready; yields a function that stops her and returns her calls."""
+    args = [sys.executable, str(Path(__file__).resolve()), "--eve", scenario, url, endpoint]
+    proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=_env())
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != b"ready":
+        proc.kill()
+        raise RuntimeError("eve's process did not start")
+
+    def stop() -> int:
+        assert proc.stdin is not None
+        assert proc.stdout is not None
+        proc.stdin.close()
+        return int(proc.stdout.read().strip() or 0)
+
+    try:
+        yield stop
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def _env() -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
 
 
 async def _bob(url: str, calls: int, interval: float) -> list[float]:
@@ -198,8 +240,8 @@ _MOTO = (
 
 
 @contextlib.contextmanager
-def _moto() -> Iterator[str]:
-    """A moto server in a process of its own (its CPU is not the measuring client's); yields its URL."""
+def _moto() -> Iterator[tuple[str, int]]:
+    """A moto server in a process of its own (its CPU is not the measuring client's); yields its URL and pid."""
     proc = subprocess.Popen(
         [sys.executable, "-c", _MOTO],
         stdin=subprocess.PIPE,
@@ -209,7 +251,7 @@ def _moto() -> Iterator[str]:
     assert proc.stdout is not None
     assert proc.stdin is not None
     try:
-        yield proc.stdout.readline().decode().strip()
+        yield proc.stdout.readline().decode().strip(), proc.pid
     finally:
         proc.stdin.close()
         try:
@@ -221,7 +263,7 @@ def _moto() -> Iterator[str]:
 
 async def run_http_scenario(scenario: str, calls: int, interval: float = 0.05) -> dict[str, Any]:
     """One scenario on a fresh moto server and MCP server process; bob's samples and the server's RSS."""
-    with _moto() as endpoint:
+    with _moto() as (endpoint, moto_pid):
         make_bucket(endpoint, BUCKET)
         client = make_client(endpoint)
         _library(client)
@@ -241,19 +283,25 @@ async def run_http_scenario(scenario: str, calls: int, interval: float = 0.05) -
         client.put_object(Bucket=BUCKET, Key=EVE_CHANNEL, Body=channel_bytes(CHANNEL, strings))
         with tempfile.TemporaryDirectory() as tmp, _server(endpoint, Path(tmp)) as (url, proc):
             await _bob(url, 3, 0.0)  # warm: bob's index, the shared library and its channel
-            baseline = _rss_mb(proc.pid)
-            stop = asyncio.Event()
-            with _Sampler(proc.pid) as sampler:
-                attack = asyncio.ensure_future(_eve(scenario, url, client, stop))
+            baseline, cpu, s3_cpu = _rss_mb(proc.pid), _cpu_s(proc.pid), _cpu_s(moto_pid)
+            with contextlib.ExitStack() as stack:
+                stop = stack.enter_context(_attacker(scenario, url, endpoint)) if scenario != "http-quiet" else None
+                sampler = stack.enter_context(_Sampler(proc.pid))
                 await asyncio.sleep(0.5)  # the attack runs before bob measures
                 listing = await _bob(url, calls, interval)
-                stop.set()
-                hostile = await attack
-            peak = max(sampler.peak, _rss_mb(proc.pid))
+                hostile = stop() if stop is not None else 0
+            peak, cpu = max(sampler.peak, _rss_mb(proc.pid)), _cpu_s(proc.pid) - cpu
+            s3_cpu = _cpu_s(moto_pid) - s3_cpu
     return {
         "scenario": scenario,
         "list_skills_ms": listing,
         "rss_baseline_mb": round(baseline, 1),
         "rss_peak_mb": round(peak, 1),
         "hostile_calls": hostile,
+        "server_cpu_s": round(cpu, 2),
+        "s3_cpu_s": round(s3_cpu, 2),
     }
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--eve"]:
+    print(asyncio.run(_eve(*sys.argv[2:5])), flush=True)
