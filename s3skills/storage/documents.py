@@ -50,6 +50,7 @@ __all__ = [
     "count_nodes",
     "decode_cost",
     "decode_document",
+    "load_bounded",
 ]
 
 NODE_COST = 80
@@ -363,3 +364,23 @@ def _depth_over(doc: Any, limit: int) -> bool:
                 return True
             stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
     return False
+
+
+def load_bounded(data: bytes, max_bytes: int, max_depth: int = 6) -> Any:
+    """Any JSON document of at most `max_bytes` and `max_depth` levels, else None (never raises).
+
+    For documents without a `DocumentKind` of their own (a lockfile): the same decoder
+    (`decode_document`), with at most one value per 4 bytes.
+    """
+    kind = _ANY_KINDS.get((max_bytes, max_depth))
+    if kind is None:
+        kind = _ANY_KINDS[(max_bytes, max_depth)] = DocumentKind(
+            "document", ANY, max_bytes=max_bytes, max_nodes=max_bytes // 4 + 1, max_depth=max_depth
+        )
+    try:
+        return decode_document(data, kind)
+    except ValueError:
+        return None
+
+
+_ANY_KINDS: dict[tuple[int, int], DocumentKind] = {}

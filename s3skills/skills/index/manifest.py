@@ -45,20 +45,8 @@ from s3skills.skills.format.model import MAX_FRONTMATTER_BYTES, SkillInfo, Skill
 from s3skills.skills.index.derived import weigh
 from s3skills.skills.ranking.sketch import MAX_SKETCH_CHARS
 from s3skills.storage import NotModified, ObjectStore
+from s3skills.storage import documents as shapes
 from s3skills.storage.decoder import default_decoder
-from s3skills.storage.documents import (
-    ANY,
-    INT,
-    NULL,
-    NUM,
-    STR,
-    Closed,
-    DocumentKind,
-    Either,
-    ListOf,
-    MapOf,
-    decode_document,
-)
 
 __all__ = [
     "ENTRY_FIELDS",
@@ -91,10 +79,6 @@ MAX_ENTRY_WEIGHT = 96 * MAX_FRONTMATTER_BYTES
 MAX_ENTRY_DEPTH = 72
 """Deepest entry (a frontmatter nests at most 64 levels, below 3 of the entry's own)."""
 
-ENTRY_FIELDS = frozenset({"key", "etag", "size", "metadata", "warnings", "problem", "sketch"})
-"""The fields an entry may have; an entry with any other is rebuilt."""
-
-_DOC_FIELDS = frozenset({"schema", "prefix", "built_at", "verified_at", "skills", "ends", "writing"})
 MAX_MARKS = 32
 """Writers a manifest may record as writing at once (a manifest with more is rebuilt)."""
 _MARK_ID_CHARS = 64
@@ -102,28 +86,30 @@ _MAX_ETAG_CHARS = 1024
 _MAX_TEXT_CHARS = 4096  # a problem, or one warning
 _MAX_WARNINGS = 256
 
-_ENTRY_SHAPE = Closed(
+_ENTRY_SHAPE = shapes.Closed(
     {
-        "key": STR,
-        "etag": STR,
-        "size": INT,
-        "metadata": ANY,
-        "warnings": ListOf(STR, _MAX_WARNINGS),
-        "problem": STR,
-        "sketch": STR,
+        "key": shapes.STR,
+        "etag": shapes.STR,
+        "size": shapes.INT,
+        "metadata": shapes.ANY,
+        "warnings": shapes.ListOf(shapes.STR, _MAX_WARNINGS),
+        "problem": shapes.STR,
+        "sketch": shapes.STR,
     }
 )
-MANIFEST_DOCUMENT = DocumentKind(
+ENTRY_FIELDS = frozenset(_ENTRY_SHAPE.fields)
+"""The fields an entry may have; a manifest with an entry of any other is rebuilt."""
+MANIFEST_DOCUMENT = shapes.DocumentKind(
     "manifest",
-    Closed(
+    shapes.Closed(
         {
-            "schema": STR,
-            "prefix": STR,
-            "built_at": NUM,
-            "verified_at": Either((NUM, NULL)),
-            "skills": MapOf(_ENTRY_SHAPE, 1 << 20),
-            "ends": ListOf(STR, 1 << 20),
-            "writing": MapOf(NUM, MAX_MARKS),
+            "schema": shapes.STR,
+            "prefix": shapes.STR,
+            "built_at": shapes.NUM,
+            "verified_at": shapes.Either((shapes.NUM, shapes.NULL)),
+            "skills": shapes.MapOf(_ENTRY_SHAPE, 1 << 20),
+            "ends": shapes.ListOf(shapes.STR, 1 << 20),
+            "writing": shapes.MapOf(shapes.NUM, MAX_MARKS),
         }
     ),
     max_bytes=MAX_MANIFEST_BYTES,
@@ -239,7 +225,7 @@ def decode_manifest(data: bytes, prefix: str, source: str, *, max_entries: int) 
     `aread_manifest` runs it in the decoder's pool.
     """
     try:
-        doc = decode_document(data, MANIFEST_DOCUMENT)
+        doc = shapes.decode_document(data, MANIFEST_DOCUMENT)
     except ValueError:
         return None
     return _manifest_of(doc, prefix, source, max_entries=max_entries)
@@ -247,12 +233,7 @@ def decode_manifest(data: bytes, prefix: str, source: str, *, max_entries: int) 
 
 def _manifest_of(doc: Any, prefix: str, source: str, *, max_entries: int) -> Manifest | None:
     """The manifest a decoded document holds, checked as `decode_manifest` says; None: rebuild it."""
-    if (
-        not isinstance(doc, dict)
-        or not set(doc) <= _DOC_FIELDS
-        or doc.get("schema") != MANIFEST_SCHEMA
-        or doc.get("prefix") != prefix
-    ):
+    if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA or doc.get("prefix") != prefix:
         return None
     skills = doc.get("skills")
     built_at, verified_at = doc.get("built_at"), doc.get("verified_at")

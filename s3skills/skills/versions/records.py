@@ -56,7 +56,17 @@ from s3skills.skills.versions.history import (
 from s3skills.skills.versions.pinned import pinned_key
 from s3skills.storage import ObjectStore, ObjectVersion
 from s3skills.storage.decoder import default_decoder
-from s3skills.storage.documents import ANY, INT, NULL, STR, Closed, DocumentKind, Either, ListOf, decode_document
+from s3skills.storage.documents import (
+    INT,
+    NULL,
+    STR,
+    Closed,
+    DocumentKind,
+    Either,
+    ListOf,
+    decode_document,
+    load_bounded,
+)
 
 __all__ = [
     "MAX_RECORDS_READ",
@@ -92,13 +102,7 @@ RECORD_DOCUMENT = DocumentKind(
     "version record",
     Closed(
         {
-            "schema": STR,
-            "id": STR,
-            "skill": STR,
-            "content": STR,
-            "time": STR,
-            "actor": STR,
-            "command": STR,
+            **dict.fromkeys(("schema", "id", "skill", "content", "time", "actor", "command"), STR),
             "files": ListOf(
                 Closed({"path": STR, "version_id": Either((STR, NULL)), "etag": STR, "size": INT}), MAX_RECORD_FILES
             ),
@@ -244,26 +248,6 @@ class VersionRecord:
         assert isinstance(command, str)
         assert isinstance(content, str)
         return cls(record_id, skill_id, content, tuple(out), _time_of(record_id), actor, command)
-
-
-def load_bounded(data: bytes, max_bytes: int, max_depth: int = 6) -> Any:
-    """Any JSON document of at most `max_bytes` and `max_depth` levels, else None (never raises).
-
-    For documents without a `DocumentKind` of their own (a lockfile): the same decoder
-    (`s3skills.storage.documents.decode_document`), with at most one value per 4 bytes.
-    """
-    kind = _ANY_KINDS.get((max_bytes, max_depth))
-    if kind is None:
-        kind = _ANY_KINDS[(max_bytes, max_depth)] = DocumentKind(
-            "document", ANY, max_bytes=max_bytes, max_nodes=max_bytes // 4 + 1, max_depth=max_depth
-        )
-    try:
-        return decode_document(data, kind)
-    except ValueError:
-        return None
-
-
-_ANY_KINDS: dict[tuple[int, int], DocumentKind] = {}
 
 
 async def adecode_record(
