@@ -15,7 +15,12 @@ eve, runs one scenario at a time, in the same process, for as long as the victim
 - `query`: mia (an ordinary library) calls `list_skills` with 2.4 MB of distinct words, four at a time;
 - `word`: mia calls `list_skills` with one 3.5 MB word, four at a time;
 - `prompt`: mia's agent builds its prompt (the skills index ranked for the conversation) for a
-  1.2 MB user message, two at a time.
+  1.2 MB user message, two at a time;
+- `http-quiet`, `http-busy`, `channel-flood`, `channel-rewrite` (`bench/noisy_http.py`): a real
+  MCP server process over HTTP (`--shared org --channel production`) on moto, eve's channel file
+  ordinary (`http-busy`), the 39 MB one of issue 34, or one under every cap rewritten before
+  each call, six eve calls at a time; bob's `list_skills` every `--http-interval` seconds and
+  the server's RSS growth are reported.
 
 Reported per scenario: the victims' p50, p99 and maximum latency (ms), the ratio of p99 to the
 quiet run's, and how many hostile calls eve completed. Every sample goes to a JSON results file
@@ -24,6 +29,7 @@ what one tenant's CPU does to the others' calls, not S3's round trips.
 
     python bench/noisy.py                      # every scenario, 300 calls per victim
     python bench/noisy.py --scenario query --calls 100
+    python bench/noisy.py --scenario channel-flood --calls 200
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import platform
 import random
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -53,7 +60,13 @@ from s3skills.skills import SkillLibrary
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, skill_md
 
-SCENARIOS = ("quiet", "frontmatters", "frontmatters-cold", "query", "word", "prompt")
+try:
+    from noisy_http import HTTP_SCENARIOS, RSS_TARGET_MB, run_http_scenario
+except ImportError:  # imported as bench.noisy
+    from bench.noisy_http import HTTP_SCENARIOS, RSS_TARGET_MB, run_http_scenario
+
+IN_PROCESS = ("quiet", "frontmatters", "frontmatters-cold", "query", "word", "prompt")
+SCENARIOS = (*IN_PROCESS, *HTTP_SCENARIOS)
 ROOT = Path(__file__).resolve().parent
 P99_TARGET_MS = 150.0
 
@@ -202,36 +215,89 @@ def _machine() -> dict[str, Any]:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--scenario", choices=SCENARIOS, action="append", help="repeatable; default: all")
-    parser.add_argument("--calls", type=int, default=300, help="calls per victim per scenario")
-    parser.add_argument("--interval", type=float, default=0.01, help="seconds from a victim call's start to its next")
-    parser.add_argument("--out", type=Path, help="results file (default: bench/results/noisy-<time>.json)")
-    args = parser.parse_args(argv)
-    scenarios = args.scenario or list(SCENARIOS)
-    if "quiet" not in scenarios:
-        scenarios.insert(0, "quiet")
-    results = [asyncio.run(run_scenario(s, args.calls, args.interval)) for s in scenarios]
-    quiet = results[0]
-    summaries = [_summary(r, quiet) for r in results]
+def _http_summary(result: dict[str, Any], quiet: dict[str, Any] | None) -> dict[str, Any]:
+    samples = result["list_skills_ms"]
+    return {
+        "scenario": result["scenario"],
+        "hostile_calls": result["hostile_calls"],
+        "rss_baseline_mb": result["rss_baseline_mb"],
+        "rss_peak_mb": result["rss_peak_mb"],
+        "rss_growth_mb": round(result["rss_peak_mb"] - result["rss_baseline_mb"], 1),
+        "server_cpu_s": result["server_cpu_s"],
+        "s3_cpu_s": result["s3_cpu_s"],
+        "list_skills_ms": {
+            "p50": round(statistics.median(samples), 2),
+            "p99": round(_p(samples, 0.99), 2),
+            "max": round(max(samples), 2),
+            "p99_vs_quiet": round(_p(samples, 0.99) / _p(quiet["list_skills_ms"], 0.99), 2) if quiet else 1.0,
+        },
+    }
+
+
+def _print_in_process(summaries: list[dict[str, Any]]) -> list[str]:
     print(f"{'scenario':<13} {'victim':<12} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} {'p99/quiet':>9} {'hostile':>8}")
     for s in summaries:
         for victim in ("ls_ms", "list_skills_ms"):
             v = s[victim]
             row = f"{s['scenario']:<13} {victim[:-3]:<12} {v['p50']:>8} {v['p99']:>8} {v['max']:>8}"
             print(f"{row} {v['p99_vs_quiet']:>9} {s['hostile_calls']:>8}")
-    over = [
+    return [
         f"{s['scenario']}/{v[:-3]}"
         for s in summaries
         for v in ("ls_ms", "list_skills_ms")
         if s[v]["p99"] > P99_TARGET_MS
     ]
-    print(f"victims' p99 over {P99_TARGET_MS:.0f} ms: {', '.join(over) if over else 'none'}")
+
+
+def _print_http(summaries: list[dict[str, Any]]) -> list[str]:
+    head = f"{'scenario':<16} {'bob p50':>8} {'p99 ms':>8} {'max ms':>8} {'RSS MB':>7} {'growth':>7}"
+    print(f"{head} {'CPU s':>6} {'S3 CPU':>6} {'hostile':>8}")
+    over = []
+    for s in summaries:
+        v = s["list_skills_ms"]
+        row = f"{s['scenario']:<16} {v['p50']:>8} {v['p99']:>8} {v['max']:>8} {s['rss_baseline_mb']:>7}"
+        print(f"{row} {s['rss_growth_mb']:>7} {s['server_cpu_s']:>6} {s['s3_cpu_s']:>6} {s['hostile_calls']:>8}")
+        if v["p99"] > P99_TARGET_MS:
+            over.append(f"{s['scenario']}/list_skills")
+        if s["rss_growth_mb"] > RSS_TARGET_MB:
+            over.append(f"{s['scenario']}/rss")
+    return over
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--scenario", choices=SCENARIOS, action="append", help="repeatable; default: all")
+    parser.add_argument("--calls", type=int, default=300, help="calls per victim per scenario")
+    parser.add_argument("--interval", type=float, default=0.01, help="seconds from a victim call's start to its next")
+    parser.add_argument("--http-interval", type=float, default=0.05, help="the same for bob in the HTTP scenarios")
+    parser.add_argument("--out", type=Path, help="results file (default: bench/results/noisy-<time>.json)")
+    args = parser.parse_args(argv)
+    chosen = args.scenario or list(SCENARIOS)
+    local = [s for s in chosen if s in IN_PROCESS]
+    http = [s for s in chosen if s in HTTP_SCENARIOS]
+    if local and "quiet" not in local:
+        local.insert(0, "quiet")
+    if http and "http-quiet" not in http:
+        http.insert(0, "http-quiet")
+    results = [asyncio.run(run_scenario(s, args.calls, args.interval)) for s in local]
+    http_results = [asyncio.run(run_http_scenario(s, args.calls, args.http_interval)) for s in http]
+    summaries = [_summary(r, results[0]) for r in results]
+    http_summaries = [_http_summary(r, http_results[0]) for r in http_results]
+    over = _print_in_process(summaries) if summaries else []
+    over += _print_http(http_summaries) if http_summaries else []
+    targets = f"victims' p99 over {P99_TARGET_MS:.0f} ms or RSS growth over {RSS_TARGET_MB:.0f} MB"
+    print(f"{targets}: {', '.join(over) or 'none'}")
     out = args.out or ROOT / "results" / f"noisy-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"machine": _machine(), "calls": args.calls, "interval": args.interval, "summaries": summaries}
-    out.write_text(json.dumps({**record, "runs": results}))
+    record = {
+        "machine": _machine(),
+        "command": ["noisy.py", *(argv if argv is not None else sys.argv[1:])],
+        "calls": args.calls,
+        "interval": args.interval,
+        "http_interval": args.http_interval,
+        "summaries": summaries + http_summaries,
+    }
+    out.write_text(json.dumps({**record, "runs": results + http_results}))
     print(f"samples: {out}")
     return 0
 

@@ -186,3 +186,17 @@ def test_noisy_runs_each_hostile_scenario_and_writes_every_victims_samples(tmp_p
         assert len(run["ls_ms"]) == len(run["list_skills_ms"]) == 5
     assert all(run["hostile_calls"] > 0 for run in report["runs"][1:])
     assert "victims' p99 over 150 ms" in done.stdout
+
+
+def test_noisy_runs_the_channel_flood_against_a_server_process_and_reports_its_rss(tmp_path: Path) -> None:
+    out = tmp_path / "noisy-http.json"
+    args = [sys.executable, str(BENCH / "noisy.py"), "--calls", "5", "--scenario", "channel-flood", "--out", str(out)]
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(out.read_text())
+    assert [r["scenario"] for r in report["runs"]] == ["http-quiet", "channel-flood"]
+    for run in report["runs"]:
+        assert len(run["list_skills_ms"]) == 5
+        assert 0 < run["rss_baseline_mb"] <= run["rss_peak_mb"]
+    assert report["runs"][1]["hostile_calls"] > 0
+    assert "RSS growth over 150 MB" in done.stdout

@@ -27,10 +27,12 @@ from s3skills.config import Config
 from s3skills.errors import SkillError
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillCatalog, SkillLibrary
-from s3skills.skills.index.derived import decode_cost, load_json, weigh
+from s3skills.skills.index.derived import weigh
 from s3skills.skills.index.digests import BOOK_SCHEMA, DigestBooks, Record, book_key, decode_book, encode_book
 from s3skills.skills.index.manifest import MANIFEST_SCHEMA, decode_manifest
 from s3skills.skills.ranking.sketch import MAX_SKETCH_CHARS as SKETCH_MAX_CHARS
+from s3skills.skills.versions.records import load_bounded
+from s3skills.storage.documents import decode_cost
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, ScriptedChatModel, builders, tool_call
 
@@ -176,7 +178,7 @@ def test_a_lying_manifest_entry_is_rebuilt_from_its_skill_md_and_an_honest_sketc
         entries[sid]["metadata"]["description"] = "FROM THE MANIFEST"  # a cache may say anything it likes
     entries["skill-0"]["sketch"] = "s" * SKETCH_MAX_CHARS  # an honest sketch: kept
     entries["skill-1"]["sketch"] = "s" * (SKETCH_MAX_CHARS + 1)
-    entries["skill-2"]["owner"] = "bob"  # a field an entry has not
+    entries["skill-2"]["size"] = -1  # a value no object has
     entries["skill-3"]["warnings"] = ["w" * 100_000]
     entries["skill-4"]["etag"] = "e" * 10_000
     entries["skill-5"]["metadata"]["tags"] = ["t"] * 500_000  # inflated: over the entry's cap
@@ -190,27 +192,29 @@ def test_a_lying_manifest_entry_is_rebuilt_from_its_skill_md_and_an_honest_sketc
     rebuilt = stored_manifest(store)["skills"]
     assert rebuilt["skill-0"]["sketch"] == "s" * SKETCH_MAX_CHARS
     assert rebuilt["skill-1"].get("sketch") != "s" * (SKETCH_MAX_CHARS + 1)  # rebuilt from the body
-    assert "owner" not in rebuilt["skill-2"]
+    assert rebuilt["skill-2"]["size"] > 0
 
 
 def test_a_book_record_with_a_field_it_has_not_or_over_its_caps_is_dropped() -> None:
     good = {"etag": "e", "size": 1, "sha256": "a" * 64}
     files = {
         "ok.md": good,
-        "extra.md": {**good, "owner": "bob"},
         "etag.md": {**good, "etag": "e" * 10_000},
         "problem.md": {**good, "problem": "p" * 100_000},
         "big.md": {**good, "frontmatter": {"name": "n", "description": "d", "tags": ["t"] * 1_000_000}},
         "k" * 2000: good,
     }
     assert list(decode_book(json.dumps({"schema": BOOK_SCHEMA, "files": files}).encode())) == ["ok.md"]
+    # A field a record has not is refused before the book is decoded: the whole book reads as empty.
+    files = {"ok.md": good, "extra.md": {**good, "owner": "bob"}}
+    assert decode_book(json.dumps({"schema": BOOK_SCHEMA, "files": files}).encode()) == {}
 
 
 def test_the_decoder_refuses_costly_or_deep_json_before_building_it() -> None:
     assert decode_cost(b"[1,2]") < decode_cost(b"[[],[]]") < decode_cost('[[],[],"é€"]'.encode())
-    assert load_json(b"[" + b"{}," * 1000 + b"{}]", max_bytes=1 << 20, max_cost=10_000) is None
-    assert load_json(b'{"a": [1, 2]}', max_bytes=1 << 20, max_cost=10_000) == {"a": [1, 2]}
-    assert load_json(b"[" * 100_000, max_bytes=1 << 20, max_cost=1 << 30) is None
+    assert load_bounded(b"[" + b"{}," * 1000 + b"{}]", 1000) is None  # more values than 1 per 4 bytes
+    assert load_bounded(b'{"a": [1, 2]}', 1000) == {"a": [1, 2]}
+    assert load_bounded(b"[" * 100_000, 1 << 20, max_depth=1 << 20) is None  # past the recursion limit
     deep: list[Any] = []
     cur = deep
     for _ in range(100):
@@ -222,12 +226,17 @@ def test_the_decoder_refuses_costly_or_deep_json_before_building_it() -> None:
 
 
 def test_manifest_decoding_keeps_at_most_max_entries_and_never_raises_on_any_entry_shape() -> None:
-    shapes: list[Any] = [None, 1, "x", [], {"key": 1}, {"key": PREFIX + "a/SKILL.md", "etag": "e", "size": -1}]
-    data = header(json.dumps({f"s{i}": shape for i, shape in enumerate(shapes)}).encode())
+    # An entry of a shape no entry has (not an object, a key that is not a string) makes the
+    # manifest rebuilt whole; one of the right shape with a wrong value is dropped alone.
+    shapes: list[Any] = [None, 1, "x", [], {"key": 1}, {"owner": "bob"}]
+    for shape in shapes:
+        assert decode_manifest(header(json.dumps({"s": shape}).encode()), PREFIX, "user", max_entries=10) is None
+    values: list[Any] = [{"key": PREFIX + "a/SKILL.md", "etag": "e", "size": -1}, {"key": "elsewhere", "size": 1}]
+    data = header(json.dumps({f"s{i}": value for i, value in enumerate(values)}).encode())
     manifest = decode_manifest(data, PREFIX, "user", max_entries=10)
     assert manifest is not None
     assert manifest.entries == {}
-    assert manifest.dropped == len(shapes)
+    assert manifest.dropped == len(values)
 
 
 # -- caches of decoded data are bounded in bytes ------------------------------------------------------

@@ -84,7 +84,7 @@ def test_a_rebuilt_manifest_carries_the_sketch_of_each_body() -> None:
 
 
 @pytest.mark.parametrize("sketch", ["x" * (MAX_SKETCH_CHARS + 1), 42, ["a"]])
-def test_a_manifest_entry_with_a_bad_sketch_is_dropped(sketch: object) -> None:
+def test_a_manifest_entry_with_a_bad_sketch_is_dropped_or_the_manifest_rebuilt(sketch: object) -> None:
     key = f"{PREFIX}pdf/SKILL.md"
     entry = {"key": key, "etag": "e1", "size": 10, "metadata": {"name": "pdf", "description": "PDF."}}
     doc = {
@@ -95,6 +95,9 @@ def test_a_manifest_entry_with_a_bad_sketch_is_dropped(sketch: object) -> None:
         "skills": {"pdf": {**entry, "sketch": sketch}, "ok": {**entry, "key": f"{PREFIX}ok/SKILL.md"}},
     }
     manifest = decode_manifest(json.dumps(doc).encode(), PREFIX, "user", max_entries=10)
+    if not isinstance(sketch, str):  # not a string where a sketch is: refused before decoding, rebuilt
+        assert manifest is None
+        return
     assert manifest is not None
     assert set(manifest.entries) == {"ok"}
     assert manifest.dropped == 1

@@ -24,6 +24,7 @@ from s3skills.errors import Conflict, S3SkillsError, SkillError
 from s3skills.ids import SkillId
 from s3skills.skills.versions.channels import (
     LATEST,
+    MAX_CHANNEL_SKILLS,
     Channel,
     ChannelSkill,
     acurrent_skills,
@@ -31,9 +32,12 @@ from s3skills.skills.versions.channels import (
     awrite_channel,
 )
 from s3skills.skills.versions.records import MAX_TEXT, acaller, default_actor, new_record_id
+from s3skills.storage.documents import INT, NULL, STR, Closed, DocumentKind, Either, ListOf
 
 __all__ = [
+    "EVENT_DOCUMENT",
     "EVENT_SCHEMA",
+    "MAX_EVENT_BYTES",
     "actor_of",
     "channel_group",
     "channels_naming",
@@ -43,6 +47,30 @@ __all__ = [
 ]
 
 EVENT_SCHEMA = "s3skills.event/1"
+MAX_EVENT_BYTES = 1024 * 1024
+"""Largest audit event read: a promote of 20,000 skills names them in 800 KB (ids of 40 characters)."""
+EVENT_DOCUMENT = DocumentKind(
+    "channel event",
+    Closed(
+        {
+            "schema": STR,
+            "id": STR,
+            "action": STR,
+            "actor": STR,
+            "channel": STR,
+            "skill": Either((STR, NULL)),
+            "version": Either((STR, NULL)),
+            "record": Either((STR, NULL)),
+            "from": Either((STR, NULL)),
+            "changed": ListOf(STR, MAX_CHANNEL_SKILLS),
+            "skills": INT,
+        }
+    ),
+    max_bytes=MAX_EVENT_BYTES,
+    max_nodes=2 * MAX_CHANNEL_SKILLS + 64,
+    cached=False,  # read once, by `s3skills audit`
+)
+"""What an audit event (`write_event`) may hold; any other field is refused before decoding."""
 
 
 def actor_of(ctx: Context) -> str:

@@ -17,14 +17,15 @@ from typing import Any
 
 import click
 
-from s3skills.cli.channels import EVENT_SCHEMA, actor_of, since_filter
+from s3skills.cli.channels import EVENT_DOCUMENT, EVENT_SCHEMA, MAX_EVENT_BYTES, actor_of, since_filter
 from s3skills.cli.context import CliError, Context, global_options, pass_context
 from s3skills.cli.shared import resolve_skill
 from s3skills.cli.tables import Column, print_table
 from s3skills.errors import Conflict, InvalidPath, S3SkillsError
 from s3skills.ids import SkillId
 from s3skills.skills.versions.approvals import afind_approval, aread_approvals, awrite_approval, scripts_digest
-from s3skills.skills.versions.records import MAX_RECORD_BYTES, RECORD_ID_RE, VersionRecord, load_bounded
+from s3skills.skills.versions.records import MAX_RECORD_BYTES, RECORD_ID_RE, adecode_record
+from s3skills.storage.decoder import default_decoder
 
 __all__ = ["approvals_command", "approve_command", "audit_command"]
 
@@ -149,7 +150,7 @@ async def _records(ctx: Context, skill: str | None, since: str) -> tuple[list[di
         async with sem:
             try:
                 body = await ctx.store.aget(key, max_bytes=MAX_RECORD_BYTES)
-                got = VersionRecord.decode(body.data, skill_id=sid, record_id=rid)
+                got = await adecode_record(body.data, key=key, etag=body.etag, skill_id=sid, record_id=rid)
             except (S3SkillsError, InvalidPath) as exc:
                 return f"{sid}/{rid}: unreadable ({type(exc).__name__})"
         if isinstance(got, str):
@@ -179,9 +180,13 @@ async def _events(ctx: Context, skill: str | None, since: str) -> list[dict[str,
     rows = []
     for obj in sorted(objects, key=lambda o: o.key)[-MAX_AUDIT:]:
         rid = obj.key[len(prefix) :].removesuffix(".json")
-        if not RECORD_ID_RE.match(rid) or rid < since or obj.size > 64 * 1024:
+        if not RECORD_ID_RE.match(rid) or rid < since or obj.size > MAX_EVENT_BYTES:
             continue
-        doc = load_bounded((await ctx.store.aget(obj.key, max_bytes=64 * 1024)).data, 64 * 1024, max_depth=3)
+        body = await ctx.store.aget(obj.key, max_bytes=MAX_EVENT_BYTES)
+        try:
+            doc = await default_decoder().adecode(EVENT_DOCUMENT, body.data, key=obj.key, etag=body.etag, convert=dict)
+        except ValueError:
+            continue
         if not isinstance(doc, dict) or doc.get("schema") != EVENT_SCHEMA or doc.get("id") != rid:
             continue
         named = doc.get("skill")

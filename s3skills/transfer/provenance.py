@@ -38,9 +38,11 @@ from pathlib import Path
 
 from s3skills.paths import read_private_file
 from s3skills.skills import InvalidSkill, parse_skill_md, render_skill_md
+from s3skills.storage.documents import INT, STR, Closed, DocumentKind, MapOf, decode_document
 
 __all__ = [
     "PULL_RECORD",
+    "PULL_RECORD_DOCUMENT",
     "SOURCE_KEY",
     "RemoteSkillMd",
     "keep_disabled",
@@ -55,6 +57,14 @@ PULL_RECORD = ".s3skills-pulled.json"
 """The file a pull writes at its destination's root: the ETag of each `SKILL.md` pulled, by folder."""
 
 _MAX_RECORD_BYTES = 4 * 1024 * 1024
+PULL_RECORD_DOCUMENT = DocumentKind(
+    "pull record",
+    Closed({"version": INT, "skills": MapOf(Closed({"etag": STR, "prefix": STR, "bucket": STR}), 100_000)}),
+    max_bytes=_MAX_RECORD_BYTES,
+    max_nodes=200_000,
+    cached=False,
+)
+"""What a pull record may hold: 20,000 pulled skills take 3 MB and 140,000 values (7 each)."""
 
 SOURCE_KEY = "s3skills-source"
 """The user-metadata name (`x-amz-meta-s3skills-source`) of a pushed `SKILL.md`."""
@@ -111,7 +121,7 @@ def merge_pull_record(old: bytes | None, prefix: str, pulled: Mapping[str, str],
     skills: dict[str, object] = {}
     if old is not None:
         try:
-            parsed = json.loads(old)
+            parsed = decode_document(old, PULL_RECORD_DOCUMENT)
         except ValueError:
             parsed = None
         if isinstance(parsed, dict) and isinstance(parsed.get("skills"), dict):
@@ -137,7 +147,8 @@ def pulled_etags(root: Path, folders: Mapping[str, str], *, prefix: str, bucket:
         bucket: The bucket pushed to.
     """
     try:
-        parsed = json.loads(read_private_file(root / PULL_RECORD, max_bytes=_MAX_RECORD_BYTES, what="the pull record"))
+        data = read_private_file(root / PULL_RECORD, max_bytes=_MAX_RECORD_BYTES, what="the pull record")
+        parsed = decode_document(data, PULL_RECORD_DOCUMENT)
     except ValueError:  # absent, planted by someone else, writable by others, too large or not JSON
         return {}
     skills = parsed.get("skills") if isinstance(parsed, dict) else None

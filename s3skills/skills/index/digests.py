@@ -13,11 +13,12 @@ whose listed ETag and size match a record.
 The book is derived data, written with the same trust as the library: whoever can
 write the files can write the book. It is never an authority on which files exist
 (the listing is), and a record counts only for the exact version the listing names
-(its ETag and size). A book that is missing, damaged, oversized, too costly to decode
-(`s3skills.skills.index.derived.decode_cost` over `MAX_DECODE_COST`), nested past the
-recursion limit or of another schema is read as empty; records with a field a record
-has not (`RECORD_FIELDS`), a value over its cap, or that do not parse are dropped.
-Decoding runs in a worker thread, and the books held in memory are bounded in bytes
+(its ETag and size). A book that is missing, damaged, over its caps (`BOOK_DOCUMENT`:
+bytes and values), nested past the recursion limit, of another schema, or holding a field
+a book or a record has not (`RECORD_FIELDS`) or a value of the wrong type (refused before
+anything is decoded: `s3skills.storage.documents`) is read as empty; records with a value
+over its cap, or that do not parse, are dropped. Decoding runs in the decoder's bounded
+pool (`s3skills.storage.decoder`), and the books held in memory are bounded in bytes
 (`DigestBooks(max_bytes=...)`) as well as in number. A writer merges its records
 into the version it read and writes with a condition (`if_match`, or create-only);
 after a few conflicts it gives up, which only costs a later server some reads.
@@ -25,7 +26,6 @@ after a few conflicts it gives up, which only costs a later server some reads.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -40,13 +40,16 @@ from s3skills.ids import SKILL_FILE
 from s3skills.layout import KeyLayout
 from s3skills.skills.format.frontmatter import frontmatter_json
 from s3skills.skills.format.model import MAX_FRONTMATTER_BYTES
-from s3skills.skills.index.derived import NODE_COST, load_json, weigh
+from s3skills.skills.index.derived import weigh
 from s3skills.storage import NotModified, ObjectStore
+from s3skills.storage.decoder import default_decoder
+from s3skills.storage.documents import ANY, INT, NODE_COST, STR, Closed, DocumentKind, MapOf, decode_document
 
 __all__ = [
+    "BOOK_DOCUMENT",
     "BOOK_SCHEMA",
     "MAX_BOOK_BYTES",
-    "MAX_DECODE_COST",
+    "MAX_BOOK_NODES",
     "MAX_RECORDS",
     "RECORD_FIELDS",
     "DigestBooks",
@@ -68,8 +71,8 @@ MAX_BOOK_BYTES = 32 * 1024 * 1024
 MAX_RECORDS = 100_000
 """Records kept per book; past it the records not just written are dropped first."""
 
-MAX_DECODE_COST = 160 * 1024 * 1024
-"""A book whose estimated decoded size (`decode_cost`) is larger is read as empty."""
+MAX_BOOK_NODES = 1_600_000
+"""A book holding more JSON values is read as empty (see `BOOK_DOCUMENT`)."""
 
 RECORD_FIELDS = frozenset({"etag", "size", "sha256", "frontmatter", "problem"})
 """The fields a record may have; a record with any other is dropped."""
@@ -79,6 +82,24 @@ _MAX_DEPTH = 72
 _MAX_ETAG_CHARS = 1024
 _MAX_PROBLEM_CHARS = 4096
 _MAX_KEY_CHARS = 1024  # an S3 key is at most 1,024 bytes
+
+BOOK_DOCUMENT = DocumentKind(
+    "digest book",
+    Closed(
+        {
+            "schema": STR,
+            "files": MapOf(
+                Closed({"etag": STR, "size": INT, "sha256": STR, "frontmatter": ANY, "problem": STR}), MAX_RECORDS
+            ),
+        }
+    ),
+    max_bytes=MAX_BOOK_BYTES,
+    max_nodes=MAX_BOOK_NODES,
+    cached=False,  # `DigestBooks` keeps the records it makes of it
+)
+"""What a book may hold. On the real corpus (`python bench/document_sizes.py`) a book takes 1,143
+bytes and 48 values a skill on average, at most 2,186 and 96: 10,000 skills of the heaviest kind
+take 22 MB and 960,000 values, within `MAX_BOOK_BYTES` and `MAX_BOOK_NODES` (1.6x)."""
 
 _WRITE_ATTEMPTS = 3
 _HEX64 = re.compile(r"\A[0-9a-f]{64}\Z")
@@ -161,7 +182,15 @@ def decode_book(data: bytes) -> dict[str, Record]:
 
 def _decode(data: bytes) -> tuple[dict[str, Record], int]:
     """The records of a book and their estimated weight in bytes."""
-    doc = load_json(data, max_bytes=MAX_BOOK_BYTES, max_cost=MAX_DECODE_COST)
+    try:
+        doc = decode_document(data, BOOK_DOCUMENT)
+    except ValueError:
+        return {}, 0
+    return _records_of(doc)
+
+
+def _records_of(doc: Any) -> tuple[dict[str, Record], int]:
+    """The records a decoded book holds and their estimated weight (nothing when it is not a book)."""
     if (
         not isinstance(doc, dict)
         or not set(doc) <= {"schema", "files"}
@@ -270,8 +299,13 @@ class DigestBooks:
             logger.warning("digest book %s is over %d bytes: read as empty", key, MAX_BOOK_BYTES)
             copy = _Copy(await self._etag_of(key), {})
         else:
-            records, weight = await asyncio.to_thread(_decode, body.data)  # never on the event loop
-            copy = _Copy(body.etag, records, weight)
+            try:  # in the decoder's bounded pool, never on the event loop
+                records, weight = await default_decoder().adecode(
+                    BOOK_DOCUMENT, body.data, key=key, etag=body.etag, convert=_records_of
+                )
+            except ValueError:
+                records, weight = {}, 0
+            copy = _Copy(body.etag, dict(records), weight)
         return self._hold(library, copy)
 
     async def _etag_of(self, key: str) -> str | None:

@@ -7,13 +7,15 @@ found), plus a schema version, when it was built and when a full LIST last
 confirmed it (`verified_at`).
 
 It is derived data: a cache that may lie (whoever writes the library can write it).
-A manifest that is missing, unreadable, of another schema, oversized, too costly to
-decode (`s3skills.skills.index.derived.decode_cost` over `MAX_DECODE_COST`), nested past the
-recursion limit or damaged means "rebuild from a LIST", never an error shown to an
-agent. An entry is kept only if it describes a `SKILL.md` inside the manifest's own
-library prefix with a well-formed id, only the fields an entry has (`ENTRY_FIELDS`),
-each within its cap, and valid metadata; anything else is dropped (and the manifest
-is reconciled, which reads that `SKILL.md` again). Decoding runs in a worker thread.
+A manifest that is missing, unreadable, of another schema, over its caps (`MANIFEST_DOCUMENT`:
+bytes and values), nested past the recursion limit, holding a field a manifest or an entry
+has not (`ENTRY_FIELDS`) or a value of the wrong type (refused before anything is decoded:
+`s3skills.storage.documents`) or damaged means "rebuild from a LIST", never an error shown
+to an agent. An entry is kept only if it describes a `SKILL.md` inside the manifest's own
+library prefix with a well-formed id, each value within its cap, and valid metadata;
+anything else is dropped (and the manifest is reconciled, which reads that `SKILL.md`
+again). Decoding runs in the decoder's bounded pool (`s3skills.storage.decoder`), once per
+(key, ETag) for concurrent readers.
 Loading a skill always reads its real `SKILL.md`, so a forged entry cannot make a
 skill's files readable (`SkillLibrary.aload`).
 
@@ -32,7 +34,7 @@ import json
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -40,16 +42,19 @@ from pydantic import ValidationError
 from s3skills.errors import Conflict, FileTooLarge, NotFound, S3SkillsError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.skills.format.model import MAX_FRONTMATTER_BYTES, SkillInfo, SkillMetadata
-from s3skills.skills.index.derived import load_json, weigh
+from s3skills.skills.index.derived import weigh
 from s3skills.skills.ranking.sketch import MAX_SKETCH_CHARS
 from s3skills.storage import NotModified, ObjectStore
+from s3skills.storage import documents as shapes
+from s3skills.storage.decoder import default_decoder
 
 __all__ = [
     "ENTRY_FIELDS",
+    "MANIFEST_DOCUMENT",
     "MANIFEST_SCHEMA",
-    "MAX_DECODE_COST",
     "MAX_ENTRY_WEIGHT",
     "MAX_MANIFEST_BYTES",
+    "MAX_MANIFEST_NODES",
     "Manifest",
     "SkillEntry",
     "aread_manifest",
@@ -62,11 +67,11 @@ __all__ = [
 MANIFEST_SCHEMA = "s3skills.manifest/1"
 """The schema this code reads and writes; any other value means "rebuild"."""
 
-MAX_MANIFEST_BYTES = 64 * 1024 * 1024
-"""A larger manifest is not read (it is rebuilt from a LIST)."""
+MAX_MANIFEST_BYTES = 48 * 1024 * 1024
+"""A larger manifest is not read (it is rebuilt from a LIST): see `MANIFEST_DOCUMENT` for the sizing."""
 
-MAX_DECODE_COST = 192 * 1024 * 1024
-"""A manifest whose estimated decoded size (`decode_cost`) is larger is not decoded (it is rebuilt)."""
+MAX_MANIFEST_NODES = 1_000_000
+"""A manifest holding more JSON values is not decoded (it is rebuilt)."""
 
 MAX_ENTRY_WEIGHT = 96 * MAX_FRONTMATTER_BYTES
 """Largest estimated decoded size of one entry: anything a valid frontmatter makes fits."""
@@ -74,16 +79,47 @@ MAX_ENTRY_WEIGHT = 96 * MAX_FRONTMATTER_BYTES
 MAX_ENTRY_DEPTH = 72
 """Deepest entry (a frontmatter nests at most 64 levels, below 3 of the entry's own)."""
 
-ENTRY_FIELDS = frozenset({"key", "etag", "size", "metadata", "warnings", "problem", "sketch"})
-"""The fields an entry may have; an entry with any other is rebuilt."""
-
-_DOC_FIELDS = frozenset({"schema", "prefix", "built_at", "verified_at", "skills", "ends", "writing"})
 MAX_MARKS = 32
 """Writers a manifest may record as writing at once (a manifest with more is rebuilt)."""
 _MARK_ID_CHARS = 64
 _MAX_ETAG_CHARS = 1024
 _MAX_TEXT_CHARS = 4096  # a problem, or one warning
 _MAX_WARNINGS = 256
+
+_ENTRY_SHAPE = shapes.Closed(
+    {
+        "key": shapes.STR,
+        "etag": shapes.STR,
+        "size": shapes.INT,
+        "metadata": shapes.ANY,
+        "warnings": shapes.ListOf(shapes.STR, _MAX_WARNINGS),
+        "problem": shapes.STR,
+        "sketch": shapes.STR,
+    }
+)
+ENTRY_FIELDS = frozenset(_ENTRY_SHAPE.fields)
+"""The fields an entry may have; a manifest with an entry of any other is rebuilt."""
+MANIFEST_DOCUMENT = shapes.DocumentKind(
+    "manifest",
+    shapes.Closed(
+        {
+            "schema": shapes.STR,
+            "prefix": shapes.STR,
+            "built_at": shapes.NUM,
+            "verified_at": shapes.Either((shapes.NUM, shapes.NULL)),
+            "skills": shapes.MapOf(_ENTRY_SHAPE, 1 << 20),
+            "ends": shapes.ListOf(shapes.STR, 1 << 20),
+            "writing": shapes.MapOf(shapes.NUM, MAX_MARKS),
+        }
+    ),
+    max_bytes=MAX_MANIFEST_BYTES,
+    max_nodes=MAX_MANIFEST_NODES,
+    cached=False,  # the catalog keeps the index it makes of it
+)
+"""What a manifest may hold. Sized for 20,000 skills (`Limits.max_skills_per_library`, the most an
+index keeps): on the real corpus (`python bench/document_sizes.py`) a manifest takes 1,514 bytes
+and 26 values a skill on average, at most 1,710 and 33 (one repository's mean), so 20,000 take
+34 MB and 665,000 values: the caps are 1.4x and 1.5x that."""
 
 MAX_WRITE_ATTEMPTS = 10
 """Conditional PUTs a writer tries before it gives up (and deletes the manifest)."""
@@ -182,18 +218,22 @@ def encode_manifest(manifest: Manifest) -> bytes:
 def decode_manifest(data: bytes, prefix: str, source: str, *, max_entries: int) -> Manifest | None:
     """Parse a manifest object; None when it must be rebuilt (never raises).
 
-    Costly (see `MAX_DECODE_COST`), deeply nested or damaged bytes, and a document with
-    fields a manifest has not, give None. Entries naming a key outside `prefix`, a
-    malformed id, a field an entry has not, a value over its cap, or metadata the model
-    refuses are dropped and counted in `Manifest.dropped`. CPU work: run it in a thread.
+    Bytes over the caps of `MANIFEST_DOCUMENT`, deeply nested or damaged, and a document
+    with a field a manifest or an entry has not or a value of the wrong type, give None.
+    Entries naming a key outside `prefix`, a malformed id, a value over its cap, or
+    metadata the model refuses are dropped and counted in `Manifest.dropped`. CPU work:
+    `aread_manifest` runs it in the decoder's pool.
     """
-    doc = load_json(data, max_bytes=MAX_MANIFEST_BYTES, max_cost=MAX_DECODE_COST)
-    if (
-        not isinstance(doc, dict)
-        or not set(doc) <= _DOC_FIELDS
-        or doc.get("schema") != MANIFEST_SCHEMA
-        or doc.get("prefix") != prefix
-    ):
+    try:
+        doc = shapes.decode_document(data, MANIFEST_DOCUMENT)
+    except ValueError:
+        return None
+    return _manifest_of(doc, prefix, source, max_entries=max_entries)
+
+
+def _manifest_of(doc: Any, prefix: str, source: str, *, max_entries: int) -> Manifest | None:
+    """The manifest a decoded document holds, checked as `decode_manifest` says; None: rebuild it."""
+    if not isinstance(doc, dict) or doc.get("schema") != MANIFEST_SCHEMA or doc.get("prefix") != prefix:
         return None
     skills = doc.get("skills")
     built_at, verified_at = doc.get("built_at"), doc.get("verified_at")
@@ -311,11 +351,26 @@ async def aread_manifest(
             return None
     except S3SkillsError:
         return None  # missing or unreadable: derived data, rebuilt by the caller
-    manifest = await asyncio.to_thread(decode_manifest, body.data, prefix, source, max_entries=max_entries)
-    if manifest is None:
+
+    def convert(doc: Any) -> Manifest:
+        manifest = _manifest_of(doc, prefix, source, max_entries=max_entries)
+        if manifest is None:
+            raise ValueError("not a manifest of this library")
+        return manifest
+
+    try:
+        shared = await default_decoder().adecode(
+            MANIFEST_DOCUMENT,
+            body.data,
+            key=key,
+            etag=body.etag,
+            convert=convert,
+            variant=(prefix, source, max_entries),
+        )
+    except ValueError:
         return Manifest(prefix, etag=body.etag, valid=False)
-    manifest.etag = body.etag
-    return manifest
+    # The readers that shared the decode share its result: each gets a manifest of its own.
+    return replace(shared, entries=dict(shared.entries), writing=dict(shared.writing), etag=body.etag)
 
 
 async def awrite_manifest(store: ObjectStore, key: str, manifest: Manifest) -> str:

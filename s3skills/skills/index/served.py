@@ -42,7 +42,14 @@ from s3skills.errors import FileTooLarge, NotFound, S3SkillsError, SkillError
 from s3skills.ids import SKILL_FILE
 from s3skills.skills.index.catalog import LibraryIndex, SkillCatalog
 from s3skills.skills.index.manifest import SkillEntry
-from s3skills.skills.versions.channels import LATEST, MAX_CHANNEL_BYTES, Channel, ChannelSkill, channel_key
+from s3skills.skills.versions.channels import (
+    LATEST,
+    MAX_CHANNEL_BYTES,
+    Channel,
+    ChannelSkill,
+    adecode_channel,
+    channel_key,
+)
 from s3skills.skills.versions.history import FileVersion, SkillVersion
 from s3skills.skills.versions.pinned import pinned_key
 from s3skills.storage import NotModified, ObjectStore
@@ -114,6 +121,7 @@ class ChannelServer:
         self.catalog = catalog
         self.name = config.channel if config.channel not in (None, LATEST) else None
         self._held: dict[str, _Held] = {}
+        self._reading: dict[str, asyncio.Future[Channel | None]] = {}  # the read in flight per library
         self._entries: OrderedDict[tuple[str, str, str], SkillEntry] = OrderedDict()
         self._pins: dict[str, dict[str, SkillPin]] = {}
         self._skills: dict[str, dict[str, ChannelSkill]] = {}
@@ -148,25 +156,41 @@ class ChannelServer:
         return SkillVersion(skill_id, served.version, files, None, record=served.record)
 
     async def _channel(self, source: str, prefix: str) -> Channel | None:
-        assert self.name is not None
+        """The channel of a library: held within the TTL, else read by one caller for all who ask meanwhile."""
         ttl = self.config.catalog_ttl if source == "user" else self.config.shared_catalog_ttl
         held = self._held.get(prefix)
-        now = time.monotonic()
-        if held is not None and ttl is not None and now - held.read_at < ttl:
+        if held is not None and ttl is not None and time.monotonic() - held.read_at < ttl:
             return held.channel
+        reading = self._reading.get(prefix)
+        if reading is None:  # single flight: who asks while a read is in flight shares its answer
+            reading = asyncio.ensure_future(self._read_channel(source, prefix))
+            self._reading[prefix] = reading
+            reading.add_done_callback(
+                lambda done: self._reading.pop(prefix) if self._reading.get(prefix) is done else None
+            )
+        return await asyncio.shield(reading)
+
+    def _forget_read(self, prefix: str, done: asyncio.Future[Channel | None]) -> None:
+        if self._reading.get(prefix) is done:
+            del self._reading[prefix]
+
+    async def _read_channel(self, source: str, prefix: str) -> Channel | None:
+        assert self.name is not None
+        held = self._held.get(prefix)
+        now = time.monotonic()
         try:
             key = channel_key(self.config.layout.channels_prefix(prefix), self.name)
         except ValueError:
             return None
+        body = None
         try:
+            # Conditional on the version held, a refused one too: a channel refused once (too
+            # large, damaged) costs a 304 at each later read, not its bytes again.
             body = await self.store.aget(
-                key,
-                max_bytes=MAX_CHANNEL_BYTES,
-                if_none_match=held.etag if held is not None and held.channel is not None else None,
+                key, max_bytes=MAX_CHANNEL_BYTES, if_none_match=held.etag if held is not None else None
             )
-            # Up to 64 MiB of input: decoded in a worker thread, never on the I/O loop.
-            channel = await asyncio.to_thread(Channel.decode, body.data, name=self.name)
-            channel.etag = body.etag
+            # Input: decoded in the bounded pool, once per ETag in the process, never on the I/O loop.
+            channel = await adecode_channel(body.data, key=key, etag=body.etag, name=self.name)
         except NotModified:
             assert held is not None
             held.read_at = now
@@ -174,7 +198,8 @@ class ChannelServer:
         except (NotFound, SkillError, FileTooLarge) as exc:
             if (held is None or held.channel is not None) and (source != "user" or not isinstance(exc, NotFound)):
                 logger.warning("channel %s of a %s library is not served: %s", self.name, source, exc)
-            self._held[prefix] = _Held(None, None, now)
+            refused = body.etag if body is not None else await self._etag_of(key, exc)
+            self._held[prefix] = _Held(None, refused, now)
             return None
         except S3SkillsError as exc:  # the store failed: keep serving what was read (never the latest push)
             logger.warning("could not read channel %s of a %s library: %s", self.name, source, type(exc).__name__)
@@ -186,6 +211,15 @@ class ChannelServer:
             return None
         self._held[prefix] = _Held(channel, channel.etag, now)
         return channel
+
+    async def _etag_of(self, key: str, exc: Exception) -> str | None:
+        """The ETag of a channel refused for its size (1 HEAD), so that later reads are conditional."""
+        if not isinstance(exc, FileTooLarge):
+            return None
+        try:
+            return (await self.store.ahead(key)).etag
+        except S3SkillsError:
+            return None
 
     async def aserve(self, source: str, prefix: str, index: LibraryIndex) -> ServedLibrary | None:
         """What the channel serves of the library at `prefix` (None: the library as it is).

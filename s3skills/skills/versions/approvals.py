@@ -28,18 +28,48 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from s3skills.errors import Conflict, NotFound, S3SkillsError
 from s3skills.ids import SkillId
-from s3skills.skills.versions.records import MAX_TEXT, load_bounded
-from s3skills.storage import ObjectStore
+from s3skills.skills.versions.records import MAX_TEXT
+from s3skills.storage import ObjectBody, ObjectStore
+from s3skills.storage.decoder import default_decoder
+from s3skills.storage.documents import STR, Closed, DocumentKind, ListOf, decode_document
 
-__all__ = ["APPROVAL_SCHEMA", "Approval", "afind_approval", "aread_approvals", "awrite_approval", "scripts_digest"]
+__all__ = [
+    "APPROVAL_DOCUMENT",
+    "APPROVAL_SCHEMA",
+    "MAX_APPROVAL_BYTES",
+    "Approval",
+    "afind_approval",
+    "aread_approvals",
+    "awrite_approval",
+    "scripts_digest",
+]
 
 logger = logging.getLogger(__name__)
 
 APPROVAL_SCHEMA = "s3skills.approval/1"
+MAX_APPROVAL_SCRIPTS = 1_000
 MAX_APPROVAL_BYTES = 64 * 1024
+"""Largest approval read: one approving 1,000 scripts of 40-character paths takes 43 KB (1.5x that)."""
+APPROVAL_DOCUMENT = DocumentKind(
+    "approval",
+    Closed(
+        {
+            "schema": STR,
+            "skill": STR,
+            "digest": STR,
+            "scripts": ListOf(STR, MAX_APPROVAL_SCRIPTS),
+            "actor": STR,
+            "time": STR,
+        }
+    ),
+    max_bytes=MAX_APPROVAL_BYTES,
+    max_nodes=MAX_APPROVAL_SCRIPTS + 32,
+)
+"""What an approval may hold (any other field is refused before decoding)."""
 _DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -78,19 +108,41 @@ class Approval:
     @classmethod
     def decode(cls, data: bytes, *, skill_id: str, digest: str) -> Approval | str:
         """The approval in `data`, or why it is ignored (never raises)."""
-        doc = load_bounded(data, MAX_APPROVAL_BYTES, max_depth=3)
+        try:
+            doc = decode_document(data, APPROVAL_DOCUMENT)
+        except ValueError as exc:
+            return f"not an approval record ({exc})"
+        return cls.of_document(doc, skill_id=skill_id, digest=digest)
+
+    @classmethod
+    def of_document(cls, doc: Any, *, skill_id: str, digest: str) -> Approval | str:
+        """The approval a decoded document holds, or why it is ignored (see `decode`)."""
         if not isinstance(doc, dict) or doc.get("schema") != APPROVAL_SCHEMA:
             return "not an approval record"
         if doc.get("skill") != skill_id or doc.get("digest") != digest:
             return "it approves other content than its key names"
         scripts, actor, when = doc.get("scripts"), doc.get("actor"), doc.get("time")
-        if not isinstance(scripts, list) or not scripts or len(scripts) > 1000:
+        if not isinstance(scripts, list) or not scripts or len(scripts) > MAX_APPROVAL_SCRIPTS:
             return "its scripts are missing or too many"
         if not all(isinstance(s, str) and 0 < len(s) <= MAX_TEXT for s in scripts):
             return "a script is malformed"
         if not isinstance(actor, str) or not isinstance(when, str) or len(actor) > MAX_TEXT or len(when) > 64:
             return "its actor or time is malformed"
         return cls(skill_id, digest, tuple(scripts), actor, when)
+
+
+async def adecode_approval(body: ObjectBody, *, key: str, skill_id: str, digest: str) -> Approval | str:
+    """`Approval.decode` in the decoder's bounded pool, once per (key, ETag) in the process."""
+
+    def convert(doc: Any) -> Approval | str:
+        return Approval.of_document(doc, skill_id=skill_id, digest=digest)
+
+    try:
+        return await default_decoder().adecode(
+            APPROVAL_DOCUMENT, body.data, key=key, etag=body.etag, convert=convert, variant=(skill_id, digest)
+        )
+    except ValueError as exc:
+        return f"not an approval record ({exc})"
 
 
 def approval_key(prefix: str, skill_id: str, digest: str) -> str:
@@ -106,14 +158,15 @@ async def afind_approval(store: ObjectStore, prefix: str, skill_id: str, digest:
     A record that is damaged, names other content, or does not approve this script is
     ignored (and logged).
     """
+    key = approval_key(prefix, skill_id, digest)
     try:
-        body = await store.aget(approval_key(prefix, skill_id, digest), max_bytes=MAX_APPROVAL_BYTES)
+        body = await store.aget(key, max_bytes=MAX_APPROVAL_BYTES)
     except NotFound:
         return None
     except S3SkillsError as exc:
         logger.warning("could not read the approval of a script of %s: %s", skill_id, type(exc).__name__)
         return None
-    got = Approval.decode(body.data, skill_id=str(SkillId.parse(skill_id)), digest=digest)
+    got = await adecode_approval(body, key=key, skill_id=str(SkillId.parse(skill_id)), digest=digest)
     if isinstance(got, str):
         logger.warning("ignored an approval record of %s: %s", skill_id, got)
         return None
@@ -137,7 +190,7 @@ async def awrite_approval(
         return approval
     except Conflict:
         body = await store.aget(key, max_bytes=MAX_APPROVAL_BYTES)
-        old = Approval.decode(body.data, skill_id=sid, digest=digest)
+        old = await adecode_approval(body, key=key, skill_id=sid, digest=digest)
         if isinstance(old, Approval) and all(old.approves(s) for s in scripts):
             return old
         raise Conflict(f"An approval record for this content of '{sid}' already exists and differs") from None
@@ -159,7 +212,7 @@ async def aread_approvals(store: ObjectStore, prefix: str) -> tuple[list[Approva
         except S3SkillsError as exc:
             problems.append(f"{sid}/{digest[:12]}: unreadable ({type(exc).__name__})")
             continue
-        got = Approval.decode(body.data, skill_id=sid, digest=digest)
+        got = await adecode_approval(body, key=obj.key, skill_id=sid, digest=digest)
         if isinstance(got, str):
             problems.append(f"{sid}/{digest[:12]}: {got}")
         else:

@@ -9,7 +9,9 @@ A channel is one object beside the library (`KeyLayout.channels_prefix`, `{name}
 `latest` is built in (the libraries as they are now) and is never stored. A channel changes
 only with a conditional PUT (`If-Match` on the ETag read, `IfNoneMatch="*"` to create), so two
 concurrent changes never lose one. A channel is input like every `.s3skills/` object: it is
-decoded within a budget and schema-checked (`Channel.decode`), and what it names is served only
+decoded within a budget and schema-checked (`Channel.decode`, `CHANNEL_DOCUMENT`: a field a channel
+has not is refused before anything is decoded; reads share one decode per ETag through
+`s3skills.storage.decoder`), and what it names is served only
 through pinned reads, which check every file's ETag against what the store returns
 (`s3skills.skills.versions.pinned.read_verified`): a channel that lies serves nothing that was
 never a version of that skill's own files.
@@ -24,22 +26,28 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from s3skills.errors import Conflict, InvalidPath, NotFound, SkillError
+from s3skills.errors import Conflict, FileTooLarge, InvalidPath, NotFound, SkillError
 from s3skills.ids import SKILL_FILE, SkillId
 from s3skills.paths import check_identity
 from s3skills.skills.versions.history import SkillVersion, current_version, version_id_of
 from s3skills.skills.versions.pinned import pinned_key
-from s3skills.skills.versions.records import MAX_TEXT, RECORD_ID_RE, load_bounded
+from s3skills.skills.versions.records import MAX_TEXT, RECORD_ID_RE
 from s3skills.storage import ObjectStore, ObjectVersion
+from s3skills.storage.decoder import default_decoder
+from s3skills.storage.documents import INT, NULL, STR, Closed, DocumentKind, Either, MapOf, decode_document
 from s3skills.tenancy import PinnedFile, SkillPin
 
 __all__ = [
+    "CHANNEL_DOCUMENT",
     "CHANNEL_SCHEMA",
     "LATEST",
     "MAX_CHANNEL_BYTES",
+    "MAX_CHANNEL_NODES",
+    "MAX_CHANNEL_SKILLS",
     "Channel",
     "ChannelSkill",
     "acurrent_skills",
+    "adecode_channel",
     "aread_channel",
     "awrite_channel",
     "channel_key",
@@ -48,8 +56,35 @@ __all__ = [
 
 CHANNEL_SCHEMA = "s3skills.channel/1"
 LATEST = "latest"
-MAX_CHANNEL_BYTES = 64 * 1024 * 1024
-"""Largest channel decoded (about 20,000 skills of a dozen files)."""
+MAX_CHANNEL_BYTES = 16 * 1024 * 1024
+"""Largest channel read. Measured on the real corpus (`python bench/document_sizes.py`): a channel
+takes 590 bytes a skill on average, 1,221 in the repository of the most files a skill; 10,000
+such skills take 12.2 MB (20,000 average ones 11.8 MB): 1.3x that."""
+
+MAX_CHANNEL_NODES = 1_200_000
+"""Most JSON values (`{ [ , :`) a channel may hold: 41.5 a skill on average, 83 at most in the
+corpus, so 10,000 skills of the heaviest kind hold 830,000: 1.45x that."""
+
+MAX_CHANNEL_SKILLS = 20_000
+"""Most skills a channel names (20,000 skills of one file each take 4.6 MB)."""
+
+_PIN = Closed({"version_id": Either((STR, NULL)), "etag": STR, "size": INT})
+_ENTRY = Closed({"version": STR, "record": Either((STR, NULL)), "files": MapOf(_PIN, 256)})
+CHANNEL_DOCUMENT = DocumentKind(
+    "channel",
+    Closed(
+        {
+            "schema": STR,
+            "name": STR,
+            "updated": Either((STR, NULL)),
+            "actor": Either((STR, NULL)),
+            "skills": MapOf(_ENTRY, MAX_CHANNEL_SKILLS),
+        }
+    ),
+    max_bytes=MAX_CHANNEL_BYTES,
+    max_nodes=MAX_CHANNEL_NODES,
+)
+"""What a channel may hold (any other field, at any level, is refused before decoding)."""
 
 
 def check_channel_name(name: str) -> str:
@@ -124,18 +159,30 @@ class Channel:
         return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
     @classmethod
-    def decode(cls, data: bytes, *, name: str, max_skills: int = 20_000) -> Channel:
-        """The channel in `data`, schema-checked.
+    def decode(cls, data: bytes, *, name: str) -> Channel:
+        """The channel in `data`, schema-checked (CPU work: `aread_channel` runs it in the decoder's pool).
 
         Raises:
-            SkillError: Not a bounded document of this schema for `name`, or an entry is
-                malformed (a bad skill id or path, a content id that is not its files').
+            SkillError: Not a bounded document of this schema for `name` (`CHANNEL_DOCUMENT`),
+                or an entry is malformed (a bad skill id or path, a content id that is not its files').
         """
-        doc = load_bounded(data, MAX_CHANNEL_BYTES)
+        try:
+            doc = decode_document(data, CHANNEL_DOCUMENT)
+        except ValueError as exc:
+            raise SkillError(f"The channel '{name}' is damaged ({exc}): set it again") from None
+        return cls.of_document(doc, name=name)
+
+    def copy(self) -> Channel:
+        """A channel of its own (what decoding gives is shared: never change it)."""
+        return Channel(self.name, dict(self.skills), self.etag, self.updated, self.actor)
+
+    @classmethod
+    def of_document(cls, doc: Any, *, name: str) -> Channel:
+        """The channel a decoded document holds, schema-checked (see `decode`)."""
         if not isinstance(doc, dict) or doc.get("schema") != CHANNEL_SCHEMA or doc.get("name") != name:
             raise SkillError(f"The channel '{name}' is damaged (not a channel document for it): set it again")
         skills = doc.get("skills")
-        if not isinstance(skills, dict) or len(skills) > max_skills:
+        if not isinstance(skills, dict) or len(skills) > MAX_CHANNEL_SKILLS:
             raise SkillError(f"The channel '{name}' is damaged (its skills are missing or too many)")
         out: dict[str, ChannelSkill] = {}
         for sid, raw in skills.items():
@@ -234,11 +281,42 @@ async def acurrent_skills(
     return out
 
 
-async def aread_channel(store: ObjectStore, channels_prefix: str, name: str) -> Channel:
-    """Read a channel (1 GET).
+async def adecode_channel(data: bytes, *, key: str, etag: str | None, name: str) -> Channel:
+    """The channel in `data` read at `etag`, decoded once per (key, ETag) in the process.
+
+    Decoded in the bounded pool of `s3skills.storage.decoder` (one decode at a time per
+    library, shared by concurrent callers, the result kept by ETag); the channel returned
+    is the caller's own.
 
     Raises:
-        SkillError: No such channel, or it is damaged.
+        SkillError: It is damaged (see `Channel.decode`).
+    """
+
+    def convert(doc: Any) -> Channel:
+        try:
+            return Channel.of_document(doc, name=name)
+        except SkillError as exc:
+            raise ValueError(str(exc)) from None
+
+    try:
+        shared = await default_decoder().adecode(
+            CHANNEL_DOCUMENT, data, key=key, etag=etag, convert=convert, variant=name
+        )
+    except ValueError as exc:
+        message = str(exc)
+        if not message.startswith("The channel"):
+            message = f"The channel '{name}' is damaged ({message}): set it again"
+        raise SkillError(message) from None
+    channel = shared.copy()
+    channel.etag = etag
+    return channel
+
+
+async def aread_channel(store: ObjectStore, channels_prefix: str, name: str) -> Channel:
+    """Read a channel (1 GET), decoded as `adecode_channel` says.
+
+    Raises:
+        SkillError: No such channel, or it is damaged or over `MAX_CHANNEL_BYTES`.
     """
     key = channel_key(channels_prefix, name)
     try:
@@ -247,9 +325,9 @@ async def aread_channel(store: ObjectStore, channels_prefix: str, name: str) -> 
         raise SkillError(
             f"No channel '{name}' (create it with: s3skills channel create {name} --from latest)"
         ) from None
-    channel = Channel.decode(body.data, name=name)
-    channel.etag = body.etag
-    return channel
+    except FileTooLarge:
+        raise SkillError(f"The channel '{name}' is damaged (over {MAX_CHANNEL_BYTES} bytes): set it again") from None
+    return await adecode_channel(body.data, key=key, etag=body.etag, name=name)
 
 
 async def awrite_channel(store: ObjectStore, channels_prefix: str, channel: Channel, *, actor: str) -> str:

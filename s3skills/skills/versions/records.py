@@ -15,8 +15,9 @@ The record holds the files' paths, VersionIds (`"null"` on an unversioned bucket
 the actor and the command.
 
 Records are input, not state: anyone who can write the library can write them. Each one is
-decoded within a byte, cost and depth budget (`s3skills.skills.index.derived` rules, here
-`load_json`/`weigh`), schema-checked, and then checked against the listing of the objects it
+decoded within a byte and value budget, any field a record has not refused before decoding
+(`RECORD_DOCUMENT`, `s3skills.storage.documents`; once per ETag in the process, in the
+decoder's bounded pool: `adecode_record`), schema-checked, and then checked against the listing of the objects it
 names (`check_record`): a record naming a VersionId the folder does not hold, or holding it with
 another ETag, or a path outside the skill, or a content id that is not its files', is ignored and
 reported, never trusted. A lying record therefore cannot make history, diff, rollback or a
@@ -54,9 +55,23 @@ from s3skills.skills.versions.history import (
 )
 from s3skills.skills.versions.pinned import pinned_key
 from s3skills.storage import ObjectStore, ObjectVersion
+from s3skills.storage.decoder import default_decoder
+from s3skills.storage.documents import (
+    INT,
+    NULL,
+    STR,
+    Closed,
+    DocumentKind,
+    Either,
+    ListOf,
+    decode_document,
+    load_bounded,
+)
 
 __all__ = [
     "MAX_RECORDS_READ",
+    "MAX_RECORD_BYTES",
+    "RECORD_DOCUMENT",
     "RECORD_ID_RE",
     "RECORD_SCHEMA",
     "IgnoredRecord",
@@ -64,6 +79,7 @@ __all__ = [
     "VersionRecord",
     "acaller",
     "acurrent",
+    "adecode_record",
     "aread_records",
     "awrite_records",
     "check_record",
@@ -83,6 +99,20 @@ MAX_RECORD_FILES = 5_000
 MAX_RECORDS_READ = 1_000
 """Newest records of one skill read for its history (older versions are then inferred)."""
 MAX_TEXT = 512
+RECORD_DOCUMENT = DocumentKind(
+    "version record",
+    Closed(
+        {
+            **dict.fromkeys(("schema", "id", "skill", "content", "time", "actor", "command"), STR),
+            "files": ListOf(
+                Closed({"path": STR, "version_id": Either((STR, NULL)), "etag": STR, "size": INT}), MAX_RECORD_FILES
+            ),
+        }
+    ),
+    max_bytes=MAX_RECORD_BYTES,
+    max_nodes=20 * MAX_RECORD_FILES,
+)
+"""What a record may hold: a file is 9 values (`{ : , : , : , : ,`), 5,000 files 45,000; 20 a file."""
 RECORD_ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")
 _WHEN = "%Y%m%dT%H%M%S"
 
@@ -175,9 +205,15 @@ class VersionRecord:
         key), hold at most `MAX_RECORD_FILES` plain relative paths once each, and its
         content id must be that of its files.
         """
-        doc = load_bounded(data, MAX_RECORD_BYTES)
-        if doc is None:
-            return "not a bounded JSON document"
+        try:
+            doc = decode_document(data, RECORD_DOCUMENT)
+        except ValueError as exc:
+            return f"not a bounded JSON document ({exc})"
+        return cls.of_document(doc, skill_id=skill_id, record_id=record_id)
+
+    @classmethod
+    def of_document(cls, doc: Any, *, skill_id: str, record_id: str) -> VersionRecord | str:
+        """The record a decoded document holds, or why it is refused (see `decode`)."""
         if not isinstance(doc, dict) or doc.get("schema") != RECORD_SCHEMA:
             return "not a version record"
         if doc.get("skill") != skill_id or doc.get("id") != record_id:
@@ -215,36 +251,20 @@ class VersionRecord:
         return cls(record_id, skill_id, content, tuple(out), _time_of(record_id), actor, command)
 
 
-_NODE_COST = 80
-"""Estimated bytes one decoded JSON container or scalar costs (as `s3skills.skills.index.derived`)."""
+async def adecode_record(
+    data: bytes, *, key: str, etag: str | None, skill_id: str, record_id: str
+) -> VersionRecord | str:
+    """`VersionRecord.decode` in the decoder's bounded pool, once per (key, ETag) in the process."""
 
+    def convert(doc: Any) -> VersionRecord | str:
+        return VersionRecord.of_document(doc, skill_id=skill_id, record_id=record_id)
 
-def load_bounded(data: bytes, max_bytes: int, max_depth: int = 6) -> Any:
-    """`json.loads(data)` when it is small enough, cheap enough and shallow enough, else None.
-
-    Before decoding: at most `max_bytes`, and an estimate of the memory decoding takes
-    (counted at C speed: 2 bytes a byte and `_NODE_COST` per `{ [ , :`) at most 10 times
-    `max_bytes`. A document nested past the interpreter's recursion limit fails to decode
-    (`RecursionError`); one that decodes is walked without recursion and refused past
-    `max_depth`. Never raises.
-    """
-    if len(data) > max_bytes:
-        return None
-    nodes = data.count(b"{") + data.count(b"[") + data.count(b",") + data.count(b":") + 1
-    if 2 * len(data) + _NODE_COST * nodes > 10 * max_bytes:
-        return None
     try:
-        doc = json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError, MemoryError):
-        return None
-    stack: list[tuple[object, int]] = [(doc, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > max_depth:
-                return None
-            stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
-    return doc
+        return await default_decoder().adecode(
+            RECORD_DOCUMENT, data, key=key, etag=etag, convert=convert, variant=(skill_id, record_id)
+        )
+    except ValueError as exc:
+        return f"not a bounded JSON document ({exc})"
 
 
 def record_key(records_prefix: str, skill_id: str, record_id: str) -> str:
@@ -363,11 +383,12 @@ async def aread_records(
 
     async def read(rid: str) -> VersionRecord | str:
         async with sem:
+            key = f"{prefix}{rid}.json"
             try:
-                body = await store.aget(f"{prefix}{rid}.json", max_bytes=MAX_RECORD_BYTES)
+                body = await store.aget(key, max_bytes=MAX_RECORD_BYTES)
             except S3SkillsError as exc:
                 return f"unreadable ({type(exc).__name__})"
-            return await asyncio.to_thread(VersionRecord.decode, body.data, skill_id=skill_id, record_id=rid)
+            return await adecode_record(body.data, key=key, etag=body.etag, skill_id=skill_id, record_id=rid)
 
     out: list[VersionRecord] = []
     for rid, got in zip(names, await asyncio.gather(*(read(r) for r in names)), strict=True):
