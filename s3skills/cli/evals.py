@@ -39,7 +39,7 @@ import click
 from s3skills.cli.context import Context, UsageError, global_options, pass_context
 from s3skills.cli.find import LINE_CHARS
 from s3skills.errors import FileTooLarge, S3SkillsError
-from s3skills.skills.index.derived import decode_cost, load_json, weigh
+from s3skills.storage.documents import ANY, NODE_COST, DocumentKind, decode_document
 
 if TYPE_CHECKING:
     from s3skills.skills import SkillInfo
@@ -65,11 +65,23 @@ MAX_QUERIES = 1000
 """The most queries of one file."""
 
 MAX_QUERIES_COST = 32 << 20
-"""The largest estimated memory a queries file may take to decode (`derived.decode_cost`):
-a real one of `MAX_QUERIES` queries costs under 2 MiB; 1 MiB of `[` or `,` costs 80 MiB."""
+"""The memory budget of decoding a queries file: it may hold `MAX_QUERIES_COST // NODE_COST`
+values, so what decoding builds stays within it; a real file of `MAX_QUERIES` queries costs
+under 2 MiB, while 1 MiB of `[` or `,` would cost 80 MiB and is refused before decoding."""
 
 MAX_QUERIES_DEPTH = 4
 """The deepest nesting of a queries file: the list, its objects, and one level inside a value."""
+
+QUERIES_DOCUMENT = DocumentKind(
+    "queries file",
+    ANY,
+    max_bytes=MAX_QUERIES_BYTES,
+    max_nodes=MAX_QUERIES_COST // NODE_COST,
+    max_depth=MAX_QUERIES_DEPTH,
+)
+"""A queries file or a skill's `evals/triggers.json` for the one bounded decoder
+(`s3skills.storage.documents`): at most `MAX_QUERIES_COST // NODE_COST` values (419,430; a real
+file of `MAX_QUERIES` queries holds a few thousand), `MAX_QUERIES_DEPTH` levels."""
 
 _MAX_QUERY_CHARS = 8000  # the middleware ranks on the last 8,000 characters of a turn
 
@@ -96,11 +108,10 @@ def parse_queries(data: bytes, where: str) -> list[TriggerQuery]:
         data.decode("utf-8")
     except UnicodeDecodeError:
         raise UsageError(f"{where}: not UTF-8 text") from None
-    doc = load_json(data, max_bytes=MAX_QUERIES_BYTES, max_cost=MAX_QUERIES_COST)
-    if doc is None:
-        raise UsageError(f"{where}: {_why_not_decoded(data)}")
-    if weigh(doc, max_depth=MAX_QUERIES_DEPTH, limit=MAX_QUERIES_COST) is None:
-        raise UsageError(f"{where}: nested deeper than {MAX_QUERIES_DEPTH} levels; not a queries file")
+    try:
+        doc = decode_document(data, QUERIES_DOCUMENT)
+    except ValueError as exc:
+        raise UsageError(f"{where}: {_why_not_decoded(data, str(exc))}") from None
     if not isinstance(doc, list) or not doc:
         raise UsageError(f'{where}: expected a non-empty JSON list of {{"query": ..., "should_trigger": true|false}}')
     if len(doc) > MAX_QUERIES:
@@ -120,17 +131,21 @@ def parse_queries(data: bytes, where: str) -> list[TriggerQuery]:
     return out
 
 
-def _why_not_decoded(data: bytes) -> str:
-    """Why `load_json` refused a queries file (its cost is checked first: a second try is bounded)."""
-    if decode_cost(data) > MAX_QUERIES_COST:
+def _why_not_decoded(data: bytes, reason: str) -> str:
+    """Why the decoder refused a queries file, in the words of `eval`'s documented errors."""
+    if " values; the limit is " in reason:
         return "too costly to decode (nested or repeated far past what a queries file holds)"
-    try:
-        json.loads(data)
-    except json.JSONDecodeError as exc:
-        return f"not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
-    except RecursionError:
-        pass
-    return f"nested deeper than {MAX_QUERIES_DEPTH} levels; not a queries file"
+    if "nested" in reason:
+        return f"nested deeper than {MAX_QUERIES_DEPTH} levels; not a queries file"
+    if "not JSON" in reason:
+        try:  # within the value cap (checked first), so a second, plain parse is bounded
+            json.loads(data)
+        except json.JSONDecodeError as exc:
+            return f"not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        except (RecursionError, ValueError):
+            pass
+        return "not JSON"
+    return reason
 
 
 def _read_local(path: Path) -> list[TriggerQuery]:
