@@ -172,11 +172,19 @@ def _skill_id(request: Request) -> str:
     return str(SkillId.parse(request.query_params.get("id", "")))
 
 
+def _any_skill(console: Console, sid: str) -> SkillInfo:
+    """The skill `sid`, disabled or not (the index, already read: no request when fresh)."""
+    for skill in console.source.library.index(include_disabled=True):
+        if skill.id == sid:
+            return skill
+    return console.source.library.get(sid)  # by name, or the library's own "not found"
+
+
 def skill_page(request: Request, console: Console, who: Identity) -> Response:
     """A skill: SKILL.md rendered, its files, versions (who, which command), channels, trigger evals."""
     try:
         sid = _skill_id(request)
-        skill = console.source.library.get(sid)
+        skill = _any_skill(console, sid)
     except (InvalidPath, NotFound, S3SkillsError) as exc:
         return console.page(request, who, "error.html", 404, message=f"no such skill: {exc}")
     body = ""

@@ -9,6 +9,7 @@ templates autoescape the rest.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ import nh3
 from markdown_it import MarkdownIt
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
-from pygments.lexers import TextLexer, get_lexer_for_filename
+from pygments.lexers import TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
 from s3skills.media import content_type_for
@@ -87,6 +88,35 @@ def served_type(path: str) -> tuple[str, bool]:
     return "application/octet-stream", True
 
 
+_LEXERS = {
+    **dict.fromkeys(("py", "pyi"), "python"),
+    **dict.fromkeys(("sh", "bash", "zsh"), "bash"),
+    **dict.fromkeys(("js", "mjs", "cjs"), "javascript"),
+    **dict.fromkeys(("ts", "tsx"), "typescript"),
+    **dict.fromkeys(("yaml", "yml"), "yaml"),
+    **dict.fromkeys(("xml", "svg", "xsd"), "xml"),
+    **dict.fromkeys(("cpp", "cc", "hpp"), "cpp"),
+    **dict.fromkeys(("c", "h"), "c"),
+    **dict.fromkeys(("html", "htm"), "html"),
+    "json": "json",
+    "md": "markdown",
+    "css": "css",
+    "toml": "toml",
+    "ini": "ini",
+    "cfg": "ini",
+    "rb": "ruby",
+    "go": "go",
+    "rs": "rust",
+    "java": "java",
+    "sql": "sql",
+    "ps1": "powershell",
+    "r": "r",
+    "csv": "text",
+}
+"""Pygments lexers by file extension, looked up by name: Pygments' own lookup by file name
+scans every installed package's entry points (seconds, the first time)."""
+
+
 @functools.cache
 def _formatter() -> HtmlFormatter[str]:
     return HtmlFormatter(cssclass="hl", linenos="table", wrapcode=True)
@@ -94,13 +124,11 @@ def _formatter() -> HtmlFormatter[str]:
 
 def highlight_file(path: str, text: str) -> str:
     """A text file as highlighted HTML (escaped by Pygments), plain when too large."""
-    if len(text) > MAX_HIGHLIGHT_BYTES:
-        lexer = TextLexer()
-    else:
-        try:
-            lexer = get_lexer_for_filename(path.rsplit("/", 1)[-1], stripnl=False)
-        except ClassNotFound:
-            lexer = TextLexer()
+    name = _LEXERS.get(path.rsplit(".", 1)[-1].lower()) if "." in path.rsplit("/", 1)[-1] else None
+    lexer = TextLexer()
+    if name is not None and len(text) <= MAX_HIGHLIGHT_BYTES:
+        with contextlib.suppress(ClassNotFound):
+            lexer = get_lexer_by_name(name, stripnl=False)
     return str(highlight(text, lexer, _formatter()))
 
 
