@@ -7,10 +7,14 @@ it and `audit` names them. Fast: TestClient on the moto fixture.
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from console_harness import CURATOR, READER, OrgConsole, write_skill
+from starlette.testclient import TestClient
+
+from s3skills.console import TokenRoles, create_app
 
 CALC = "---\nname: calc\ndescription: Doubles numbers for accounting sheets.\n---\n# Calc\n\nRun main.py.\n"
 MAIN = "import sys\nprint(2 * int(sys.argv[1]))\n"
@@ -81,6 +85,8 @@ def test_the_trigger_evals_of_a_skill_that_ships_them_are_shown(org: OrgConsole)
     page = org.client(READER).get("/skill?id=calc&evals=1").text
     assert "recall 1.0" in page
     assert "write a poem about autumn" in page
+    usage = org.client(READER).get("/usage?evals=1").text
+    assert "1 skill(s) ship trigger evals; 0 fail." in usage
 
 
 def test_disable_and_enable_are_recorded_as_the_console_user(org: OrgConsole) -> None:
@@ -176,3 +182,42 @@ def test_the_audit_page_filters_by_skill_actor_command_and_date(org: OrgConsole)
     assert "0 action(s)" in client.get("/audit?until=2000-01-01").text
     assert "0 action(s)" in client.get("/audit?skill=nope").text
     assert client.get("/audit?since=yesterday-ish").status_code == 400
+
+
+def _usage_log(path: Path) -> Path:
+    now = datetime.now(UTC)
+    lines = [
+        json.dumps({"event": "skill_load", "skill": "calc", "outcome": "ok", "time": now.isoformat()}),
+        json.dumps({"event": "skill_load", "skill": "calc", "outcome": "ok", "created": now.timestamp()}),
+        json.dumps({"event": "script_run", "skill": "calc", "outcome": "error", "time": now.isoformat()}),
+        json.dumps({"event": "skill_load", "skill": "calc", "outcome": "ok", "time": "2001-01-01T00:00:00"}),
+        "not json",
+        json.dumps({"skill": ["a list"]}),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_usage_page_counts_loads_per_skill_and_names_the_skills_never_loaded(org: OrgConsole) -> None:
+    write_skill(org.src, "idle", "---\nname: idle\ndescription: Never used by anyone.\n---\n# Idle\n")
+    org.push()
+    app = create_app(org.source, TokenRoles(org.tokens), usage_log=_usage_log(org.root / "usage.jsonl"))
+    client = TestClient(app, headers={"Authorization": f"Bearer {READER}"})
+    page = client.get("/usage").text
+    assert "2 line(s) of the log did not parse" in page
+    row = page.split('skill?id=calc">calc</a>')[1].split("</tr>")[0]
+    assert "<td>2</td>" in row  # two loads in the window, the 2001 one is outside it
+    assert "<td>1</td>" in row  # one failed script run
+    never = page.split("Never loaded")[1]
+    assert "idle" in never
+    assert "calc" not in never.split("</aside>")[0]
+    plot = client.get("/usage.svg")
+    assert plot.headers["content-type"].startswith("image/svg+xml")
+    assert "sandbox" in plot.headers["content-security-policy"]
+    assert plot.text.lstrip().startswith("<?xml")
+    assert "<td>2</td>" in client.get("/").text  # the library page's loads column
+
+
+def test_without_a_usage_log_the_usage_page_says_how_to_give_one(org: OrgConsole) -> None:
+    page = org.client(READER).get("/usage").text
+    assert "--usage-log" in page

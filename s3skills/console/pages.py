@@ -24,6 +24,7 @@ from starlette.routing import Route
 from s3skills.console.auth import Identity
 from s3skills.console.render import file_kind, highlight_file, markdown_html, served_type, side_by_side
 from s3skills.console.source import ConsoleError
+from s3skills.console.usage import read_usage
 from s3skills.console.web import FILE_CSP, Console, reader
 from s3skills.errors import InvalidPath, NotFound, S3SkillsError
 from s3skills.ids import SkillId
@@ -135,6 +136,12 @@ def library_page(request: Request, console: Console, who: Identity) -> Response:
     page = min(_page_number(request), pages)
     shown = skills[(page - 1) * console.page_size : page * console.page_size]
     changes = last_changes(console, [s.id for s in shown if s.source != "code"])
+    usage = None
+    if console.usage_log is not None:
+        try:
+            usage = read_usage(console.usage_log)
+        except OSError as exc:
+            channel_errors.append(f"cannot read the usage log: {exc.strerror or exc}")
     rows = [
         {
             "skill": s,
@@ -142,6 +149,7 @@ def library_page(request: Request, console: Console, who: Identity) -> Response:
             "channels": _served(channels, s),
             "change": changes.get(s.id),
             "matched": matched.get(s.id),
+            "loads": usage.total(s.id) if usage is not None else None,
         }
         for s in shown
     ]
