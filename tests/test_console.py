@@ -195,6 +195,8 @@ def test_files_are_never_served_as_html(org: OrgConsole) -> None:
 def test_the_library_page_lists_skills_with_state_version_and_last_change(org: OrgConsole) -> None:
     page = org.client(READER).get("/")
     assert page.status_code == 200
+    _, out, _ = org.cli("--json", "history", "pdf")
+    assert json.loads(out)["versions"][0]["version"][:8] in page.text
     assert "pdf" in page.text
     assert "evil" in page.text
     assert "author" in page.text  # who pushed, from the version records
@@ -229,6 +231,7 @@ def test_the_library_page_costs_one_get_of_the_index_when_the_manifest_is_fresh(
     assert counter.counts == {"GetObject": 1}  # the manifest, conditional: unchanged
     counter.reset()
     assert client.get("/").status_code == 200
-    # The index (1 GET), the channels (1 LIST: none stored), and each shown skill's newest
-    # record (1 LIST and 1 GET each): 2 skills.
-    assert counter.counts == {"GetObject": 1 + 2, "ListObjectsV2": 1 + 2}
+    # The index (1 GET), the channels (1 LIST: none stored), and for each of the 2 shown skills
+    # its newest record (1 LIST and 1 GET) and its version (1 LIST of its folder: an index read
+    # from the manifest alone has no versions).
+    assert counter.counts == {"GetObject": 1 + 2, "ListObjectsV2": 1 + 2 + 2}

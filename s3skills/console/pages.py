@@ -21,6 +21,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
 
+from s3skills.aio import run_sync
 from s3skills.console.auth import Identity
 from s3skills.console.render import file_kind, highlight_file, markdown_html, served_type, side_by_side
 from s3skills.console.source import ConsoleError
@@ -30,9 +31,10 @@ from s3skills.errors import InvalidPath, NotFound, S3SkillsError
 from s3skills.ids import SkillId
 from s3skills.skills import SkillInfo
 from s3skills.skills.versions.channels import Channel
+from s3skills.skills.versions.history import version_id_of
 from s3skills.skills.versions.records import MAX_RECORD_BYTES, RECORD_ID_RE, VersionRecord
 
-__all__ = ["PAGE_ROUTES", "LastChange", "last_changes"]
+__all__ = ["PAGE_ROUTES", "LastChange", "Shown", "shown_details"]
 
 MAX_SHOWN_BYTES = 2 * 1024 * 1024
 """Larger files are offered as downloads, not shown."""
@@ -48,50 +50,70 @@ class LastChange:
     command: str
 
 
-def last_changes(console: Console, skill_ids: Sequence[str]) -> dict[str, LastChange]:
-    """The newest record of each skill of a page (1 LIST and 1 GET per skill, 16 at a time).
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What the library page shows of one skill beyond its index entry."""
 
-    Records that do not decode are left out (the skill shows no last change).
+    version: str | None
+    change: LastChange | None
+
+
+def shown_details(console: Console, skills: Sequence[SkillInfo]) -> dict[str, Shown]:
+    """The current version and the newest record of each skill of a page, 16 skills at a time.
+
+    A skill whose index entry carries no version (an index read from the manifest alone)
+    costs 1 LIST of its folder (`SkillLibrary.afiles`); its newest record 1 LIST and 1 GET.
+    A disabled skill shows no version; records that do not decode are left out.
     """
     source = console.source
     try:
-        base = source.layout.records_prefix(source.prefix)
+        base: str | None = source.layout.records_prefix(source.prefix)
     except ValueError:
-        return {}
-    store = source.store
+        base = None
+    store, library = source.store, source.library
     sem = asyncio.Semaphore(16)
 
-    async def one(sid: str) -> tuple[str, LastChange] | None:
-        async with sem:
-            objects, _ = await store.alist(f"{base}{sid}/")
-            ids = [o.key.rsplit("/", 1)[-1].removesuffix(".json") for o in objects if o.size <= MAX_RECORD_BYTES]
-            ids = sorted(i for i in ids if RECORD_ID_RE.match(i))
-            if not ids:
-                return None
-            try:
-                body = await store.aget(f"{base}{sid}/{ids[-1]}.json", max_bytes=MAX_RECORD_BYTES)
-            except S3SkillsError:
-                return None
-        got = VersionRecord.decode(body.data, skill_id=sid, record_id=ids[-1])
-        if isinstance(got, str):
+    async def version(skill: SkillInfo) -> str | None:
+        if skill.version or not skill.metadata.enabled:
+            return skill.version
+        try:
+            files = await library.afiles(skill.id)
+        except S3SkillsError:
             return None
-        return sid, LastChange(got.time.strftime("%Y-%m-%d %H:%M"), got.actor, got.command)
+        return version_id_of((f.path, f.etag) for f in files)
 
-    async def every() -> dict[str, LastChange]:
-        found = await asyncio.gather(*(one(s) for s in skill_ids))
-        return dict(f for f in found if f is not None)
+    async def change(sid: str) -> LastChange | None:
+        if base is None:
+            return None
+        objects, _ = await store.alist(f"{base}{sid}/")
+        ids = [o.key.rsplit("/", 1)[-1].removesuffix(".json") for o in objects if o.size <= MAX_RECORD_BYTES]
+        ids = sorted(i for i in ids if RECORD_ID_RE.match(i))
+        if not ids:
+            return None
+        try:
+            body = await store.aget(f"{base}{sid}/{ids[-1]}.json", max_bytes=MAX_RECORD_BYTES)
+        except S3SkillsError:
+            return None
+        got = VersionRecord.decode(body.data, skill_id=sid, record_id=ids[-1])
+        return None if isinstance(got, str) else LastChange(got.time.strftime("%Y-%m-%d %H:%M"), got.actor, got.command)
 
-    from s3skills.aio import run_sync
+    async def one(skill: SkillInfo) -> tuple[str, Shown]:
+        async with sem:
+            found = await asyncio.gather(version(skill), change(skill.id))
+        return skill.id, Shown(*found)
+
+    async def every() -> dict[str, Shown]:
+        return dict(await asyncio.gather(*(one(s) for s in skills if s.source != "code")))
 
     return run_sync(every())
 
 
-def _served(channels: Sequence[Channel], skill: SkillInfo) -> list[dict[str, Any]]:
+def _served(channels: Sequence[Channel], skill: SkillInfo, version: str | None) -> list[dict[str, Any]]:
     out = []
     for channel in channels:
         entry = channel.skills.get(skill.id)
         if entry is not None:
-            out.append({"name": channel.name, "version": entry.version, "current": entry.version == skill.version})
+            out.append({"name": channel.name, "version": entry.version, "current": entry.version == version})
     return out
 
 
@@ -135,7 +157,8 @@ def library_page(request: Request, console: Console, who: Identity) -> Response:
     pages = max(1, -(-total // console.page_size))
     page = min(_page_number(request), pages)
     shown = skills[(page - 1) * console.page_size : page * console.page_size]
-    changes = last_changes(console, [s.id for s in shown if s.source != "code"])
+    details = shown_details(console, shown)
+    none = Shown(None, None)
     usage = None
     if console.usage_log is not None:
         try:
@@ -146,8 +169,9 @@ def library_page(request: Request, console: Console, who: Identity) -> Response:
         {
             "skill": s,
             "problems": problems.get(s.id, []),
-            "channels": _served(channels, s),
-            "change": changes.get(s.id),
+            "channels": _served(channels, s, details.get(s.id, none).version),
+            "change": details.get(s.id, none).change,
+            "version": details.get(s.id, none).version,
             "matched": matched.get(s.id),
             "loads": usage.total(s.id) if usage is not None else None,
         }
