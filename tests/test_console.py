@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from console_harness import CURATOR, READER, OrgConsole, write_skill, write_tokens
+from starlette.testclient import TestClient
 
 from s3skills.console import TokenRoles, create_app
 from s3skills.storage import RequestCounter
@@ -113,8 +114,6 @@ def test_the_trusted_header_is_taken_only_from_the_proxy_address(org: OrgConsole
     assert client.get("/", headers={"X-Forwarded-User": "cora"}).status_code == 303
     behind = create_app(org.source, TokenRoles(org.tokens), trusted_user_header="X-Forwarded-User",
                         trusted_proxy="testclient")  # fmt: skip
-    from starlette.testclient import TestClient
-
     proxied = TestClient(behind, follow_redirects=False)
     page = proxied.get("/", headers={"X-Forwarded-User": "cora"})
     assert page.status_code == 200
@@ -213,8 +212,6 @@ def test_search_uses_the_agents_ranker_and_says_why_each_skill_matched(org: OrgC
 
 def test_the_library_page_paginates(org: OrgConsole) -> None:
     app = create_app(org.source, TokenRoles(org.tokens), page_size=1)
-    from starlette.testclient import TestClient
-
     client = TestClient(app, headers={"Authorization": f"Bearer {READER}"})
     first, second = client.get("/").text, client.get("/?page=2").text
     assert "page 1 of 2" in first
@@ -224,14 +221,39 @@ def test_the_library_page_paginates(org: OrgConsole) -> None:
 
 def test_the_library_page_costs_one_get_of_the_index_when_the_manifest_is_fresh(org: OrgConsole) -> None:
     client = org.client(READER)
-    client.get("/")  # the index is read once and cached
     counter = RequestCounter()
     org.source.store.add_request_hook(counter)
+    client.get("/")  # the index is read once and cached
+    counter.reset()
     org.source.library.index(include_disabled=True)
     assert counter.counts == {"GetObject": 1}  # the manifest, conditional: unchanged
+
+
+def test_a_skills_version_and_last_change_are_read_once_then_kept(org: OrgConsole) -> None:
+    counter = RequestCounter()
+    org.source.store.add_request_hook(counter)
+    client = org.client(READER)
     counter.reset()
     assert client.get("/").status_code == 200
     # The index (1 GET), the channels (1 LIST: none stored), and for each of the 2 shown skills
-    # its newest record (1 LIST and 1 GET) and its version (1 LIST of its folder: an index read
-    # from the manifest alone has no versions).
-    assert counter.counts == {"GetObject": 1 + 2, "ListObjectsV2": 1 + 2 + 2}
+    # its newest version record (1 LIST and 1 GET): its version, who, when, which command.
+    assert counter.counts == {"GetObject": 1 + 2, "ListObjectsV2": 1 + 2}
+    counter.reset()
+    assert client.get("/").status_code == 200
+    assert counter.counts == {"GetObject": 1, "ListObjectsV2": 1}  # the records are kept
+    # Kept nothing (details_ttl=0): every view reads them again.
+    uncached = TestClient(create_app(org.source, TokenRoles(org.tokens), details_ttl=0))
+    uncached.headers["Authorization"] = f"Bearer {READER}"
+    uncached.get("/")
+    counter.reset()
+    uncached.get("/")
+    assert counter.counts == {"GetObject": 1 + 2, "ListObjectsV2": 1 + 2}
+
+
+def test_a_change_made_through_the_console_shows_at_once(org: OrgConsole) -> None:
+    client = org.client(CURATOR)
+    assert "author" in client.get("/").text
+    assert client.post("/disable", data={"id": "pdf", "csrf": org.csrf(client)}).status_code == 303
+    row = client.get("/").text.split("skill?id=pdf")[1].split("</tr>")[0]
+    assert "cora" in row
+    assert "disable" in row

@@ -26,7 +26,16 @@ from s3skills.console.auth import Sessions, TokenRoles
 from s3skills.console.pages import PAGE_ROUTES
 from s3skills.console.render import highlight_css
 from s3skills.console.source import ConsoleSource
-from s3skills.console.web import COOKIE, LOGIN_COOKIE, Console, SecurityHeaders, console_of, form_of
+from s3skills.console.web import (
+    COOKIE,
+    DETAILS_TTL,
+    LOGIN_COOKIE,
+    Console,
+    DetailsCache,
+    SecurityHeaders,
+    console_of,
+    form_of,
+)
 from s3skills.console.writes import WRITE_ROUTES
 
 __all__ = ["create_app"]
@@ -94,6 +103,7 @@ def create_app(
     session_key: bytes | None = None,
     page_size: int = 50,
     usage_log: str | Path | None = None,
+    details_ttl: float = DETAILS_TTL,
 ) -> Starlette:
     """The console of one library, as an ASGI app.
 
@@ -106,6 +116,8 @@ def create_app(
         session_key: The key signing sessions and CSRF tokens (default: random per process).
         page_size: Skills per page of the library page.
         usage_log: A JSON-lines file of usage records (`s3skills.usage`) for the usage page.
+        details_ttl: Seconds the library page keeps a skill's version and last change
+            (`web.DetailsCache`; 0 reads them at every view).
 
     Raises:
         ValueError: A trusted header without a trusted proxy address, or a bad page size.
@@ -125,6 +137,7 @@ def create_app(
         trusted_proxy,
         page_size,
         Path(usage_log) if usage_log else None,
+        DetailsCache(details_ttl),
     )
     routes = [
         Route("/login", login_page, methods=["GET"]),

@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,6 @@ from s3skills.errors import InvalidPath, NotFound, S3SkillsError
 from s3skills.ids import SkillId
 from s3skills.skills import SkillInfo
 from s3skills.skills.versions.channels import Channel
-from s3skills.skills.versions.history import version_id_of
 from s3skills.skills.versions.records import MAX_RECORD_BYTES, RECORD_ID_RE, VersionRecord
 
 __all__ = ["PAGE_ROUTES", "LastChange", "Shown", "shown_details"]
@@ -59,53 +59,48 @@ class Shown:
 
 
 def shown_details(console: Console, skills: Sequence[SkillInfo]) -> dict[str, Shown]:
-    """The current version and the newest record of each skill of a page, 16 skills at a time.
+    """The version and the newest record of each skill of a page (who, when, which command).
 
-    A skill whose index entry carries no version (an index read from the manifest alone)
-    costs 1 LIST of its folder (`SkillLibrary.afiles`); its newest record 1 LIST and 1 GET.
-    A disabled skill shows no version; records that do not decode are left out.
+    Both come from the skill's newest version record (its content id is the version): 1 LIST
+    and 1 GET per skill, all skills of the page at once, kept by the console for
+    `Console.details_ttl` seconds while the skill's `SKILL.md` keeps its ETag (a change made
+    through the console forgets them at once). A skill without a record shows the version
+    its index entry has, if any; records that do not decode are left out.
     """
     source = console.source
     try:
-        base: str | None = source.layout.records_prefix(source.prefix)
+        base = source.layout.records_prefix(source.prefix)
     except ValueError:
-        base = None
-    store, library = source.store, source.library
-    sem = asyncio.Semaphore(16)
+        return {s.id: Shown(s.version, None) for s in skills}
+    store = source.store
+    now = time.monotonic()
+    known = console.details.get(now, {s.id: s.etag for s in skills})
+    wanted = [s for s in skills if s.id not in known and s.source != "code"]
 
-    async def version(skill: SkillInfo) -> str | None:
-        if skill.version or not skill.metadata.enabled:
-            return skill.version
-        try:
-            files = await library.afiles(skill.id)
-        except S3SkillsError:
-            return None
-        return version_id_of((f.path, f.etag) for f in files)
-
-    async def change(sid: str) -> LastChange | None:
-        if base is None:
-            return None
+    async def one(skill: SkillInfo) -> tuple[str, Shown]:
+        sid, nothing = skill.id, Shown(skill.version, None)
         objects, _ = await store.alist(f"{base}{sid}/")
         ids = [o.key.rsplit("/", 1)[-1].removesuffix(".json") for o in objects if o.size <= MAX_RECORD_BYTES]
         ids = sorted(i for i in ids if RECORD_ID_RE.match(i))
         if not ids:
-            return None
+            return sid, nothing
         try:
             body = await store.aget(f"{base}{sid}/{ids[-1]}.json", max_bytes=MAX_RECORD_BYTES)
         except S3SkillsError:
-            return None
+            return sid, nothing
         got = VersionRecord.decode(body.data, skill_id=sid, record_id=ids[-1])
-        return None if isinstance(got, str) else LastChange(got.time.strftime("%Y-%m-%d %H:%M"), got.actor, got.command)
-
-    async def one(skill: SkillInfo) -> tuple[str, Shown]:
-        async with sem:
-            found = await asyncio.gather(version(skill), change(skill.id))
-        return skill.id, Shown(*found)
+        if isinstance(got, str):
+            return sid, nothing
+        change = LastChange(got.time.strftime("%Y-%m-%d %H:%M"), got.actor, got.command)
+        return sid, Shown(got.content or skill.version, change)
 
     async def every() -> dict[str, Shown]:
-        return dict(await asyncio.gather(*(one(s) for s in skills if s.source != "code")))
+        return dict(await asyncio.gather(*(one(s) for s in wanted)))
 
-    return run_sync(every())
+    found = run_sync(every()) if wanted else {}
+    etags = {s.id: s.etag for s in skills}
+    console.details.put(now, {sid: (etags[sid], shown) for sid, shown in found.items()})
+    return {**known, **found}
 
 
 def _served(channels: Sequence[Channel], skill: SkillInfo, version: str | None) -> list[dict[str, Any]]:

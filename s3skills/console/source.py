@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -74,6 +75,8 @@ class ConsoleSource:
     def __init__(self, settings: Settings) -> None:
         self.settings = replace(settings, json=True, actor=None)
         self._reader = Context(self.settings, stdout=io.StringIO(), stderr=io.StringIO())
+        self._lock = threading.Lock()
+        self._channels: dict[str, tuple[str, Channel]] = {}
 
     @property
     def store(self) -> S3ObjectStore:
@@ -134,7 +137,9 @@ class ConsoleSource:
     def channels(self) -> tuple[list[Channel], list[str]]:
         """The stored channels (at most `MAX_CHANNELS`, by name), and what could not be read.
 
-        Costs 1 LIST and 1 GET per channel, sent together.
+        Costs 1 LIST, and 1 GET per channel whose ETag changed since this console last read
+        it: a decoded channel is kept by ETag (decoding checks every skill's pins, which at
+        10,000 skills costs more than the page's requests).
         """
         try:
             prefix = self.layout.channels_prefix(self.prefix)
@@ -143,11 +148,24 @@ class ConsoleSource:
 
         async def read() -> tuple[list[Channel], list[str]]:
             objects, _ = await self.store.alist(prefix)
-            names = sorted(o.key[len(prefix) :].removesuffix(".json") for o in objects if o.key.endswith(".json"))
-            names = [n for n in names if "/" not in n][:MAX_CHANNELS]
-            got = await asyncio.gather(*(aread_channel(self.store, prefix, n) for n in names), return_exceptions=True)
-            found = [g for g in got if isinstance(g, Channel)]
-            bad = [f"channel {n}: {g}" for n, g in zip(names, got, strict=True) if isinstance(g, BaseException)]
-            return found, bad
+            listed = sorted(
+                (o.key[len(prefix) :].removesuffix(".json"), o.etag)
+                for o in objects
+                if o.key.endswith(".json") and "/" not in o.key[len(prefix) :]
+            )[:MAX_CHANNELS]
+            etags = dict(listed)
+            with self._lock:
+                kept = {n: hit for n, hit in self._channels.items() if etags.get(n) == hit[0]}
+            stale = [n for n in etags if n not in kept]
+            got = await asyncio.gather(*(aread_channel(self.store, prefix, n) for n in stale), return_exceptions=True)
+            bad = []
+            for name, result in zip(stale, got, strict=True):
+                if isinstance(result, Channel):
+                    kept[name] = (etags[name], result)
+                else:
+                    bad.append(f"channel {name}: {result}")
+            with self._lock:
+                self._channels = kept
+            return [kept[n][1] for n in etags if n in kept], bad
 
         return self._reader.run(read())

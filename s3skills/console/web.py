@@ -8,8 +8,9 @@ no inline script and no other origin, `nosniff`, and no framing (`SecurityHeader
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -26,9 +27,11 @@ from s3skills.paths import check_identity
 __all__ = [
     "COOKIE",
     "CSP",
+    "DETAILS_TTL",
     "FILE_CSP",
     "LOGIN_COOKIE",
     "Console",
+    "DetailsCache",
     "SecurityHeaders",
     "console_of",
     "curator",
@@ -46,6 +49,41 @@ FILE_CSP = "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; sandb
 """The policy of a skill's file served raw: nothing in it runs, even opened on its own."""
 
 MAX_FORM_BYTES = 64 * 1024
+DETAILS_TTL = 60.0
+"""Seconds the library page keeps a skill's version and last change (see `DetailsCache`)."""
+
+
+class DetailsCache:
+    """What the library page shows of each skill beyond the index, kept `ttl` seconds while
+    the skill's `SKILL.md` keeps its ETag (bounded: `MAX_DETAILS` skills)."""
+
+    MAX_DETAILS = 20_000
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._kept: dict[str, tuple[float, str, Any]] = {}
+
+    def get(self, now: float, etags: dict[str, str]) -> dict[str, Any]:
+        """The kept details of the skills of `etags` (id -> SKILL.md ETag) still valid at `now`."""
+        with self._lock:
+            return {
+                sid: hit[2]
+                for sid, etag in etags.items()
+                if (hit := self._kept.get(sid)) is not None and hit[1] == etag and now - hit[0] < self.ttl
+            }
+
+    def put(self, now: float, found: dict[str, tuple[str, Any]]) -> None:
+        """Keep `found` (id -> (SKILL.md ETag, details)) as of `now`."""
+        with self._lock:
+            if len(self._kept) + len(found) > self.MAX_DETAILS:
+                self._kept.clear()
+            self._kept.update((sid, (now, etag, value)) for sid, (etag, value) in found.items())
+
+    def clear(self) -> None:
+        """Forget everything (after a change made through the console)."""
+        with self._lock:
+            self._kept.clear()
 
 
 @dataclass
@@ -60,6 +98,7 @@ class Console:
     trusted_proxy: str | None = None
     page_size: int = 50
     usage_log: Path | None = None
+    details: DetailsCache = field(default_factory=lambda: DetailsCache(DETAILS_TTL))
 
     def identify(self, request: Request) -> Identity | None:
         """Who the request is for: the SSO proxy's header (from its address only), a bearer

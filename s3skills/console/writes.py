@@ -37,7 +37,9 @@ def _run(request: Request, console: Console, who: Identity, back: str, *args: st
     try:
         console.source.command(*args, actor=who.user)
     except ConsoleError as exc:
+        console.details.clear()
         return console.page(request, who, "error.html", 400, message=str(exc))
+    console.details.clear()
     return _done(f"{' '.join(args[:2])}: done (recorded as {who.user})", back)
 
 
