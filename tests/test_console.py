@@ -250,6 +250,25 @@ def test_a_skills_version_and_last_change_are_read_once_then_kept(org: OrgConsol
     assert counter.counts == {"GetObject": 1 + 2, "ListObjectsV2": 1 + 2}
 
 
+def test_stored_channels_are_read_again_only_when_their_etag_changes(org: OrgConsole) -> None:
+    for name in ("staging", "production"):
+        assert org.cli("channel", "create", name, "--from", "latest")[0] == 0
+    client = org.client(READER)
+    page = client.get("/").text
+    assert "channels: production, staging" in page
+    counter = RequestCounter()
+    org.source.store.add_request_hook(counter)
+    client.get("/")
+    assert counter.counts == {"GetObject": 1, "ListObjectsV2": 1}  # the index; the channels' LIST only
+    assert org.cli("channel", "set", "production", "pdf", "--remove")[0] == 0
+    counter.reset()
+    page = client.get("/").text
+    assert counter.counts == {"GetObject": 1 + 1, "ListObjectsV2": 1}  # production changed: read again
+    row = page.split("skill?id=pdf")[1].split("</tr>")[0]
+    assert "staging" in row
+    assert "production" not in row
+
+
 def test_a_change_made_through_the_console_shows_at_once(org: OrgConsole) -> None:
     client = org.client(CURATOR)
     assert "author" in client.get("/").text
