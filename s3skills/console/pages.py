@@ -39,6 +39,8 @@ __all__ = ["PAGE_ROUTES", "LastChange", "Shown", "shown_details"]
 MAX_SHOWN_BYTES = 2 * 1024 * 1024
 """Larger files are offered as downloads, not shown."""
 TRIGGERS_FILE = "evals/triggers.json"
+APPROVALS_PAGE = 10
+"""Skills of the approvals queue shown a page, each with its diffs (a `history` and a `diff` each)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,9 +377,12 @@ def approvals_page(request: Request, console: Console, who: Identity) -> Respons
         pending = console.source.command("approvals").get("pending", [])
     except ConsoleError as exc:
         return console.page(request, who, "error.html", 400, message=str(exc))
-    approvals = approvals_of(console)
-    rows = [{"pending": p, "diff": approval_diffs(console, p["id"], approvals)} for p in pending[:100]]
-    return console.page(request, who, "approvals.html", rows=rows, total=len(pending))
+    pages = max(1, -(-len(pending) // APPROVALS_PAGE))
+    page = min(_page_number(request), pages)
+    shown = pending[(page - 1) * APPROVALS_PAGE : page * APPROVALS_PAGE]
+    approvals = approvals_of(console) if shown else []
+    rows = [{"pending": p, "diff": approval_diffs(console, p["id"], approvals)} for p in shown]
+    return console.page(request, who, "approvals.html", rows=rows, total=len(pending), page=page, pages=pages, keep={})
 
 
 def api_skills(request: Request, console: Console, who: Identity) -> Response:
