@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,21 @@ def _script_of(src: Path, sid: str) -> Path:
     """The first script of skill `sid` in the pushed tree (push names a skill by its folder)."""
     folder = next(p.parent for p in sorted(src.rglob("SKILL.md")) if p.parent.name == sid.rsplit("/", 1)[-1])
     return sorted(p for p in (folder / "scripts").rglob("*") if p.is_file() and p.suffix in (".py", ".sh"))[0]
+
+
+def _usage_log(path: Path, skills: list[str]) -> Path:
+    """Loads of `skills` over the last ten days, as the agents' usage records shipped as JSON lines."""
+    now = datetime.now(UTC)
+    lines = [
+        json.dumps(
+            {"event": "skill_load", "skill": sid, "outcome": "ok", "time": (now - timedelta(days=d)).isoformat()}
+        )
+        for rank, sid in enumerate(skills)
+        for d in range(10)
+        for _ in range((d * (rank + 1)) % 7 + 1)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
 
 
 def test_a_curator_diffs_approves_promotes_and_disables_in_chromium(
@@ -79,7 +95,8 @@ def test_a_curator_diffs_approves_promotes_and_disables_in_chromium(
     quiet = next(s for s in every if s not in with_scripts)
     shots = tmp_path / "shots"
 
-    console = ConsoleProcess(org.globals, write_tokens(tmp_path / "tokens.json"), keys)
+    usage = _usage_log(tmp_path / "usage.jsonl", every[:4])
+    console = ConsoleProcess(org.globals, write_tokens(tmp_path / "tokens.json"), keys, "--usage-log", str(usage))
     try:
         with browser() as chromium:
             page = chromium.new_page()
@@ -123,6 +140,7 @@ def test_a_curator_diffs_approves_promotes_and_disables_in_chromium(
             assert "cora" in page.inner_text("table.audit")
             shoot(page, shots, "audit")
             page.goto(f"{console.url}/usage")
+            assert page.locator("#usage-plot").evaluate("(img) => img.complete && img.naturalWidth > 0")
             shoot(page, shots, "usage")
             assert dialogs == []
     finally:
