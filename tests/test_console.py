@@ -276,3 +276,19 @@ def test_a_change_made_through_the_console_shows_at_once(org: OrgConsole) -> Non
     row = client.get("/").text.split("skill?id=pdf")[1].split("</tr>")[0]
     assert "cora" in row
     assert "disable" in row
+
+
+def test_the_console_command_refuses_a_bad_tokens_file_or_a_header_without_its_proxy(
+    org: OrgConsole, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from s3skills.cli import main
+
+    loose = write_tokens(tmp_path / "loose.json")
+    loose.chmod(0o644 | 0o022)
+    assert main([*org.base, "console", "--port", "0", "--tokens", str(loose)]) == 1
+    assert "chmod 600" in capsys.readouterr().err
+    argv = [*org.base, "console", "--port", "0", "--tokens", str(org.tokens), "--trusted-user-header", "X-User"]
+    assert main(argv) == 2
+    assert "go together" in capsys.readouterr().err
+    assert main([*org.base, "console", "--tokens", str(tmp_path / "missing.json")]) == 1
+    assert "Cannot read the tokens file" in capsys.readouterr().err
