@@ -292,3 +292,15 @@ def test_the_console_command_refuses_a_bad_tokens_file_or_a_header_without_its_p
     assert "go together" in capsys.readouterr().err
     assert main([*org.base, "console", "--tokens", str(tmp_path / "missing.json")]) == 1
     assert "Cannot read the tokens file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("sid", "category"),
+    [("pdf", None), ("escrituras/compraventa", None), ("a/b", "ops")],
+)
+def test_the_library_pages_category_is_the_skills_own(sid: str, category: str | None) -> None:
+    from s3skills.console.pages import _category
+    from s3skills.skills import SkillInfo, SkillMetadata
+
+    skill = SkillInfo(sid, SkillMetadata(name=sid.rsplit("/", 1)[-1], description="d", category=category))
+    assert _category(skill) == skill.category
