@@ -17,7 +17,7 @@ from s3skills.cli.context import CliError, Context, UsageError, global_options_e
 
 __all__ = ["console_command"]
 
-_NEEDS = ("starlette", "uvicorn", "jinja2", "markdown_it", "nh3", "pygments", "itsdangerous")
+_NEEDS = ("starlette", "uvicorn", "jinja2", "markdown_it", "nh3", "pygments", "itsdangerous", "matplotlib")
 
 
 @click.command("console", short_help="Serve a web console of the library: review, approve, roll out, watch.")
