@@ -192,6 +192,13 @@ ALLOWED_SKIPS: tuple[AllowedSkip, ...] = (
         ".ci/run installs the embeddings extra for the slow step; the test raises there when it is missing",
     ),
     AllowedSkip(
+        "tests/test_console_browser.py",
+        r"^chromium is not installed",
+        lambda: not in_ci() and _missing("chromium"),
+        "outside CI, and Debian's chromium is not installed",
+        ".ci/run installs chromium with apt; the console's browser tests need a real browser",
+    ),
+    AllowedSkip(
         "*",
         r"real-skills corpus",
         lambda: not in_ci() and _without_corpus(),

@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "s3skills.tools",
             "s3skills.cli",
             "s3skills.serve",
+            "s3skills.console",
             "s3skills.demo",
             "s3skills.seed",
             "s3skills.examples",

@@ -129,3 +129,12 @@ def test_every_base_dependency_is_imported_by_the_package() -> None:
     imported_dists = {d.lower() for module in _third_party_imports() for d in provided.get(module, [])}
     unused = sorted(n for n in names if n.replace("_", "-") not in {d.replace("_", "-") for d in imported_dists})
     assert not unused, f"declared but never imported: {unused}"
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_the_consoles_templates_and_stylesheet(wheel: Path) -> None:
+    """The console has no build step and no CDN: every page and asset is package data."""
+    names = set(zipfile.ZipFile(wheel).namelist())
+    pages = {p.name for p in (ROOT / "s3skills" / "console" / "templates").glob("*.html")}
+    assert {f"s3skills/console/templates/{p}" for p in pages} <= names
+    assert "s3skills/console/static/console.css" in names

@@ -19,6 +19,7 @@ import click
 
 from s3skills import __version__
 from s3skills.cli.channels import channel_group
+from s3skills.cli.console import console_command
 from s3skills.cli.context import CliError, Context, Settings, UsageError, global_options
 from s3skills.cli.demo import demo_command
 from s3skills.cli.evals import eval_command
@@ -92,6 +93,7 @@ for _command in (
     approve_command,
     approvals_command,
     audit_command,
+    console_command,
 ):
     cli.add_command(_command)
 
