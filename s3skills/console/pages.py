@@ -299,7 +299,7 @@ def file_page(request: Request, console: Console, who: Identity) -> Response:
         sid, path, data = _file_of(request, console)
     except (InvalidPath, NotFound, S3SkillsError) as exc:
         return console.page(request, who, "error.html", 404, message=f"cannot open that file: {exc}")
-    kind = file_kind(path)
+    kind = file_kind(path, data)
     html = ""
     if kind == "text":
         try:
@@ -315,7 +315,7 @@ def raw_file(request: Request, console: Console, who: Identity) -> Response:
         _, path, data = _file_of(request, console)
     except (InvalidPath, NotFound, S3SkillsError) as exc:
         return PlainTextResponse(f"cannot open that file: {exc}", status_code=404)
-    media, attachment = served_type(path)
+    media, attachment = served_type(path, data)
     name = path.rsplit("/", 1)[-1]
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:100] or "file"
     headers = {"Content-Security-Policy": FILE_CSP, "X-Content-Type-Options": "nosniff"}

@@ -21,7 +21,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_by_name
 from pygments.util import ClassNotFound
 
-from s3skills.media import content_type_for
+from s3skills.media import file_kind as media_kind
+from s3skills.media import type_by_name
 
 __all__ = [
     "DiffFile",
@@ -63,28 +64,41 @@ def markdown_html(text: str) -> str:
     )
 
 
-def file_kind(path: str) -> str:
-    """How the console shows a file: `text`, `image` (a raster image) or `binary`."""
-    kind = content_type_for(path)
-    if kind.startswith("text/") or kind in ("application/json", "application/x-sh", "application/xml"):
-        return "text"
-    if kind in ("image/png", "image/jpeg", "image/gif", "image/webp"):
+_RASTER = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+def file_kind(path: str, data: bytes | None = None) -> str:
+    """How the console shows a file: `text`, `image` (a raster image) or `binary`.
+
+    With its bytes, the project's one rule decides (`s3skills.media.file_kind`: UTF-8 is
+    text whatever the name, binary by content). Without them (a listing), the name is a
+    hint only: a name that says nothing is listed as text, and its page decides.
+    """
+    if data is not None:
+        kind = media_kind(path, data)
+        if kind.text:
+            return "text"
+        return "image" if kind.mime in _RASTER else "binary"
+    named = type_by_name(path)
+    if named in _RASTER:
         return "image"
+    if named is None or named.startswith("text/") or named in ("application/json", "application/xml"):
+        return "text"
     return "binary"
 
 
-def served_type(path: str) -> tuple[str, bool]:
+def served_type(path: str, data: bytes) -> tuple[str, bool]:
     """(Content-Type, as an attachment) for serving a file of a skill: never HTML.
 
     Text (HTML, SVG source and scripts included) is `text/plain`, shown in the browser; a
     raster image keeps its type (for `<img>`) but is an attachment when opened; anything
     else is an attachment (`application/octet-stream` when the type is not an image).
     """
-    kind = file_kind(path)
+    kind = file_kind(path, data)
     if kind == "text":
         return "text/plain; charset=utf-8", False
     if kind == "image":
-        return content_type_for(path), True
+        return media_kind(path, data).mime, True
     return "application/octet-stream", True
 
 
