@@ -36,6 +36,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from starlette.applications import Starlette
 
+from s3skills._loop import serve_on_running_loop
 from s3skills.aio import io_bound
 from s3skills.config import Config
 from s3skills.errors import AccessDenied, ConfigurationError, InvalidPath, S3SkillsError
@@ -218,7 +219,8 @@ async def run_http(
         app = http_app(skills, token_verifier, host=host, port=port)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
         try:
-            await _AnnouncingServer(config).serve(sockets=[sock])
+            with serve_on_running_loop():  # library calls run on this loop: no hop to another thread
+                await _AnnouncingServer(config).serve(sockets=[sock])
         finally:
             sock.close()
     finally:
@@ -374,7 +376,8 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _usage(str(exc)) from None
     skills = SkillsServer(source, page_size=args.page_size, tools=tools, ranker=ranker)
-    asyncio.run(run_http(skills, verifier, host=args.host, port=args.port, fail_fast=True))
+    with asyncio.Runner(loop_factory=uvicorn.Config(None).get_loop_factory()) as runner:  # uvloop when installed
+        runner.run(run_http(skills, verifier, host=args.host, port=args.port, fail_fast=True))
     return 0
 
 

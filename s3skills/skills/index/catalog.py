@@ -23,7 +23,10 @@ runs shares its answer (single-flight): however many tenants use a shared librar
 it costs one conditional GET per refresh, and nobody queues behind a lock held across
 a request. A library that concurrent callers are asking for (one shared a refresh in
 the last second) has its next refresh wait `gather_delay` before it asks, so that more
-callers share it, each answered with what the store held after it asked. A manifest
+callers share it, each answered with what the store held after it asked; it waits as long as
+the library's last refresh took (a round trip), at most `gather_delay`, so a caller pays at
+most one more round trip for it (a fixed 0.2 s wait held every call of a busy MCP server
+for 0.2 s, several times per call: bench/README.md, "Where a call's time goes"). A manifest
 rebuilt by a refresh is written in the background, after the answer (`aflush` waits
 for those writes). A library known of nothing is listed page by page, the first page
 small, each `SKILL.md` head read and parsed as its page arrives
@@ -85,8 +88,10 @@ class LibraryIndex:
             answer a caller that came after.
         writing: The background write of a manifest this index rebuilt (awaited by the
             next refresh of the index and by `SkillCatalog.aflush`).
-        contended_until: Until when (`time.monotonic`) a refresh waits `gather_delay`
-            before it asks: concurrent callers shared one recently.
+        contended_until: Until when (`time.monotonic`) a refresh waits before it asks:
+            concurrent callers shared one recently.
+        refresh_seconds: How long the last refresh took (`time.monotonic`): what a wait
+            for more callers may cost at most.
     """
 
     source: str
@@ -108,6 +113,7 @@ class LibraryIndex:
     generation: int = 0
     flight_generation: int = 0
     contended_until: float = 0.0
+    refresh_seconds: float = 0.0
     writing: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def skill_folders(self) -> set[str]:
@@ -143,13 +149,17 @@ class SkillCatalog:
             None indexes with LISTs only.
         verify: When a manifest is checked against a LIST (see the module docstring).
         verify_interval: Seconds between checks with `verify="interval"`.
-        gather_delay: Seconds a refresh of a library that concurrent callers shared in the
-            last second waits before it asks, so that the callers arriving meanwhile share
-            it too. Those get an answer read after they asked (fresher than joining a
-            request already out, which they would share anyway); a caller alone never
-            waits. 0 turns it off.
-        monotonic: The clock of that one-second window (tests move it by hand).
-        sleep: How a refresh waits `gather_delay` (tests release it by hand).
+        gather_delay: The most seconds a refresh of a library that concurrent callers
+            shared in the last second waits before it asks, so that the callers arriving
+            meanwhile share it too. It waits as long as the library's last refresh took
+            (one round trip), never longer than this: a caller pays at most one more
+            round trip, and the library is still asked at most once per two round trips
+            however many callers ask. Those get an answer read after they asked (fresher
+            than joining a request already out, which they would share anyway); a caller
+            alone never waits. 0 turns it off.
+        monotonic: The clock of that one-second window and of a refresh's duration
+            (tests move it by hand).
+        sleep: How a refresh waits for more callers (tests release it by hand).
     """
 
     def __init__(
@@ -279,9 +289,12 @@ class SkillCatalog:
                 return index
             index.flight, index.flight_generation = flight, index.generation
             try:
-                if not must and self.gather_delay > 0 and self.monotonic() < index.contended_until:
-                    await self.sleep(self.gather_delay)  # the callers arriving now share this refresh
+                wait = min(self.gather_delay, index.refresh_seconds)
+                if not must and wait > 0 and self.monotonic() < index.contended_until:
+                    await self.sleep(wait)  # the callers arriving now share this refresh
+                started = self.monotonic()
                 await self._refresh(index, source, prefix, force=force)
+                index.refresh_seconds = self.monotonic() - started
             except S3SkillsError as exc:
                 index.failure, index.failed_until = exc, self.clock() + self.failure_backoff
                 flight.set_exception(exc)
