@@ -293,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.trace:
             import serve_trace  # bench/serve_trace.py
 
-            traced = serve_trace.trace(bucket, up.url, keys, tokens_file, tokens, args, server)
+            traced = serve_trace.trace(bucket, up.url, keys, tokens_file, tokens, args, server, load)
             serve_trace.print_table(traced)
     report = {"users": args.users, "skills_per_user": args.skills, "clients": args.clients, "runs": rows}
     if traced is not None:

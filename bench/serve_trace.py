@@ -178,19 +178,18 @@ def _dump() -> None:
 
 
 def trace(
-    bucket: str, endpoint: str, keys: Any, tokens_file: Path, tokens: dict[str, str], args: Any, server: Any
+    bucket: str, endpoint: str, keys: Any, tokens_file: Path, tokens: dict[str, str], args: Any, server: Any, load: Any
 ) -> Any:
-    """The per-step figures: wall at `args.clients` clients, CPU with one client."""
-    import serve_http  # bench/serve_http.py
-
+    """The per-step figures: wall at `args.clients` clients, CPU with one client (`server` and
+    `load` are `serve_http`'s)."""
     out: dict[str, Any] = {}
     for label, clients, duration in (("wall", args.clients, args.duration), ("cpu", 1, max(5.0, args.duration / 2))):
         dump = tokens_file.parent / f"trace-{label}.json"
         os.environ["S3SKILLS_TRACE_OUT"] = str(dump)
         try:
             with server(bucket, endpoint, keys, tokens_file, 0, launcher=__file__) as (url, _proc):
-                asyncio.run(serve_http.load(url, tokens, len(tokens), 3.0, args.skills))
-                _done_marker = asyncio.run(serve_http.load(url, tokens, clients, duration, args.skills))
+                asyncio.run(load(url, tokens, len(tokens), 3.0, args.skills))
+                _done_marker = asyncio.run(load(url, tokens, clients, duration, args.skills))
         finally:
             del os.environ["S3SKILLS_TRACE_OUT"]
         client_side: dict[str, list[float]] = {}
