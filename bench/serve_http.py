@@ -96,6 +96,26 @@ def fill_bucket(url: str, keys: tuple[str, str], users: int, per_user: int) -> s
     return bucket
 
 
+def tree(pid: int) -> list[int]:
+    """`pid` and its live descendants (from /proc)."""
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+            todo.extend(int(c) for c in Path(f"/proc/{current}/task/{current}/children").read_text().split())
+    return found
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of one process, MiB (0 when it is gone)."""
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def cpu_seconds(pids: list[int]) -> float:
     """User + system CPU seconds of these processes and their live children (from /proc)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -125,7 +145,7 @@ def server(
         *([launcher] if launcher else ["-m", "s3skills.serve.mcp"]),
         *("--bucket", bucket, "--endpoint-url", endpoint, "--transport", "http", "--port", "0"),
         *("--tokens", str(tokens)),
-        *(("--workers", str(workers)) if workers else ()),
+        *("--workers", str(workers)),
         *extra,
     ]
     proc = subprocess.Popen([sys.executable, *args], env=env, stderr=subprocess.PIPE)
@@ -253,6 +273,9 @@ def run_level(
     for name, a, b in zip(("server", "seaweedfs", "load_generator"), cpu0, cpu1, strict=True):
         row[f"{name}_cores"] = round((b - a) / wall, 2)
         row[f"{name}_cpu_ms_per_call"] = round(1000 * (b - a) / calls, 2)
+    row["rss_mib_by_process"] = {  # after the load: the parent (with --workers N > 1) and each worker
+        _name(p): round(rss_mib(p), 1) for p in tree(proc.pid) if "resource_tracker" not in _cmdline(p)
+    }
     row["latencies_ms"] = [round(1000 * s[2], 2) for s in result["samples"]]
     return row
 
@@ -309,7 +332,18 @@ def _line(row: dict[str, Any]) -> str:
         f"p99={row['p99_ms']} ms failed={row['failed']} server={row['server_cores']} cores "
         f"({row['server_cpu_ms_per_call']} ms/call) seaweedfs={row['seaweedfs_cores']} "
         f"loadgen={row['load_generator_cores']} load_before={[round(x, 2) for x in row['load_before']]}\n  {tools}"
+        f"\n  RSS MiB: {row['rss_mib_by_process']}"
     )
+
+
+def _cmdline(pid: int) -> str:
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    return ""
+
+
+def _name(pid: int) -> str:
+    return f"{'worker' if 'multiprocessing' in _cmdline(pid) else 'server'} {pid}"
 
 
 def _weed_pid() -> int | None:

@@ -149,6 +149,9 @@ class _Traced:
     def __init__(self, app: Any) -> None:
         self.app = app
 
+    def __getattr__(self, name: str) -> Any:  # the app's own attributes (its router's lifespan)
+        return getattr(self.app, name)
+
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -187,7 +190,7 @@ def trace(
         dump = tokens_file.parent / f"trace-{label}.json"
         os.environ["S3SKILLS_TRACE_OUT"] = str(dump)
         try:
-            with server(bucket, endpoint, keys, tokens_file, 0, launcher=__file__) as (url, _proc):
+            with server(bucket, endpoint, keys, tokens_file, 1, launcher=__file__) as (url, _proc):
                 asyncio.run(load(url, tokens, len(tokens), 3.0, args.skills))
                 _done_marker = asyncio.run(load(url, tokens, clients, duration, args.skills))
         finally:
