@@ -12,7 +12,7 @@ SeaweedFS bucket, while 50 clients call `list_skills`, `load_skill` and `read_sk
 - a replica that cannot read the bucket any more is taken out by readiness (and comes back).
 
 Also, without a balancer: SIGTERM with a call stuck on a stalled S3 exits 0 within the drain
-deadline, and `--workers 2 --metrics` answers for both workers. All slow (server processes).
+deadline, and the container's entry point. All slow (server processes).
 """
 
 from __future__ import annotations
@@ -395,50 +395,6 @@ def _one_call(port: int) -> None:
     )
     with contextlib.suppress(OSError):
         urllib.request.urlopen(request, timeout=120).read()
-
-
-def test_two_workers_serve_one_port_and_metrics_count_the_calls_of_both(
-    moto_bucket: SeaweedBucket, tmp_path: Path
-) -> None:
-    seaweed_bucket = moto_bucket
-    tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps(USERS))
-    tokens.chmod(0o600)
-    (port,) = free_ports(1)
-    env = {k: v for k, v in _env(seaweed_bucket).items() if k != "PROMETHEUS_MULTIPROC_DIR"}
-    argv = _server_argv(seaweed_bucket, tokens, seaweed_bucket.endpoint_url, "--workers", "2", "--metrics")
-    replica = Replica(port, argv, env)
-    replica.start()
-    try:
-        proc = replica.proc
-        assert proc is not None
-        assert eventually(lambda: len(_children(proc.pid)) >= 3, 60)  # 2 workers + the resource tracker
-        with Load(f"http://127.0.0.1:{port}/mcp") as load:
-            assert eventually(lambda: len(load.calls) >= 300, 120)
-        status, text = replica.get("/metrics")
-        assert status == 200
-        from prometheus_client.parser import text_string_to_metric_families
-
-        calls = sum(
-            s.value
-            for f in text_string_to_metric_families(text)
-            for s in f.samples
-            if s.name == "s3skills_mcp_calls_total" and s.labels.get("method") == "tools/call"
-        )
-        # every call either worker answered is counted (two more may still be on their way out)
-        assert len(load.calls) - CLIENTS <= calls <= len(load.calls)
-        assert load.failures() == []
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
-    finally:
-        replica.stop()
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except FileNotFoundError:
-        return []
 
 
 def test_the_container_entry_point_copies_the_mounted_tokens_into_a_private_file(tmp_path: Path) -> None:
