@@ -161,7 +161,7 @@ def _families(text: str) -> dict[str, Any]:
 
 def _value(families: dict[str, Any], name: str, **labels: str) -> float:
     samples = (s for f in families.values() for s in f.samples if s.name == name)
-    return sum(s.value for s in samples if all(s.labels.get(k) == v for k, v in labels.items()))
+    return float(sum(s.value for s in samples if all(s.labels.get(k) == v for k, v in labels.items())))
 
 
 async def test_metrics_parse_and_their_counters_move_with_the_calls_with_no_user_in_any_label(
