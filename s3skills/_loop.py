@@ -18,7 +18,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from typing import Any, ParamSpec, TypeVar
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "offload",
     "on_io_loop",
     "run_sync",
+    "serve_on_running_loop",
     "sync_method",
 ]
 
@@ -58,6 +59,29 @@ def io_loop() -> asyncio.AbstractEventLoop:
             ready.wait()
             _loop, _thread = loop, thread
         return _loop
+
+
+@contextlib.contextmanager
+def serve_on_running_loop() -> Iterator[None]:
+    """Make the running loop the I/O loop while the block runs (call it from a coroutine).
+
+    For a server whose event loop lives as long as it serves: its requests' library calls
+    then run on its own loop, with no hop to the private loop's thread and back (a hop
+    costs two thread wake-ups, and the two loops contend for the GIL: at 50 concurrent MCP
+    calls the hops held a call ~60-280 ms, bench/README.md). Sync callers in other threads
+    still submit to it; a sync call from the loop's own thread raises, as on the private loop.
+    """
+    global _loop, _thread
+    loop = asyncio.get_running_loop()
+    with _lock:
+        previous = (_loop, _thread)
+        _loop, _thread = loop, threading.current_thread()
+    try:
+        yield
+    finally:
+        with _lock:
+            if _loop is loop:
+                _loop, _thread = previous
 
 
 def _submit(coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:

@@ -19,6 +19,10 @@ per process. `S3Backend` takes the same values under its keyword names
 | `--layout`       | S3SKILLS_LAYOUT (`users` or `seeds`)                     | `layout`          |
 | `--layout-file`  | S3SKILLS_LAYOUT_FILE                                     | `layout`          |
 | `--ranker`       | S3SKILLS_RANKER (`lexical` or `hybrid`)                  | (agent's `ranker`) |
+| `--workers`      | S3SKILLS_WORKERS (`s3skills mcp` over HTTP: N or `auto`) | (none)            |
+| `--metrics`      | S3SKILLS_METRICS (a flag; the variable: 1/true/yes/on)   | (none)            |
+| `--drain-seconds`| S3SKILLS_DRAIN_SECONDS (HTTP: SIGTERM to exit, at most)  | (none)            |
+| `--unready-seconds`| S3SKILLS_UNREADY_SECONDS (HTTP: unready before closing) | (none)          |
 
 `--shared-prefix` is the deprecated spelling of `--shared` (the MCP server's old flag).
 
@@ -51,6 +55,7 @@ __all__ = [
     "backend_keywords",
     "build_ranker",
     "env_value",
+    "flag_value",
     "option",
     "resolve",
     "resolve_layout",
@@ -80,6 +85,9 @@ class Option:
         choices: The accepted values, or None for free text.
         backend_keyword: The `S3Backend` keyword taking the value, if any.
         entry_points: Where the option applies: `cli`, `mcp` (both MCP front ends), `langgraph`.
+
+    An empty `metavar` makes the option a flag: given, its value is `"1"`; its variable
+    is read by `flag_value`.
     """
 
     key: str
@@ -174,6 +182,38 @@ OPTIONS: tuple[Option, ...] = (
         choices=RANKERS,
         entry_points=frozenset({"mcp", "langgraph"}),
     ),
+    Option(
+        "workers",
+        "--workers",
+        "N|auto",
+        "http: worker processes, each a whole server (auto: one per CPU; default 1)",
+        env=("S3SKILLS_WORKERS",),
+        entry_points=frozenset({"mcp"}),
+    ),
+    Option(
+        "metrics",
+        "--metrics",
+        "",
+        "http: serve Prometheus metrics at /metrics (unauthenticated: keep the path internal)",
+        env=("S3SKILLS_METRICS",),
+        entry_points=frozenset({"mcp"}),
+    ),
+    Option(
+        "drain_seconds",
+        "--drain-seconds",
+        "SECONDS",
+        "http: after SIGTERM, exit within this many seconds, in-flight calls finished or not (default 30)",
+        env=("S3SKILLS_DRAIN_SECONDS",),
+        entry_points=frozenset({"mcp"}),
+    ),
+    Option(
+        "unready_seconds",
+        "--unready-seconds",
+        "SECONDS",
+        "http: after SIGTERM, serve this long with /readyz failing before closing the port (default 0)",
+        env=("S3SKILLS_UNREADY_SECONDS",),
+        entry_points=frozenset({"mcp"}),
+    ),
 )
 """Every connection option, in the order help texts show them."""
 
@@ -254,6 +294,25 @@ def resolve_library(
     if shared and not user:
         return None, shared_name
     return resolve("user", user, environ), shared_name
+
+
+def flag_value(key: str, given: bool, environ: Mapping[str, str] | None = None) -> bool:
+    """A flag option's value: on when given, else from its variable (1/true/yes/on, 0/false/no/off).
+
+    Raises:
+        ValueError: The variable holds something else (the message names it).
+    """
+    if given:
+        return True
+    found = _from_env(key, environ)
+    if found is None:
+        return False
+    name, value = found
+    if value.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.strip().lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"invalid {name} {value!r}: use 1 or 0")
 
 
 def warn_deprecated_flag(flag: str) -> None:

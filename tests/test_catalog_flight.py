@@ -102,6 +102,7 @@ async def test_a_contended_library_gathers_the_next_callers_into_one_refresh_rea
     alone = asyncio.ensure_future(catalog.aindex("shared", PREFIX))
     await store.arrived.wait()
     assert waits == []
+    now[0] += 2.0  # that refresh takes 2 s: longer than gather_delay, so the wait below is all of it
     # Two callers share that refresh: the library is contended now.
     joiner = asyncio.ensure_future(catalog.aindex("shared", PREFIX))
     await asyncio.sleep(0)
@@ -138,6 +139,42 @@ async def test_a_contended_library_gathers_the_next_callers_into_one_refresh_rea
     waits.clear()
     await catalog.aindex("shared", PREFIX)
     assert waits == []
+
+
+async def test_a_contended_refresh_waits_only_as_long_as_the_last_refresh_took() -> None:
+    """A 0.2 s wait of a library whose refresh takes 5 ms held every caller 40 round trips."""
+    store = GatedStore()
+    store.put_object(f"{PREFIX}a/SKILL.md", skill_md("a"))
+    now = [100.0]
+    waits: list[float] = []
+
+    async def recorded(seconds: float) -> None:
+        waits.append(seconds)
+
+    catalog = SkillCatalog(
+        store,
+        manifest_key=LAYOUT.manifest_key,
+        verify="never",
+        gather_delay=0.2,
+        monotonic=lambda: now[0],
+        sleep=recorded,
+    )
+    store.gate.set()
+    await catalog.aindex("shared", PREFIX)  # builds the manifest
+    await catalog.aflush()
+    store.gate.clear()
+    store.arrived.clear()
+    alone = asyncio.ensure_future(catalog.aindex("shared", PREFIX))
+    await store.arrived.wait()
+    now[0] += 0.005  # this refresh's round trip: 5 ms
+    joiner = asyncio.ensure_future(catalog.aindex("shared", PREFIX))  # shares it: the library is contended
+    await asyncio.sleep(0)
+    store.gate.set()
+    await asyncio.gather(alone, joiner)
+    gets = store.manifest_gets
+    await catalog.aindex("shared", PREFIX)
+    assert waits == [pytest.approx(0.005)]  # one round trip, not gather_delay
+    assert store.manifest_gets == gets + 1  # and it still asked after the caller came
 
 
 async def test_a_forced_refresh_is_not_satisfied_by_one_already_in_flight() -> None:

@@ -163,6 +163,22 @@ CASES = [
         entry_points=("cli-mcp", "serve-mcp", "langgraph"),
     ),
 ]
+MCP = ("cli-mcp", "serve-mcp")
+CASES += [  # the HTTP server's own options: checked (and refused when bad) whatever the transport
+    Case("workers-flag", ["--workers", "0"], error="--workers must be between 1 and 256", entry_points=MCP),
+    Case("S3SKILLS_WORKERS", env={"S3SKILLS_WORKERS": "auto"}, sees=OWN, entry_points=MCP),
+    Case("metrics-flag", ["--metrics"], sees=OWN, entry_points=MCP),
+    Case("S3SKILLS_METRICS", env={"S3SKILLS_METRICS": "maybe"}, error="invalid S3SKILLS_METRICS", entry_points=MCP),
+    Case("drain-seconds-flag", ["--drain-seconds", "0"], error="--drain-seconds must be in", entry_points=MCP),
+    Case("S3SKILLS_DRAIN_SECONDS", env={"S3SKILLS_DRAIN_SECONDS": "10"}, sees=OWN, entry_points=MCP),
+    Case("unready-seconds-flag", ["--unready-seconds", "2"], sees=OWN, entry_points=MCP),
+    Case(
+        "S3SKILLS_UNREADY_SECONDS",
+        env={"S3SKILLS_UNREADY_SECONDS": "lots"},
+        error="--unready-seconds (S3SKILLS_UNREADY_SECONDS) takes a number",
+        entry_points=MCP,
+    ),
+]
 if importlib.util.find_spec("sentence_transformers") is None:  # hybrid must reach the server and say what it needs
     CASES += [
         Case("ranker-flag-hybrid", ["--ranker", "hybrid"], error="embeddings", entry_points=("cli-mcp", "serve-mcp")),

@@ -29,6 +29,17 @@ def _ranker_option(command: F) -> F:
     )(command)
 
 
+def _serving_options(command: F) -> F:
+    """`--workers`, `--metrics`, `--drain-seconds`, `--unready-seconds` (s3skills.options), passed on as given."""
+    for key in ("unready_seconds", "drain_seconds", "metrics", "workers"):
+        spec = option(key)
+        if spec.metavar:
+            command = click.option(spec.flag, key, metavar=spec.metavar, help=spec.help_text())(command)
+        else:
+            command = click.option(spec.flag, key, is_flag=True, help=spec.help_text())(command)
+    return command
+
+
 def _deprecated_shared_prefix(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
     if value is not None:
         warn_deprecated_flag("--shared-prefix")
@@ -49,6 +60,7 @@ def _deprecated_shared_prefix(ctx: click.Context, _param: click.Parameter, value
 @click.option("--tokens", metavar="FILE", help='http: a JSON file {"<token>": "<user id>"} (for development).')
 @click.option("--shared-prefix", metavar="NAME", hidden=True, expose_value=False, callback=_deprecated_shared_prefix)
 @_ranker_option
+@_serving_options
 @click.option("--page-size", type=int, default=50, show_default=True, help="Skills per page of skills/list.")
 @click.option("--channel", metavar="NAME", help="Serve this channel (s3skills channel); default: latest.")
 @click.option("--no-tools", is_flag=True, help="Serve only the skills extension, not the MCP tools and prompts.")
@@ -69,6 +81,10 @@ def mcp_command(
     no_tools: bool,
     check: bool,
     channel: str | None,
+    workers: str | None,
+    metrics: bool,
+    drain_seconds: str | None,
+    unready_seconds: str | None,
 ) -> int:
     """Serve skill libraries over MCP: the skills extension (skills/list, skills/get,
     resources/read) and, for hosts without it, tools and prompts.
@@ -99,6 +115,15 @@ def mcp_command(
         argv.append("--no-tools")
     if channel:
         argv += ["--channel", channel]
+    for flag, value in (
+        ("--workers", workers),
+        ("--drain-seconds", drain_seconds),
+        ("--unready-seconds", unready_seconds),
+    ):
+        if value is not None:
+            argv += [flag, value]
+    if metrics:
+        argv.append("--metrics")
     if check or transport == "stdio":  # one library: --shared NAME alone is NAME's library itself
         argv += (["--check"] if check else []) + ([] if ctx.shared_only else ["--user", ctx.user])
     else:

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import errno
+import json
 import logging
-import socket
+import os
 import sys
-from types import FrameType
+from dataclasses import replace
 from typing import Any
 
-import uvicorn
 from botocore.exceptions import ProfileNotFound
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
@@ -42,17 +41,47 @@ from s3skills.config import Config
 from s3skills.errors import AccessDenied, ConfigurationError, InvalidPath, S3SkillsError
 from s3skills.layout import KeyLayout
 from s3skills.lines import WrappingFormatter, wrap
-from s3skills.options import OPTIONS, build_ranker, resolve, resolve_layout, resolve_library, warn_deprecated_flag
+from s3skills.options import (
+    OPTIONS,
+    build_ranker,
+    flag_value,
+    option,
+    resolve,
+    resolve_layout,
+    resolve_library,
+    warn_deprecated_flag,
+)
 from s3skills.paths import check_identity
 from s3skills.seed import session_for
 from s3skills.serve.auth import JsonFileTokenVerifier
+from s3skills.serve.http import (
+    HttpSettings,
+    Served,
+    ServerError,
+    loop_factory,
+    probed_app,
+    serve_app,
+    serve_workers,
+    worker_count,
+)
 from s3skills.serve.library_source import LibrarySkillSource
+from s3skills.serve.probes import DRAIN_SECONDS, Readiness, bucket_check
 from s3skills.serve.server import SkillsServer
 from s3skills.skills import SkillLibrary
 from s3skills.skills.format.naming import unservable_skills
 from s3skills.storage import S3ObjectStore
 
-__all__ = ["ServerError", "aclose_server", "check_store", "http_app", "library_source", "main", "run_http", "run_stdio"]
+__all__ = [
+    "ServerError",
+    "aclose_server",
+    "check_store",
+    "http_app",
+    "library_source",
+    "main",
+    "run_http",
+    "run_stdio",
+    "worker_app",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -166,34 +195,6 @@ def http_app(
     )
 
 
-def bind(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to `host:port` (not yet listening).
-
-    Raises:
-        ServerError: The port is busy (another process listens there), or the address
-            cannot be bound; the message says so and what to do.
-    """
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise ServerError(f"cannot bind to --host {host}: {exc.strerror}") from None
-    family, kind, proto, _, address = infos[0]
-    sock = socket.socket(family, kind, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            raise ServerError(
-                f"port {port} on {host} is busy: another process listens there; "
-                "stop it, or choose another port with --port (0 picks a free one)"
-            ) from None
-        raise ServerError(f"cannot bind to {host}:{port}: {exc.strerror or exc}") from None
-    sock.set_inheritable(True)
-    return sock
-
-
 async def run_http(
     skills: SkillsServer,
     token_verifier: TokenVerifier,
@@ -201,48 +202,43 @@ async def run_http(
     host: str = "127.0.0.1",
     port: int = 8000,
     fail_fast: bool = False,
+    settings: HttpSettings | None = None,
 ) -> None:
-    """Serve the streamable HTTP transport on `host:port` until interrupted.
+    """Serve the streamable HTTP transport on `host:port` until SIGTERM/SIGINT, in this process.
 
     Prints `listening on http://HOST:PORT/mcp` on stderr once connections are accepted
-    (with the port chosen when `port` is 0), and closes the S3 clients on the way out.
-    With `fail_fast`, the store is asked first (`check_store`).
+    (with the port chosen when `port` is 0), answers `/healthz` and `/readyz` (and
+    `/metrics` with `settings.metrics`), drains on SIGTERM (`s3skills.serve.http`), and
+    closes the S3 clients on the way out. With `fail_fast`, the store is asked first
+    (`check_store`). `settings` gives the drain and metrics options (its host and port
+    are replaced by these).
 
     Raises:
         ServerError: The port is busy or cannot be bound, or (`fail_fast`) the store's
             configuration is wrong.
     """
+    settings = replace(settings or HttpSettings(), host=host, port=port)
     try:
         if fail_fast:
             await check_store(skills)
-        sock = bind(host, port)
-        app = http_app(skills, token_verifier, host=host, port=port)
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
-        try:
-            await _AnnouncingServer(config).serve(sockets=[sock])
-        finally:
-            sock.close()
+        await serve_app(_served(skills, token_verifier, settings), settings)
     finally:
         await aclose_server(skills)
 
 
-class _AnnouncingServer(uvicorn.Server):
-    """A uvicorn server that says where it listens once it accepts connections, and that
-    ends normally on SIGINT/SIGTERM (uvicorn raises the signal again after its graceful
-    shutdown, which would kill the process before the S3 clients are closed)."""
+def _served(skills: SkillsServer, token_verifier: TokenVerifier, settings: HttpSettings) -> Served:
+    """What one server process serves: the MCP app, its readiness (the bucket check), its metrics."""
+    library = getattr(skills.source, "library", None)
+    metrics = None
+    if settings.metrics:
+        from s3skills.serve.metrics import ServerMetrics
+        from s3skills.serve.tools import TOOL_NAMES
 
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        super().handle_exit(sig, frame)
-        self._captured_signals.clear()
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.should_exit:  # the port could not be bound: uvicorn said why
-            return
-        bound = [s.getsockname() for listener in self.servers for s in listener.sockets]
-        host, port = bound[0][0], bound[0][1]
-        shown = f"[{host}]" if ":" in host else host
-        print(f"listening on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+        metrics = ServerMetrics(TOOL_NAMES)
+        metrics.attach(skills.server, library if isinstance(library, SkillLibrary) else None)
+    check = bucket_check(library) if isinstance(library, SkillLibrary) else None
+    app = http_app(skills, token_verifier, host=settings.host, port=settings.port)
+    return Served(app, Readiness(check), metrics, lambda: aclose_server(skills))
 
 
 class _DeprecatedFlag(argparse.Action):
@@ -259,6 +255,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     for spec in OPTIONS:  # the options every entry point shares (s3skills.options)
         if "mcp" not in spec.entry_points:
+            continue
+        if not spec.metavar:  # a flag (s3skills.options.flag_value reads its variable)
+            parser.add_argument(spec.flag, dest=spec.key, action="store_true", help=spec.help_text())
             continue
         shown = {"choices": spec.choices} if spec.choices else {"metavar": spec.metavar}
         parser.add_argument(spec.flag, dest=spec.key, help=spec.help_text(), **shown)  # type: ignore[arg-type]
@@ -281,14 +280,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-class ServerError(Exception):
-    """The server cannot start as configured; the message is the one line that says why and the fix."""
-
-    def __init__(self, message: str, status: int = 1) -> None:
-        super().__init__(message)
-        self.status = status
-
-
 def _usage(message: str) -> ServerError:
     return ServerError(message, 2)
 
@@ -308,6 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     port), printed as one line `s3skills mcp: error: ...` that says the fix; 2: bad options.
     """
     args = _parser().parse_args(argv)
+    args.argv = argv
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(WrappingFormatter("s3skills-mcp: %(message)s"))  # no line over 200 characters
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
@@ -320,7 +312,13 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-def _serve(args: argparse.Namespace) -> int:
+def _source(args: argparse.Namespace) -> tuple[LibrarySkillSource, bool, Any, str | None]:
+    """The skill source, whether the tools face is on, the ranker, and the one library served
+    (stdio, `--check`; None over HTTP, where each request's token names its user), from the options.
+
+    Raises:
+        ServerError: A bad option (status 2) or a profile that does not exist.
+    """
     if args.page_size < 1:
         raise _usage("--page-size must be at least 1")
     try:
@@ -357,11 +355,16 @@ def _serve(args: argparse.Namespace) -> int:
         ranker = build_ranker(ranker_name)  # before --check too: a ranker that cannot run is a bad option
     except ValueError as exc:
         raise _usage(str(exc)) from None
+    return source, not args.no_tools, ranker, user
+
+
+def _serve(args: argparse.Namespace) -> int:
+    source, tools, ranker, user = _source(args)
+    settings = _http_settings(args)  # a bad value is a usage error whatever the transport
     if args.check:
         if not user:
             raise _usage("--check needs --user (or --shared NAME, or S3SKILLS_USER): the library it checks")
         return asyncio.run(_check(SkillsServer(source, user_id=_user(user)), _user(user)))
-    tools = not args.no_tools
     if args.transport == "stdio":
         if args.tokens:
             raise _usage("--tokens is for --transport http; stdio serves the --user given")
@@ -379,8 +382,64 @@ def _serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise _usage(str(exc)) from None
     skills = SkillsServer(source, page_size=args.page_size, tools=tools, ranker=ranker)
-    asyncio.run(run_http(skills, verifier, host=args.host, port=args.port, fail_fast=True))
+    if settings.workers > 1:  # the parent checks the store once, then each worker builds its own server
+        asyncio.run(_checked(skills))
+        os.environ[_WORKER_ARGV] = json.dumps(sys.argv[1:] if args.argv is None else args.argv)
+        serve_workers(settings, "s3skills.serve.mcp:worker_app")
+        return 0
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:  # uvloop when installed
+        runner.run(run_http(skills, verifier, host=args.host, port=args.port, fail_fast=True, settings=settings))
     return 0
+
+
+_WORKER_ARGV = "S3SKILLS_MCP_WORKER_ARGV"
+
+
+async def _checked(skills: SkillsServer) -> None:
+    try:
+        await check_store(skills)
+    finally:
+        await aclose_server(skills)
+
+
+def _number(key: str, given: str | None, default: float) -> float:
+    value = resolve(key, given)
+    if value is None:
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        spec = option(key)
+        raise _usage(f"{spec.flag} ({spec.env[0]}) takes a number of seconds, not {value!r}") from None
+
+
+def _http_settings(args: argparse.Namespace) -> HttpSettings:
+    """The HTTP server's settings from the options (and their variables).
+
+    Raises:
+        ServerError: (status 2) a bad value.
+    """
+    try:
+        workers = worker_count(resolve("workers", args.workers))
+        metrics = flag_value("metrics", args.metrics)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
+    drain = _number("drain_seconds", args.drain_seconds, DRAIN_SECONDS)
+    unready = _number("unready_seconds", args.unready_seconds, 0.0)
+    if not 0 < drain <= 3600 or not 0 <= unready < drain:
+        raise _usage("--drain-seconds must be in (0, 3600] and --unready-seconds in [0, --drain-seconds)")
+    return HttpSettings(args.host, args.port, workers, metrics, drain, unready)
+
+
+def worker_app() -> Any:
+    """The ASGI app of one worker process (`--workers N`): the server built again from the
+    options the parent was given (`S3SKILLS_MCP_WORKER_ARGV`), behind its probes."""
+    args = _parser().parse_args(json.loads(os.environ[_WORKER_ARGV]))
+    args.argv = None
+    source, tools, ranker, _ = _source(args)
+    skills = SkillsServer(source, page_size=args.page_size, tools=tools, ranker=ranker)
+    settings = _http_settings(args)
+    return probed_app(_served(skills, JsonFileTokenVerifier(args.tokens), settings), settings)
 
 
 async def _check(skills: SkillsServer, user: str) -> int:

@@ -228,8 +228,8 @@ class SkillTools:
 
     async def _load(self, tenant: Tenant, name: str) -> types.CallToolResult:
         try:
-            skill = await self.library.aget(name, tenant=tenant)
-            text = await self.library.askill_md(skill.id, tenant=tenant)
+            skill = await self.library.aget(name, tenant=tenant)  # the one fresh index read of the call
+            text = await self.library.askill_md(skill.id, tenant=tenant, cached=True)
             files = await self.library.afiles(skill.id, tenant=tenant)
         except ConfigurationError:
             raise  # the server's fault, not the call's: `SkillsServer.call` says the fix

@@ -117,13 +117,15 @@ class SkillReads:
                 self._confirmed_md.popitem(last=False)
 
     @io_bound
-    async def askill_md(self, name: str, *, tenant: Tenant | None = None) -> str:
+    async def askill_md(self, name: str, *, tenant: Tenant | None = None, cached: bool = False) -> str:
         """The full text of an enabled skill's `SKILL.md` (cached by ETag).
 
-        A code skill gives its instructions.
+        A code skill gives its instructions. With `cached`, the index already read finds
+        the skill (no index request unless it does not know `name`): for a caller that has
+        just read a fresh index in the same call. The text is the file as stored now either way.
         """
         tenant = self._user(tenant)
-        hit = await self._find(name, tenant)
+        hit = await self._find(name, tenant, cached=cached)
         if hit.entry is None:
             return self._code_instructions(hit.info.id)
         return (await self._text(hit, tenant))[1]

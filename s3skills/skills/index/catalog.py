@@ -18,16 +18,15 @@ and the manifest rewritten: `always` on every refresh, `interval` at most once p
 `verify_interval` seconds (and whenever the manifest says no LIST confirmed it that
 recently), `never` only when the manifest is missing or damaged.
 
-One refresh per library is in flight at a time, and every caller that asks while it
-runs shares its answer (single-flight): however many tenants use a shared library,
-it costs one conditional GET per refresh, and nobody queues behind a lock held across
-a request. A library that concurrent callers are asking for (one shared a refresh in
-the last second) has its next refresh wait `gather_delay` before it asks, so that more
-callers share it, each answered with what the store held after it asked. A manifest
-rebuilt by a refresh is written in the background, after the answer (`aflush` waits
-for those writes). A library known of nothing is listed page by page, the first page
-small, each `SKILL.md` head read and parsed as its page arrives
-(`s3skills.skills.index.streaming`).
+One refresh per library is in flight at a time, and every caller that asks while it runs
+shares its answer (single-flight): however many tenants use a shared library, it costs one
+conditional GET per refresh, and nobody queues behind a lock held across a request. A
+library that concurrent callers are asking for (one shared a refresh in the last second)
+has its next refresh wait as long as its last one took (at most `gather_delay`) before it
+asks, so that more callers share it, each answered with what the store held after it
+asked. A manifest rebuilt by a refresh is written in the background, after the answer
+(`aflush` waits for those writes). A library known of nothing is listed page by page, the
+first page small, each `SKILL.md` head read and parsed as its page arrives (`streaming`).
 
 Bodies of `SKILL.md` are cached by (key, ETag) within a byte budget shared by all
 tenants. The catalog knows prefixes, not tenants: `s3skills.skills.SkillLibrary`
@@ -85,8 +84,8 @@ class LibraryIndex:
             answer a caller that came after.
         writing: The background write of a manifest this index rebuilt (awaited by the
             next refresh of the index and by `SkillCatalog.aflush`).
-        contended_until: Until when (`time.monotonic`) a refresh waits `gather_delay`
-            before it asks: concurrent callers shared one recently.
+        contended_until: Until when (`time.monotonic`) a refresh waits before it asks
+            (`refresh_seconds`, the last one's duration): concurrent callers shared one recently.
     """
 
     source: str
@@ -108,6 +107,7 @@ class LibraryIndex:
     generation: int = 0
     flight_generation: int = 0
     contended_until: float = 0.0
+    refresh_seconds: float = 0.0
     writing: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def skill_folders(self) -> set[str]:
@@ -143,13 +143,10 @@ class SkillCatalog:
             None indexes with LISTs only.
         verify: When a manifest is checked against a LIST (see the module docstring).
         verify_interval: Seconds between checks with `verify="interval"`.
-        gather_delay: Seconds a refresh of a library that concurrent callers shared in the
-            last second waits before it asks, so that the callers arriving meanwhile share
-            it too. Those get an answer read after they asked (fresher than joining a
-            request already out, which they would share anyway); a caller alone never
-            waits. 0 turns it off.
-        monotonic: The clock of that one-second window (tests move it by hand).
-        sleep: How a refresh waits `gather_delay` (tests release it by hand).
+        gather_delay: The most seconds a contended refresh waits (as long as the last took:
+            a fixed 0.2 s held every call of a busy server, bench/README.md); 0: never.
+        monotonic: The clock of that window and of a refresh's duration (tests move it).
+        sleep: How a refresh waits for more callers (tests release it by hand).
     """
 
     def __init__(
@@ -191,6 +188,7 @@ class SkillCatalog:
         self.clock = clock
         self._indexes: OrderedDict[str, LibraryIndex] = OrderedDict()
         self.bodies = BodyCache(store, self.limits)
+        self.observers: list[Callable[[bool, float], None]] = []  # (answered from memory, its age)
 
     # -- indexes -------------------------------------------------------------------------
 
@@ -235,12 +233,11 @@ class SkillCatalog:
         return ttl is not None and index.refreshed_at is not None and self.clock() - index.refreshed_at < ttl
 
     async def aindex(self, source: str, prefix: str, *, force: bool = False, cached: bool = False) -> LibraryIndex:
-        """The index of one library, refreshed unless it is fresh.
+        """The index of one library, refreshed unless it is fresh (each answer told to `observers`).
 
-        One refresh is in flight per library: a caller that finds one running shares its
-        answer (or its error) instead of queueing for another. A refresh that failed is not
-        tried again for `failure_backoff` seconds: meanwhile the last good index answers, or
-        the failure does (no request).
+        One refresh is in flight per library: a caller that finds one running shares its answer
+        (or its error) instead of queueing for another. A refresh that failed is not tried again
+        for `failure_backoff` seconds: meanwhile the last good index answers, or the failure does.
 
         Args:
             source: `user` or `shared` (recorded on each `SkillInfo`).
@@ -249,6 +246,13 @@ class SkillCatalog:
                 already in flight is not enough, one that starts after this call is made.
             cached: Accept any index already read, whatever its age.
         """
+        before = self._indexes[prefix].refreshed_at if prefix in self._indexes else None
+        index = await self._aindex(source, prefix, force=force, cached=cached)
+        for observe in self.observers:
+            observe(before is not None and index.refreshed_at == before, self.clock() - (index.refreshed_at or 0.0))
+        return index
+
+    async def _aindex(self, source: str, prefix: str, *, force: bool, cached: bool) -> LibraryIndex:
         if cached and (known := self.cached(prefix)) is not None:
             return known
         index = self._index(source, prefix)
@@ -269,7 +273,7 @@ class SkillCatalog:
                 except asyncio.CancelledError:
                     if not flight.cancelled():
                         raise  # this call was cancelled
-                return await self.aindex(source, prefix)  # the refresh it waited for was: try again
+                return await self._aindex(source, prefix, force=False, cached=False)  # that refresh was cancelled
             if index.failure is not None and self.clock() < index.failed_until:
                 return self._after_failure(index)
         flight = asyncio.get_running_loop().create_future()
@@ -279,9 +283,12 @@ class SkillCatalog:
                 return index
             index.flight, index.flight_generation = flight, index.generation
             try:
-                if not must and self.gather_delay > 0 and self.monotonic() < index.contended_until:
-                    await self.sleep(self.gather_delay)  # the callers arriving now share this refresh
+                wait = min(self.gather_delay, index.refresh_seconds)  # one round trip, bounded
+                if not must and wait > 0 and self.monotonic() < index.contended_until:
+                    await self.sleep(wait)  # the callers arriving now share this refresh
+                started = self.monotonic()
                 await self._refresh(index, source, prefix, force=force)
+                index.refresh_seconds = self.monotonic() - started
             except S3SkillsError as exc:
                 index.failure, index.failed_until = exc, self.clock() + self.failure_backoff
                 flight.set_exception(exc)
@@ -318,14 +325,12 @@ class SkillCatalog:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(index.writing)
             await self._refresh_from_manifest(index, source, prefix, key, force=force)
-        index.reconcile = False
-        index.refreshed_at = self.clock()
+        index.reconcile, index.refreshed_at = False, self.clock()
         self._weighed(index)
 
     async def aflush(self) -> None:
         """Wait for the manifest writes that refreshes left in the background."""
-        pending = [i.writing for i in self._indexes.values() if i.writing is not None and not i.writing.done()]
-        for task in pending:
+        for task in [i.writing for i in self._indexes.values() if i.writing is not None and not i.writing.done()]:
             with contextlib.suppress(Exception):
                 await asyncio.shield(task)
 

@@ -1,0 +1,261 @@
+"""Serving an ASGI app of the serving room over HTTP: one process or a worker per core.
+
+`serve_app` runs an app with uvicorn in this process (on uvloop when the caller runs it on
+`loop_factory()`'s loop), `serve_workers` in worker processes:
+
+- the app is wrapped in `s3skills.serve.probes.Probes` (`/healthz`, `/readyz`, and
+  `/metrics` when metrics are on), and its library calls run on the server's own loop
+  (`s3skills.aio.serve_on_running_loop`);
+- SIGTERM drains (`s3skills.serve.probes.Drain`): unready at once, `unready_seconds` more
+  of serving, then stop accepting and finish the calls in flight; the process exits within
+  `drain_seconds` of the signal (status 0), whatever a call waits on;
+- with `workers > 1`, uvicorn's process manager starts that many worker processes on one
+  listening socket (each a whole server, built by the factory named by import string, so
+  a worker that dies is started again), and `PROMETHEUS_MULTIPROC_DIR` is prepared so that
+  `/metrics` answers for every worker.
+
+The socket is bound and listening before the first worker starts; `listening on
+http://HOST:PORT/mcp` is printed on stderr then (connections wait in the backlog until a
+worker takes them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import socket
+import sys
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+import uvicorn
+from uvicorn.supervisors import Multiprocess
+
+from s3skills.aio import serve_on_running_loop
+from s3skills.serve.metrics import ServerMetrics, multiprocess_dir
+from s3skills.serve.probes import DRAIN_SECONDS, Drain, Probes, Readiness
+
+__all__ = [
+    "HttpSettings",
+    "Served",
+    "ServerError",
+    "bind",
+    "loop_factory",
+    "probed_app",
+    "serve_app",
+    "serve_workers",
+    "worker_count",
+]
+
+logger = logging.getLogger(__name__)
+
+
+class ServerError(Exception):
+    """The server cannot start as configured; the message is the one line that says why and the fix."""
+
+    def __init__(self, message: str, status: int = 1) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class HttpSettings:
+    """How an HTTP server runs.
+
+    Attributes:
+        host: The address to bind (loopback by default).
+        port: The port (0 picks a free one).
+        workers: Worker processes (1: the server runs in this process).
+        metrics: Serve `/metrics`.
+        drain_seconds: Seconds from SIGTERM to exit, at most.
+        unready_seconds: Seconds of serving, unready, after SIGTERM (for balancers to notice).
+        path: The app's path, printed in the `listening on` line.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    workers: int = 1
+    metrics: bool = False
+    drain_seconds: float = DRAIN_SECONDS
+    unready_seconds: float = 0.0
+    path: str = "/mcp"
+
+
+@dataclass
+class Served:
+    """What one server process serves: its app, its readiness, its metrics and its clean-up.
+
+    Attributes:
+        app: The ASGI app (a Starlette app: its lifespan is extended).
+        readiness: What `/readyz` says.
+        metrics: The process's metrics, when on.
+        close: Closes what the app holds (its S3 clients), at the end of its lifespan.
+    """
+
+    app: Any
+    readiness: Readiness
+    metrics: ServerMetrics | None
+    close: Callable[[], Awaitable[None]]
+
+
+def worker_count(value: str | None) -> int:
+    """`--workers`: a positive number, or `auto` (the CPUs this process may run on).
+
+    Raises:
+        ValueError: Neither.
+    """
+    if value is None or value == "":
+        return 1
+    if value == "auto":
+        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        count = int(value)
+    except ValueError:
+        raise ValueError(f"--workers takes a number or auto, not {value!r}") from None
+    if not 1 <= count <= 256:
+        raise ValueError("--workers must be between 1 and 256 (or auto)")
+    return count
+
+
+def probed_app(served: Served, settings: HttpSettings) -> Any:
+    """`served.app` behind the probes (and metrics), its lifespan extended with the loop, the drain
+    and the clean-up (bounded by the drain deadline)."""
+    app = served.app
+    inner = app.router.lifespan_context
+    drain = Drain(served.readiness, deadline=settings.drain_seconds, unready_seconds=settings.unready_seconds)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(owner: Any) -> AsyncIterator[Any]:
+        with serve_on_running_loop():  # library calls run on this loop: no hop to another thread
+            if threading.current_thread() is threading.main_thread():
+                drain.install()  # after the server's own handlers: chained in front of them
+            try:
+                async with inner(owner) as state:
+                    yield state
+            finally:
+                drain.uninstall()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(5.0):  # a stalled S3 cannot hold the exit
+                        await served.close()
+                if served.metrics is not None:
+                    served.metrics.process_ended()
+
+    app.router.lifespan_context = lifespan
+    wrapped = served.metrics.asgi(app) if served.metrics is not None else app
+    metrics = served.metrics.exposition if served.metrics is not None else None
+    return Probes(wrapped, served.readiness, metrics=metrics)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to `host:port` (not yet listening).
+
+    Raises:
+        ServerError: The port is busy (another process listens there), or the address
+            cannot be bound; the message says so and what to do.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ServerError(f"cannot bind to --host {host}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise ServerError(
+                f"port {port} on {host} is busy: another process listens there; "
+                "stop it, or choose another port with --port (0 picks a free one)"
+            ) from None
+        raise ServerError(f"cannot bind to {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _announce(sock: socket.socket, path: str) -> None:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"listening on http://{shown}:{port}{path}", file=sys.stderr, flush=True)
+
+
+class _AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that says where it listens once it accepts connections, and that
+    ends normally on SIGINT/SIGTERM (uvicorn raises the signal again after its graceful
+    shutdown, which would kill the process before the S3 clients are closed)."""
+
+    path = "/mcp"
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.should_exit:  # the app could not start: uvicorn said why
+            return
+        _announce(self.servers[0].sockets[0], self.path)  # type: ignore[arg-type]
+
+
+def _config(app: Any, settings: HttpSettings, **extra: Any) -> uvicorn.Config:
+    drain = Drain(Readiness(), deadline=settings.drain_seconds, unready_seconds=settings.unready_seconds)
+    return uvicorn.Config(
+        app,
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=drain.graceful_seconds,  # type: ignore[arg-type]
+        **extra,
+    )
+
+
+async def serve_app(served: Served, settings: HttpSettings) -> None:
+    """Serve `served` in this process, on the running loop, until SIGTERM/SIGINT (see the module).
+
+    Raises:
+        ServerError: The port is busy or cannot be bound.
+    """
+    sock = bind(settings.host, settings.port)
+    try:
+        server = _AnnouncingServer(_config(probed_app(served, settings), settings))
+        server.path = settings.path
+        await server.serve(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop uvicorn would choose: uvloop when it is installed."""
+    return uvicorn.Config(_no_app).get_loop_factory()
+
+
+async def _no_app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no cover - never served
+    raise RuntimeError("no app")
+
+
+def serve_workers(settings: HttpSettings, factory: str) -> None:
+    """Serve with `settings.workers` worker processes until SIGTERM/SIGINT (see the module).
+
+    Args:
+        settings: Where and how.
+        factory: `module:function` that builds a worker's ASGI app (`probed_app(...)`) in
+            the worker process, from the environment this process set for it.
+
+    Raises:
+        ServerError: The port is busy or cannot be bound.
+    """
+    sock = bind(settings.host, settings.port)
+    try:
+        with multiprocess_dir() if settings.metrics else contextlib.nullcontext():
+            sock.listen(2048)  # connections wait here until a worker takes them
+            config = _config(factory, settings, factory=True, workers=settings.workers)
+            _announce(sock, settings.path)
+            Multiprocess(config, sockets=[sock]).run()
+    finally:
+        sock.close()
