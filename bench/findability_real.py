@@ -53,11 +53,12 @@ import findability  # the synthetic bench: its library layout, distractors and c
 import findability_distractors
 import record  # bench/record.py
 from findability_variants import PRESETS, FieldWeightsRanker, make_variant, sketch_mode_of, sketches
-from langchain_core.messages import HumanMessage
+from findability_robust import VARIANTS, conversation
+from langchain_core.messages import AIMessage, HumanMessage
 
 from s3skills.fs import S3Backend
 from s3skills.middleware import SkillsPromptMiddleware
-from s3skills.middleware.skills_prompt import ranked_for
+from s3skills.middleware.skills_prompt import ranked_for, recent_requests
 from s3skills.skills import usage
 from s3skills.skills.ranking.sketch import SKETCH_MODES
 from s3skills.storage import RequestCounter
@@ -100,6 +101,12 @@ class RealRequest:
     near_miss_of: str | None
     split: str
     query: str
+    turns: tuple[str, ...] = ()
+    """A multi-turn request's user turns, oldest first (the last is `query`); () for one message."""
+
+    def user_turns(self) -> tuple[str, ...]:
+        """The request's user turns, oldest first (`(query,)` for a one-message request)."""
+        return self.turns or (self.query,)
 
 
 def split_of(skill_id: str) -> str:
@@ -218,10 +225,21 @@ def _pct(hits: int, total: int) -> float:
     return round(100 * hits / total, 1) if total else 0.0
 
 
+def _state(messages: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    return {"messages": [HumanMessage(t) if role == "user" else AIMessage(t) for role, t in messages]}
+
+
 async def measure(
-    size: int, requests: Sequence[RealRequest], corpus: Corpus, ranker_name: str, budget: int, seed: int
+    size: int,
+    requests: Sequence[RealRequest],
+    corpus: Corpus,
+    ranker_name: str,
+    budget: int,
+    seed: int,
+    variants: Sequence[str] = ("plain",),
 ) -> dict[str, Any]:
-    """Every measure of one ranker at one library size, with a sample per request."""
+    """Every measure of one ranker at one library size, per variant (`findability_robust`),
+    with a sample per request and variant."""
     usage.reset_usage()  # no priors from an earlier run of this process
     store = MemoryObjectStore("bench")
     skills = build_real_library(store, corpus, size, seed)
@@ -236,34 +254,61 @@ async def measure(
     await middleware.build_prompt({"messages": [HumanMessage("hello")]})  # warm: the ranker's index
     counter = RequestCounter()
     store.add_request_hook(counter)
+    limit = middleware.library.config.limits.max_prompt_query_chars
     samples: list[dict[str, Any]] = []
     prompt_requests = 0  # S3 requests of the prompt builds only (list_skills makes its own)
-    for request in requests:
-        before = counter.total
-        cpu = time.process_time()
-        prompt = await middleware.build_prompt({"messages": [HumanMessage(request.query)]})
-        cpu_ms = 1000 * (time.process_time() - cpu)
-        prompt_requests += counter.total - before
-        index = prompt.split("### Loaded skills")[0]
-        described = index.split("Also relevant (ids only):")[0]
-        skill = request.target or request.near_miss_of or ""
-        order = [s.id for s in ranked_for(request.query, library, set(), ranker=ranker)[:50]]
-        page = str(await list_tool.ainvoke({"query": request.query}))
-        samples.append(
-            {
-                "id": request.id,
-                "skill": skill,
-                "should_trigger": request.target is not None,
-                "rank": order.index(skill) + 1 if skill in order else None,
-                "top1": order[0] if order else None,
-                "in_index": findability._named(skill, index),
-                "described": findability._named(skill, described),
-                "on_first_page": findability._named(skill, page),
-                "cpu_ms": round(cpu_ms, 3),
-            }
-        )
+    for variant in variants:
+        for request in requests:
+            state = _state(conversation(variant, request.id, request.split, request.user_turns()))
+            before = counter.total
+            cpu = time.process_time()
+            prompt = await middleware.build_prompt(state)
+            cpu_ms = 1000 * (time.process_time() - cpu)
+            prompt_requests += counter.total - before
+            index = prompt.split("### Loaded skills")[0]
+            described = index.split("Also relevant (ids only):")[0]
+            skill = request.target or request.near_miss_of or ""
+            turns = recent_requests(state, max_chars=limit)
+            order = [s.id for s in ranked_for(turns, library, set(), ranker=ranker)[:50]]
+            page = str(await list_tool.ainvoke({"query": turns[0]}))
+            samples.append(
+                {
+                    "id": request.id,
+                    "variant": variant,
+                    "skill": skill,
+                    "should_trigger": request.target is not None,
+                    "rank": order.index(skill) + 1 if skill in order else None,
+                    "top1": order[0] if order else None,
+                    "in_index": findability._named(skill, index),
+                    "described": findability._named(skill, described),
+                    "on_first_page": findability._named(skill, page),
+                    "cpu_ms": round(cpu_ms, 3),
+                }
+            )
     store.remove_request_hook(counter)
-    return _summary(size, skills, ranker_name, samples, prompt_requests)
+    run = _summary(size, skills, ranker_name, [s for s in samples if s["variant"] == variants[0]], prompt_requests)
+    run["variant"] = variants[0]
+    run["variants"] = {
+        v: {k: x for k, x in _summary(size, skills, ranker_name, [s for s in samples if s["variant"] == v], 0).items()
+            if k != "samples"}
+        for v in variants
+    }
+    run["samples"] = samples
+    return run
+
+
+def hubs(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The skill ranked first most often for requests aimed at other skills (should-trigger
+    and should-not alike): its id, that count, and its share of those requests."""
+    counts: dict[str, int] = {}
+    for s in samples:
+        if s["top1"] is not None and s["top1"] != s["skill"]:
+            counts[s["top1"]] = counts.get(s["top1"], 0) + 1
+    if not counts:
+        return {"skill": None, "count": 0, "share": 0.0}
+    worst = max(counts, key=lambda k: (counts[k], k))
+    aimed_elsewhere = sum(1 for s in samples if s["skill"] != worst)
+    return {"skill": worst, "count": counts[worst], "share": _pct(counts[worst], aimed_elsewhere)}
 
 
 def _summary(size: int, skills: int, ranker_name: str, samples: list[dict[str, Any]], requests: int) -> dict[str, Any]:
@@ -280,10 +325,12 @@ def _summary(size: int, skills: int, ranker_name: str, samples: list[dict[str, A
         "in_index": _pct(sum(s["in_index"] for s in hits), len(hits)),
         "on_first_search_page": _pct(sum(s["on_first_page"] for s in hits), len(hits)),
         "top1": _pct(sum(r <= 1 for r in ranked), len(hits)),
+        "top5": _pct(sum(r <= 5 for r in ranked), len(hits)),
         "top10": _pct(sum(r <= 10 for r in ranked), len(hits)),
         "top50": _pct(sum(r <= 50 for r in ranked), len(hits)),
         "false_trigger_top1": _pct(sum(s["rank"] == 1 for s in misses), len(misses)),
         "false_trigger_described": _pct(sum(s["described"] for s in misses), len(misses)),
+        "hub": hubs(samples),
         "prompt_build_cpu_ms": _spread([s["cpu_ms"] for s in samples]),
         "s3_requests_per_prompt": round(requests / len(samples), 3) if samples else 0.0,
         "samples": samples,
@@ -297,6 +344,7 @@ _COLUMNS = [
     ("in index", "in_index", "{:.1f}"),
     ("page 1", "on_first_search_page", "{:.1f}"),
     ("top1", "top1", "{:.1f}"),
+    ("top5", "top5", "{:.1f}"),
     ("top10", "top10", "{:.1f}"),
     ("top50", "top50", "{:.1f}"),
     ("FT top1", "false_trigger_top1", "{:.1f}"),
@@ -305,14 +353,17 @@ _COLUMNS = [
 
 
 def table(runs: Sequence[Mapping[str, Any]]) -> str:
-    """The runs as a text table (percentages of the split's requests; FT: should-not requests)."""
-    rows = [[label for label, _, _ in _COLUMNS] + ["CPU ms median [p10-p90]"]]
+    """The runs as a text table, a row per variant (percentages of the split's requests; FT:
+    should-not requests; hub: the share of requests aimed elsewhere that one skill tops)."""
+    rows = [[label for label, _, _ in _COLUMNS] + ["variant", "hub", "CPU ms median [p10-p90]"]]
     for run in runs:
-        cpu = run["prompt_build_cpu_ms"]
-        rows.append(
-            [fmt.format(run[key]) for _, key, fmt in _COLUMNS]
-            + [f"{cpu.get('median', 0):.1f} [{cpu.get('p10', 0):.1f}-{cpu.get('p90', 0):.1f}]"]
-        )
+        for variant, summary in run.get("variants", {run.get("variant", "plain"): run}).items():
+            cpu = summary["prompt_build_cpu_ms"]
+            rows.append(
+                [fmt.format(summary[key]) for _, key, fmt in _COLUMNS]
+                + [variant, f"{summary['hub']['share']:.1f}"]
+                + [f"{cpu.get('median', 0):.1f} [{cpu.get('p10', 0):.1f}-{cpu.get('p90', 0):.1f}]"]
+            )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows)
 
@@ -332,6 +383,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     repositories, requests = load_requests(Path(args.requests))
     chosen = [r for r in requests if args.split == "all" or r.split == args.split]
     corpus = load_corpus(repositories)
+    variants = VARIANTS if args.variants else ("plain",)
     report: dict[str, Any] = {
         "bench": "findability_real",
         "commit": record.machine()["commit"],
@@ -347,7 +399,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     }
     for size in _sizes(args.sizes, len(corpus.skills)):
         for name in args.ranker or ["default"]:
-            report["runs"].append(await measure(size, chosen, corpus, name, args.budget, args.seed))
+            report["runs"].append(await measure(size, chosen, corpus, name, args.budget, args.seed, variants))
     report["load_average_after"] = list(os.getloadavg())
     return report
 
@@ -360,6 +412,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranker", action="append", help="A ranker variant (repeatable; see --list-rankers).")
     parser.add_argument("--list-rankers", action="store_true", help="Print the ranker presets and exit.")
     parser.add_argument("--budget", type=int, default=6000, help="The prompt index budget (the default: 6000).")
+    parser.add_argument(
+        "--variants", action="store_true", help="Also each request with a preamble, pasted code, after a thread."
+    )
     parser.add_argument("--seed", type=int, default=7, help="The distractors' seed.")
     parser.add_argument("--requests", default=str(REQUESTS), help="The request file.")
     parser.add_argument(
