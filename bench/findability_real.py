@@ -52,8 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import findability  # the synthetic bench: its library layout, distractors and checks
 import findability_distractors
 import record  # bench/record.py
-from findability_variants import PRESETS, FieldWeightsRanker, make_variant, sketch_mode_of, sketches
+import request_shape
 from findability_robust import VARIANTS, conversation
+from findability_variants import PRESETS, FieldWeightsRanker, make_variant, settings, sketch_mode_of, sketches
 from langchain_core.messages import AIMessage, HumanMessage
 
 from s3skills.fs import S3Backend
@@ -86,6 +87,7 @@ __all__ = [
 
 BENCH = Path(__file__).resolve().parent
 REQUESTS = BENCH / "findability_real_data" / "requests.json"
+TRAFFIC = BENCH / "findability_real_data" / "traffic.json"
 RESULTS = BENCH / "results"
 SPLIT_SALT = "findability-real:"
 
@@ -101,12 +103,13 @@ class RealRequest:
     near_miss_of: str | None
     split: str
     query: str
-    turns: tuple[str, ...] = ()
-    """A multi-turn request's user turns, oldest first (the last is `query`); () for one message."""
+    messages: tuple[tuple[str, str], ...] = ()
+    """A conversation's (role, text) messages, oldest first, ending with the user's `query`;
+    () for one message."""
 
-    def user_turns(self) -> tuple[str, ...]:
-        """The request's user turns, oldest first (`(query,)` for a one-message request)."""
-        return self.turns or (self.query,)
+    def conversation(self) -> tuple[tuple[str, str], ...]:
+        """The request's messages, oldest first (`(("user", query),)` for one message)."""
+        return self.messages or (("user", self.query),)
 
 
 def split_of(skill_id: str) -> str:
@@ -157,6 +160,51 @@ def load_requests(path: Path = REQUESTS) -> tuple[dict[str, str], list[RealReque
         seen.add(item["id"])
         out.append(RealRequest(**item))
     return {str(k): str(v) for k, v in repositories.items()}, out
+
+
+def load_traffic(path: Path = TRAFFIC) -> tuple[dict[str, str], list[RealRequest]]:
+    """The traffic-shaped request file (`request_shape.read_request_file`), as the bench's requests:
+    a conversation keeps its messages, and its `query` is the last (the user's).
+
+    Raises:
+        ValueError: The file is not a valid request file (`request_shape.read_request_file`).
+    """
+    repositories, items = request_shape.read_request_file(path)
+    out = [
+        RealRequest(
+            r.id,
+            r.repo,
+            r.folder,
+            r.target,
+            r.near_miss_of,
+            r.split,
+            r.turns[-1].content,
+            tuple((t.role, t.content) for t in r.turns) if len(r.turns) > 1 else (),
+        )
+        for r in items
+    ]
+    return repositories, out
+
+
+def overlaps(requests: Sequence[RealRequest], corpus: Corpus) -> dict[str, Any]:
+    """Each should-trigger request's overlap with its target (`request_shape.overlap`: rarity-weighted
+    share of its content words in the target's name and description, longest common run)."""
+    from s3skills.skills import InvalidSkill, parse_skill_md
+
+    fields: dict[str, tuple[str, str]] = {}
+    for skill, text in corpus.skills.items():
+        folder = corpus.folder_of[skill].rsplit("/", 1)[-1]
+        try:
+            meta = parse_skill_md(text, folder=folder).metadata
+            fields[skill] = (meta.name or folder, meta.description or "")
+        except InvalidSkill:
+            fields[skill] = (folder, "")
+    idf = request_shape.idf_table(f"{n} {d}" for n, d in fields.values())
+    return {
+        r.id: request_shape.overlap("\n\n".join(text for _, text in r.conversation()), *fields[r.target], idf)
+        for r in requests
+        if r.target is not None and r.target in fields
+    }
 
 
 @dataclass
@@ -237,6 +285,7 @@ async def measure(
     budget: int,
     seed: int,
     variants: Sequence[str] = ("plain",),
+    half: frozenset[str] | set[str] = frozenset(),
 ) -> dict[str, Any]:
     """Every measure of one ranker at one library size, per variant (`findability_robust`),
     with a sample per request and variant."""
@@ -259,7 +308,7 @@ async def measure(
     prompt_requests = 0  # S3 requests of the prompt builds only (list_skills makes its own)
     for variant in variants:
         for request in requests:
-            state = _state(conversation(variant, request.id, request.split, request.user_turns()))
+            state = _state(conversation(variant, request.id, request.split, request.conversation()))
             before = counter.total
             cpu = time.process_time()
             prompt = await middleware.build_prompt(state)
@@ -288,11 +337,15 @@ async def measure(
     store.remove_request_hook(counter)
     run = _summary(size, skills, ranker_name, [s for s in samples if s["variant"] == variants[0]], prompt_requests)
     run["variant"] = variants[0]
-    run["variants"] = {
-        v: {k: x for k, x in _summary(size, skills, ranker_name, [s for s in samples if s["variant"] == v], 0).items()
-            if k != "samples"}
-        for v in variants
-    }
+    run["variants"] = {}
+    run["least_overlapping_half"] = {}
+    for v in variants:
+        mine = [s for s in samples if s["variant"] == v]
+        run["variants"][v] = {k: x for k, x in _summary(size, skills, ranker_name, mine, 0).items() if k != "samples"}
+        if half:  # the half of the should-trigger requests that share least with their target
+            low = [s for s in mine if s["id"] in half or not s["should_trigger"]]
+            summary = _summary(size, skills, ranker_name, low, 0)
+            run["least_overlapping_half"][v] = {k: x for k, x in summary.items() if k != "samples"}
     run["samples"] = samples
     return run
 
@@ -352,12 +405,12 @@ _COLUMNS = [
 ]
 
 
-def table(runs: Sequence[Mapping[str, Any]]) -> str:
+def table(runs: Sequence[Mapping[str, Any]], key: str = "variants") -> str:
     """The runs as a text table, a row per variant (percentages of the split's requests; FT:
     should-not requests; hub: the share of requests aimed elsewhere that one skill tops)."""
     rows = [[label for label, _, _ in _COLUMNS] + ["variant", "hub", "CPU ms median [p10-p90]"]]
     for run in runs:
-        for variant, summary in run.get("variants", {run.get("variant", "plain"): run}).items():
+        for variant, summary in run.get(key, {run.get("variant", "plain"): run}).items():
             cpu = summary["prompt_build_cpu_ms"]
             rows.append(
                 [fmt.format(summary[key]) for _, key, fmt in _COLUMNS]
@@ -380,9 +433,12 @@ def _sizes(text: str, corpus_size: int) -> list[int]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     """Run the bench as the command line asks; returns the report (also written to a file)."""
-    repositories, requests = load_requests(Path(args.requests))
+    path = Path(args.requests) if args.requests else TRAFFIC if args.set == "traffic" else REQUESTS
+    repositories, requests = load_traffic(path) if args.set == "traffic" else load_requests(path)
     chosen = [r for r in requests if args.split == "all" or r.split == args.split]
     corpus = load_corpus(repositories)
+    found = overlaps(chosen, corpus)
+    half = set(request_shape.least_overlapping_half(found))
     variants = VARIANTS if args.variants else ("plain",)
     report: dict[str, Any] = {
         "bench": "findability_real",
@@ -390,6 +446,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "nproc": os.cpu_count()},
         "load_average_before": list(os.getloadavg()),
         "split": args.split,
+        "set": args.set,
+        "requests_file": str(path),
+        "overlap": {rid: {"weighted": round(o.weighted, 3), "run": o.run} for rid, o in found.items()},
+        "least_overlapping_half": sorted(half),
         "budget_chars": args.budget,
         "seed": args.seed,
         "corpus_skills": len(corpus.skills),
@@ -399,7 +459,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     }
     for size in _sizes(args.sizes, len(corpus.skills)):
         for name in args.ranker or ["default"]:
-            report["runs"].append(await measure(size, chosen, corpus, name, args.budget, args.seed, variants))
+            with settings(name):
+                report["runs"].append(await measure(size, chosen, corpus, name, args.budget, args.seed, variants, half))
     report["load_average_after"] = list(os.getloadavg())
     return report
 
@@ -416,7 +477,10 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", action="store_true", help="Also each request with a preamble, pasted code, after a thread."
     )
     parser.add_argument("--seed", type=int, default=7, help="The distractors' seed.")
-    parser.add_argument("--requests", default=str(REQUESTS), help="The request file.")
+    parser.add_argument(
+        "--set", choices=("first", "traffic"), default="first", help="first: requests.json; traffic: traffic.json."
+    )
+    parser.add_argument("--requests", help="The request file (default: the --set's).")
     parser.add_argument(
         "--out", metavar="FILE", help="The results file (default: bench/results/findability_real-*.json)."
     )
@@ -441,6 +505,9 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"split {args.split}; {report['corpus_skills']} corpus skills ({len(report['excluded_skills'])} left out)")
     print(table(report["runs"]))
+    if report["least_overlapping_half"]:
+        print(f"least-overlapping half ({len(report['least_overlapping_half'])} requests, and the should-not ones):")
+        print(table(report["runs"], key="least_overlapping_half"))
     print(f"samples: {out}")
     return 0
 

@@ -84,7 +84,8 @@ _CODE = {
         "def flatten(nested):\n    out = []\n    for part in nested:\n        if isinstance(part, list):\n"
         "            out.extend(flatten(part))\n        else:\n            out.append(part)\n    return out\n\n\n"
         "def clamp(value, low, high):\n    log.debug('clamp %s', value)\n    return max(low, min(high, value))\n```",
-        "Here's the piece of code around it:\n\n```typescript\ntype Options = { retries?: number; verbose?: boolean };\n\n"
+        "Here's the piece of code around it:\n\n```typescript\n"
+        "type Options = { retries?: number; verbose?: boolean };\n\n"
         "export class Queue<T> {\n  private items: T[] = [];\n\n  push(item: T): void {\n"
         "    this.items.push(item);\n  }\n\n  shift(): T | undefined {\n    return this.items.shift();\n  }\n\n"
         "  get size(): number {\n    return this.items.length;\n  }\n}\n\n"
@@ -136,27 +137,27 @@ def _pick(options: Sequence[object], request_id: str, salt: str) -> int:
     return digest[0] % len(options)
 
 
-def conversation(variant: str, request_id: str, split: str, turns: Sequence[str]) -> list[tuple[str, str]]:
+def conversation(
+    variant: str, request_id: str, split: str, messages: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
     """The messages of `variant` of a request: (role, text) pairs, oldest first, roles `user`/`assistant`.
 
     Args:
         variant: One of `VARIANTS`.
         request_id: The request's id (picks the filler within the pool).
         split: The request's split (picks the pool: `pool_of`).
-        turns: The request's own user turns, oldest first (one for a one-message request);
-            a multi-turn request's earlier turns stay, each followed by a short assistant turn.
+        messages: The request's own messages, oldest first, ending with the user's (one for
+            a one-message request). The variant wraps the last one, or puts the unrelated
+            thread before them all.
 
     Raises:
-        ValueError: An unknown variant, or no turn.
+        ValueError: An unknown variant, or no message, or a last message that is not the user's.
     """
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}")
-    if not turns:
-        raise ValueError("a request has at least one turn")
-    own: list[tuple[str, str]] = []
-    for text in turns[:-1]:
-        own += [("user", text), ("assistant", "Understood. What would you like to do next?")]
-    last = turns[-1]
+    if not messages or messages[-1][0] != "user":
+        raise ValueError("a request ends with the user's message")
+    own, last = list(messages[:-1]), messages[-1][1]
     pool = pool_of(split)
     if variant == "preamble":
         preambles = _PREAMBLES[pool]
