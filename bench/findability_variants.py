@@ -169,6 +169,8 @@ def make_variant(name: str) -> Ranker | None:
             options["sketch_cap"] = number  # negative: off
         elif key == "floor":
             options["sketch_floor"] = number
+        elif key == "long":
+            options["long_query_terms"] = int(number)  # 0: off
         elif key in _SETTINGS:
             continue  # a module setting: `settings`
         elif key.startswith("b.") and key[2:] in b:
@@ -178,7 +180,7 @@ def make_variant(name: str) -> Ranker | None:
         else:
             raise ValueError(
                 f"{name!r}: unknown parameter {key!r}"
-                " (name, description, sketch, b.<field>, k1, ids, qcap, idf, path, cap, floor, content,"
+                " (name, description, sketch, b.<field>, k1, ids, qcap, idf, path, cap, floor, long, content,"
                 f" {', '.join(_SETTINGS)})"
             )
     return FieldWeightsRanker(weights, b, k1, **options)

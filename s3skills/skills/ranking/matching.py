@@ -91,6 +91,11 @@ body shares a word with everything then cannot outrank skills whose name and des
 match the request."""
 SKETCH_FLOOR = 0.0
 """What the sketch may add to a skill whose name and description match nothing (`SKETCH_CAP`)."""
+LONG_QUERY_TERMS: int | None = None
+"""Query length: when a request has more than this many scored words, what the body sketch
+adds counts `LONG_QUERY_TERMS / n` of itself (n: the scored words). A long message shares
+some words with every long body by chance; its name and description matches are the
+evidence that holds (None: no damping)."""
 _MIN_SIMILARITY = 0.6  # difflib ratio below which an id is not suggested on spelling alone.
 _SPLIT_RE = re.compile(r"[\W_]+")
 _ENGLISH_STOPWORDS = ENGLISH_STOPWORDS
@@ -205,6 +210,7 @@ class Bm25Index:
         path_words_rare: `PATH_WORDS_RARE` for this index (None: the module's; 0: off).
         sketch_cap: `SKETCH_CAP` for this index (None: the module's; negative: off).
         sketch_floor: `SKETCH_FLOOR` for this index (None: the module's).
+        long_query_terms: `LONG_QUERY_TERMS` for this index (None: the module's; 0: off).
     """
 
     def __init__(
@@ -220,6 +226,7 @@ class Bm25Index:
         path_words_rare: float | None = None,
         sketch_cap: float | None = None,
         sketch_floor: float | None = None,
+        long_query_terms: int | None = None,
     ) -> None:
         self.skills = list(skills)
         self.weights = dict(FIELD_WEIGHTS if weights is None else weights)
@@ -231,6 +238,8 @@ class Bm25Index:
         self.path_words_rare = PATH_WORDS_RARE if path_words_rare is None else (path_words_rare or None)
         self.sketch_cap = SKETCH_CAP if sketch_cap is None else (sketch_cap if sketch_cap >= 0 else None)
         self.sketch_floor = SKETCH_FLOOR if sketch_floor is None else sketch_floor
+        self.long_query_terms = LONG_QUERY_TERMS if long_query_terms is None else (long_query_terms or None)
+        split = self.sketch_cap is not None or self.long_query_terms is not None
         docs = [_fields(skill, self.identifiers) for skill in self.skills]
         path_share: dict[str, float] = {}
         if self.path_words_rare is not None:
@@ -259,7 +268,7 @@ class Bm25Index:
                 for token, tf in counts.items():
                     posting = postings.setdefault(token, {})
                     posting[position] = posting.get(position, 0.0) + tf * norm
-                    if self.sketch_cap is not None and field != "sketch":
+                    if split and field != "sketch":
                         mine = named.setdefault(token, {})
                         mine[position] = mine.get(position, 0.0) + tf * norm
         # The saturated term frequency of each posting (it does not depend on the query).
@@ -314,13 +323,17 @@ class Bm25Index:
         """Position in `skills` -> BM25F score, for the skills that match `query` at all."""
         terms = self._terms(query)
         scores = self._sum(terms, self._saturated)
-        if self.sketch_cap is None:
+        damp = 1.0
+        if self.long_query_terms is not None and len(terms) > self.long_query_terms:
+            damp = self.long_query_terms / len(terms)
+        if self.sketch_cap is None and damp == 1.0:
             return scores
         named = self._sum(terms, self._named)
         cap, floor = self.sketch_cap, self.sketch_floor
         for position, total in scores.items():
             own = named.get(position, 0.0)
-            scores[position] = own + min(total - own, cap * own + floor)
+            sketch = damp * (total - own)
+            scores[position] = own + (sketch if cap is None else min(sketch, cap * own + floor))
         return scores
 
     def explain(self, query: str, skill: SkillInfo | str) -> dict[str, list[str]]:

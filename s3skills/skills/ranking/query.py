@@ -65,12 +65,13 @@ CODE_WEIGHT = 0.5
 """How much a word of pasted code or logs counts against a word of prose (1: the same)."""
 
 _FENCE_RE = re.compile(r"^[^\S\n]*(```|~~~)[^\n]*\n.*?(?:^[^\S\n]*\1[^\n]*$|\Z)", re.DOTALL | re.MULTILINE)
-_CODE_PUNCTUATION = frozenset("{}[]()<>=;:$\"'`|\\/#@*&%")
+_CODE_PUNCTUATION = frozenset("{}[]()<>=;:$\"'`|\\/#@*&%.,_")
 
 
 def code_line(line: str) -> bool:
     """Whether a line outside a fence reads as code or a log line: indented by a tab or four
-    spaces, or at least a fifth of its visible characters code punctuation (and 8 or more)."""
+    spaces, or at least a fifth of its visible characters code punctuation (`{}()<>=;:"/.,_`
+    and the like; at least 8 visible characters)."""
     if line.startswith(("    ", "\t")) and line.strip():
         return True
     visible = [ch for ch in line if not ch.isspace()]
