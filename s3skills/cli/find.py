@@ -11,7 +11,7 @@ command reads the library's index (the manifest, or the heads) like any reader.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -82,7 +82,7 @@ def search(
 @click.option(
     "--file",
     "request_file",
-    type=click.File("rb"),
+    type=click.Path(dir_okay=False, allow_dash=True),
     help='Read the request from FILE ("-": standard input): any text, every line, or a conversation'
     ' {"turns": [{"role": "user"|"assistant", "content": ...}, ...]}.',
 )
@@ -97,9 +97,7 @@ def search(
     ' (pip install "s3skills[embeddings]").',
 )
 @pass_context
-def find_command(
-    ctx: Context, query: tuple[str, ...], request_file: IO[bytes] | None, limit: int, ranker_name: str
-) -> int:
+def find_command(ctx: Context, query: tuple[str, ...], request_file: str | None, limit: int, ranker_name: str) -> int:
     """Search the library for QUERY, ranked as the agent ranks it, with the words that matched.
 
     QUERY is any request, as a user would type it (several words are joined); or --file
@@ -116,10 +114,10 @@ def find_command(
         raise UsageError("give the request as QUERY words or with --file FILE (- for standard input), not both")
     turns: list[str] = []
     if request_file is not None:
-        from s3skills.cli.turns import MAX_INPUT_BYTES, agent_turns, read_request
+        from s3skills.cli.turns import agent_turns, read_request, request_bytes
 
-        where = "standard input" if request_file.name == "<stdin>" else str(request_file.name)
-        conversation = read_request(request_file.read(MAX_INPUT_BYTES + 1), where)
+        where = "standard input" if request_file == "-" else request_file
+        conversation = read_request(request_bytes(request_file), where)
         turns = agent_turns(conversation, ctx.library.config.limits.max_prompt_query_chars)
         text, cut = turns[0], None
     else:

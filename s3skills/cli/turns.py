@@ -15,7 +15,7 @@ from typing import Any
 
 from s3skills.cli.context import UsageError
 
-__all__ = ["MAX_INPUT_BYTES", "MAX_TURNS", "Turns", "agent_turns", "parse_turns", "read_request"]
+__all__ = ["MAX_INPUT_BYTES", "MAX_TURNS", "Turns", "agent_turns", "parse_turns", "read_request", "request_bytes"]
 
 MAX_INPUT_BYTES = 1 << 20
 """The largest request `find --file` reads (1 MiB)."""
@@ -56,6 +56,23 @@ def parse_turns(value: Any, where: str) -> Turns:
     if out[-1][0] != "user":
         raise UsageError(f"{where}: the last turn must be the user's")
     return tuple(out)
+
+
+def request_bytes(path: str) -> bytes:
+    """The bytes of a request file (`-`: standard input), at most `MAX_INPUT_BYTES` + 1.
+
+    Raises:
+        UsageError: The file cannot be read (the message names it and why).
+    """
+    import sys
+
+    if path == "-":
+        return sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(MAX_INPUT_BYTES + 1)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the request ({exc.strerror or exc})") from None
 
 
 def read_request(data: bytes, where: str) -> Turns:
