@@ -88,6 +88,7 @@ _CODE_LINE = re.compile(
       | \s*\d{4}-\d\d-\d\d[T\ ]\d\d:\d\d                 # timestamped log lines
       | \s*(?:ERROR|WARN|WARNING|INFO|DEBUG|FAIL|FAILED|PASS|E\ )\b
       | \s*[\w.]+\(.*\)\s*$                             # a call on a line of its own
+      | [^\s,]+(?:,[^\s,]*){2,}$ | [^\t]+(?:\t[^\t]*){2,}$   # CSV and TSV rows
     )""",
     re.VERBOSE,
 )
