@@ -76,7 +76,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 _CODE_LINE = re.compile(
     r"""^(?:
         \s{4,}\S | \t                                   # indented
-      | \s*(?:\$|>>>|>|\#)\s+\S                          # shell prompt, REPL, comment
+      | \s*(?:\$|>>>)\s+\S                              # shell prompt, Python REPL
       | \s*(?:Traceback|File\ ")|\s*at\ [\w.$<>]+\(        # Python / Java traces
       | \s*(?:diff\ --git|index\ [0-9a-f]|@@\ |\+\+\+|---\ ) # unified diffs
       | [+-][^+\-\s]                                     # a diff line
