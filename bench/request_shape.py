@@ -438,6 +438,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         columns[f"{name}, least-overlapping half"] = figures["least_overlapping_half"]
     print(table(columns))
+    print(
+        "\nShape rows count every request of a set (should-not ones included); the overlap rows and the"
+        " least-overlapping half count the requests with a target."
+    )
     for name, figures in found.items():
         print(
             f"\n{name}: {figures['with_target']['requests']} requests with a target ({figures['skills']} skills), "
