@@ -76,7 +76,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 _CODE_LINE = re.compile(
     r"""^(?:
         \s{4,}\S | \t                                   # indented
-      | \s*(?:\$|>>>|>|\#)\s+\S                          # shell prompt, REPL, comment
+      | \s*(?:\$|>>>)\s+\S                              # shell prompt, Python REPL
       | \s*(?:Traceback|File\ ")|\s*at\ [\w.$<>]+\(        # Python / Java traces
       | \s*(?:diff\ --git|index\ [0-9a-f]|@@\ |\+\+\+|---\ ) # unified diffs
       | [+-][^+\-\s]                                     # a diff line
@@ -88,6 +88,7 @@ _CODE_LINE = re.compile(
       | \s*\d{4}-\d\d-\d\d[T\ ]\d\d:\d\d                 # timestamped log lines
       | \s*(?:ERROR|WARN|WARNING|INFO|DEBUG|FAIL|FAILED|PASS|E\ )\b
       | \s*[\w.]+\(.*\)\s*$                             # a call on a line of its own
+      | [^\s,]+(?:,[^\s,]*){2,}$ | [^\t]+(?:\t[^\t]*){2,}$   # CSV and TSV rows
     )""",
     re.VERBOSE,
 )
@@ -437,6 +438,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         columns[f"{name}, least-overlapping half"] = figures["least_overlapping_half"]
     print(table(columns))
+    print(
+        "\nShape rows count every request of a set (should-not ones included); the overlap rows and the"
+        " least-overlapping half count the requests with a target."
+    )
     for name, figures in found.items():
         print(
             f"\n{name}: {figures['with_target']['requests']} requests with a target ({figures['skills']} skills), "
