@@ -53,7 +53,7 @@ import findability  # the synthetic bench: its library layout, distractors and c
 import findability_distractors
 import record  # bench/record.py
 import request_shape
-from findability_robust import VARIANTS, conversation
+from findability_robust import VARIANTS, conversation, long_message
 from findability_variants import PRESETS, FieldWeightsRanker, make_variant, settings, sketch_mode_of, sketches
 from langchain_core.messages import AIMessage, HumanMessage
 
@@ -90,6 +90,8 @@ REQUESTS = BENCH / "findability_real_data" / "requests.json"
 TRAFFIC = BENCH / "findability_real_data" / "traffic.json"
 RESULTS = BENCH / "results"
 SPLIT_SALT = "findability-real:"
+LONG_REQUESTS = 40
+"""How many requests the long-request CPU measure builds a prompt for (`--long-words`)."""
 
 
 @dataclass(frozen=True)
@@ -249,12 +251,23 @@ def load_corpus(repositories: Mapping[str, str]) -> Corpus:
     return corpus
 
 
-def build_real_library(store: MemoryObjectStore, corpus: Corpus, size: int, seed: int) -> int:
-    """Put every corpus skill, then distractors up to `size` skills, in `store`; returns the count."""
+def build_real_library(
+    store: MemoryObjectStore, corpus: Corpus, size: int, seed: int, distractors: str = "real"
+) -> int:
+    """Put every corpus skill, then distractors up to `size` skills, in `store`; returns the count.
+
+    `distractors`: `real` (`put_real_distractors`: real skills' texts re-combined within a
+    repository, as hard as real skills) or `generated` (`put_distractors`: the synthetic bench's).
+    """
     for skill_id, text in corpus.skills.items():
         store.put_object(f"{findability.PREFIX}{skill_id}/SKILL.md", text)
     count = max(0, size - len(corpus.skills))
-    findability_distractors.put_distractors(store, sorted(corpus.skills.items()), count, random.Random(seed))
+    put = (
+        findability_distractors.put_real_distractors
+        if distractors == "real"
+        else findability_distractors.put_distractors
+    )
+    put(store, sorted(corpus.skills.items()), count, random.Random(seed))
     return len(corpus.skills) + count
 
 
@@ -286,12 +299,14 @@ async def measure(
     seed: int,
     variants: Sequence[str] = ("plain",),
     half: frozenset[str] | set[str] = frozenset(),
+    distractors: str = "real",
+    long_words: int = 0,
 ) -> dict[str, Any]:
     """Every measure of one ranker at one library size, per variant (`findability_robust`),
     with a sample per request and variant."""
     usage.reset_usage()  # no priors from an earlier run of this process
     store = MemoryObjectStore("bench")
-    skills = build_real_library(store, corpus, size, seed)
+    skills = build_real_library(store, corpus, size, seed, distractors)
     backend = S3Backend("bench", user_id=findability.USER, store=store, layout=findability.LAYOUT)
     ranker = make_variant(ranker_name)
     middleware = SkillsPromptMiddleware(backend, budget_chars=budget, ranker=ranker)
@@ -334,9 +349,17 @@ async def measure(
                     "cpu_ms": round(cpu_ms, 3),
                 }
             )
+    long_cpu: list[float] = []
+    for request in requests[:LONG_REQUESTS] if long_words else []:
+        text = long_message(request.query, request.id, request.split, long_words)
+        cpu = time.process_time()
+        await middleware.build_prompt({"messages": [HumanMessage(text)]})
+        long_cpu.append(round(1000 * (time.process_time() - cpu), 3))
     store.remove_request_hook(counter)
     run = _summary(size, skills, ranker_name, [s for s in samples if s["variant"] == variants[0]], prompt_requests)
     run["variant"] = variants[0]
+    if long_cpu:
+        run["long_request"] = {"words": long_words, "requests": len(long_cpu), "cpu_ms": _spread(long_cpu)}
     run["variants"] = {}
     run["least_overlapping_half"] = {}
     for v in variants:
@@ -452,6 +475,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "least_overlapping_half": sorted(half),
         "budget_chars": args.budget,
         "seed": args.seed,
+        "distractors": args.distractors,
         "corpus_skills": len(corpus.skills),
         "excluded_skills": corpus.excluded,
         "collapsed_copies": corpus.collapsed,
@@ -460,7 +484,20 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     for size in _sizes(args.sizes, len(corpus.skills)):
         for name in args.ranker or ["default"]:
             with settings(name):
-                report["runs"].append(await measure(size, chosen, corpus, name, args.budget, args.seed, variants, half))
+                report["runs"].append(
+                    await measure(
+                        size,
+                        chosen,
+                        corpus,
+                        name,
+                        args.budget,
+                        args.seed,
+                        variants,
+                        half,
+                        args.distractors,
+                        args.long_words,
+                    )
+                )
     report["load_average_after"] = list(os.getloadavg())
     return report
 
@@ -475,6 +512,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=6000, help="The prompt index budget (the default: 6000).")
     parser.add_argument(
         "--variants", action="store_true", help="Also each request with a preamble, pasted code, after a thread."
+    )
+    parser.add_argument(
+        "--distractors",
+        choices=("real", "generated"),
+        default="real",
+        help="real: real skills' texts re-combined within a repository; generated: the synthetic bench's.",
+    )
+    parser.add_argument(
+        "--long-words",
+        type=int,
+        default=0,
+        help="Also time one prompt build for each of 40 requests padded to this many words (0: none).",
     )
     parser.add_argument("--seed", type=int, default=7, help="The distractors' seed.")
     parser.add_argument(
@@ -505,6 +554,13 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"split {args.split}; {report['corpus_skills']} corpus skills ({len(report['excluded_skills'])} left out)")
     print(table(report["runs"]))
+    for run in report["runs"]:
+        if "long_request" in run:
+            cpu = run["long_request"]["cpu_ms"]
+            print(
+                f"{run['ranker']} at {run['skills']}: a {run['long_request']['words']}-word request: "
+                f"CPU {cpu['median']:.1f} ms median [{cpu['p10']:.1f}-{cpu['p90']:.1f}]"
+            )
     if report["least_overlapping_half"]:
         print(f"least-overlapping half ({len(report['least_overlapping_half'])} requests, and the should-not ones):")
         print(table(report["runs"], key="least_overlapping_half"))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-__all__ = ["VARIANTS", "conversation", "pool_of"]
+__all__ = ["VARIANTS", "conversation", "long_message", "pool_of"]
 
 VARIANTS = ("plain", "preamble", "code", "thread")
 """The variant names: `plain` (the request as written) and the three wrappings."""
@@ -66,7 +66,11 @@ _CODE = {
         "        try:\n            return fn()\n        except Exception as exc:\n            last = exc\n"
         "            time.sleep(delay * (2 ** n))\n    raise last\n\n\nclass Settings:\n"
         "    def __init__(self, path):\n        self.path = path\n        self.values = {}\n\n"
-        "    def get(self, key, default=None):\n        return self.values.get(key, default)\n```",
+        "    def get(self, key, default=None):\n        return self.values.get(key, default)\n\n"
+        "    def set(self, key, value):\n        if key in self.values and self.values[key] == value:\n"
+        "            return False\n        self.values[key] = value\n        return True\n\n"
+        "    def keys(self):\n        return sorted(self.values)\n\n"
+        "    def __repr__(self):\n        return f'Settings({self.path!r}, {len(self.values)} keys)'\n```",
         "This is the helper file I'm working in:\n\n```javascript\nexport function debounce(fn, wait = 200) {\n"
         "  let timer = null;\n  return (...args) => {\n    clearTimeout(timer);\n"
         "    timer = setTimeout(() => fn(...args), wait);\n  };\n}\n\n"
@@ -74,7 +78,11 @@ _CODE = {
         "    const key = keyOf(item);\n    (out[key] ||= []).push(item);\n  }\n  return out;\n}\n\n"
         "export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));\n\n"
         "export function pick(obj, keys) {\n  return Object.fromEntries(keys.filter((k) => k in obj)"
-        ".map((k) => [k, obj[k]]));\n}\n```",
+        ".map((k) => [k, obj[k]]));\n}\n\n"
+        "export function chunk(list, size) {\n  const out = [];\n  for (let i = 0; i < list.length; i += size) {\n"
+        "    out.push(list.slice(i, i + size));\n  }\n  return out;\n}\n\n"
+        "export function once(fn) {\n  let done = false;\n  let value;\n  return (...args) => {\n"
+        "    if (!done) {\n      done = true;\n      value = fn(...args);\n    }\n    return value;\n  };\n}\n```",
     ],
     "test": [
         "For context, the utils module looks like this:\n\n```python\nimport functools\nimport logging\n\n"
@@ -83,7 +91,11 @@ _CODE = {
         "            cache[args] = fn(*args)\n        return cache[args]\n\n    return wrapper\n\n\n"
         "def flatten(nested):\n    out = []\n    for part in nested:\n        if isinstance(part, list):\n"
         "            out.extend(flatten(part))\n        else:\n            out.append(part)\n    return out\n\n\n"
-        "def clamp(value, low, high):\n    log.debug('clamp %s', value)\n    return max(low, min(high, value))\n```",
+        "def clamp(value, low, high):\n    log.debug('clamp %s', value)\n    return max(low, min(high, value))\n\n\n"
+        "def unique(items, key=None):\n    seen = set()\n    out = []\n    for item in items:\n"
+        "        marker = key(item) if key else item\n        if marker in seen:\n            continue\n"
+        "        seen.add(marker)\n        out.append(item)\n    return out\n\n\n"
+        "def first(items, default=None):\n    return next(iter(items), default)\n```",
         "Here's the piece of code around it:\n\n```typescript\n"
         "type Options = { retries?: number; verbose?: boolean };\n\n"
         "export class Queue<T> {\n  private items: T[] = [];\n\n  push(item: T): void {\n"
@@ -91,7 +103,12 @@ _CODE = {
         "  get size(): number {\n    return this.items.length;\n  }\n}\n\n"
         "export function withDefaults(options: Options = {}): Required<Options> {\n"
         "  return { retries: options.retries ?? 3, verbose: options.verbose ?? false };\n}\n\n"
-        "export const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);\n```",
+        "export const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);\n\n"
+        "export function partition<T>(items: T[], test: (item: T) => boolean): [T[], T[]] {\n"
+        "  const yes: T[] = [];\n  const no: T[] = [];\n  for (const item of items) {\n"
+        "    (test(item) ? yes : no).push(item);\n  }\n  return [yes, no];\n}\n\n"
+        "export const isEmpty = (value: unknown): boolean =>\n"
+        "  value == null || (Array.isArray(value) && value.length === 0);\n```",
     ],
 }
 
@@ -171,3 +188,25 @@ def conversation(
         earlier = [("user" if n % 2 == 0 else "assistant", text) for n, text in enumerate(thread)]
         return [*earlier, *own, ("user", last)]
     return [*own, ("user", last)]
+
+
+def long_message(text: str, request_id: str, split: str, words: int = 2000) -> str:
+    """`text` after a paste that brings the message to about `words` words: the pool's code
+    snippets and numbered log lines of an ordinary service (the CPU measure's 2,000-word request)."""
+    snippets = _CODE[pool_of(split)]
+    parts: list[str] = []
+    count = len(text.split())
+    n = _pick(snippets, request_id, "long")
+    while count < words:
+        if n % 3 == 2:
+            block = "\n".join(
+                f"2026-03-02T10:{(n + i) % 60:02d}:07Z INFO worker-{i % 4} processed batch {n * 40 + i} "
+                f"in {100 + (n * 7 + i) % 300} ms (queue depth {(n + i) % 17})"
+                for i in range(20)
+            )
+        else:
+            block = snippets[n % len(snippets)]
+        parts.append(block)
+        count += len(block.split())
+        n += 1
+    return "\n\n".join([*parts, text])

@@ -44,8 +44,10 @@ __all__ = [
 EARLIER_TURNS = 2
 """Earlier user turns (before the latest) that take part in the query."""
 
-EARLIER_WEIGHT = 0.5
-"""How much an earlier turn's score counts against the latest turn's."""
+EARLIER_WEIGHT = 0.3
+"""How much an earlier turn's score counts against the latest turn's: 0.3 (was 0.5), chosen on
+the real-skills bench's dev splits with the conversation variant (`findability_real.py
+--variants`: a request after an unrelated thread; bench/README.md)."""
 
 PRIOR_WEIGHT = 0.5
 """How much a skill's prior (0..1, `prior_for`) raises its score: a matching skill with
