@@ -43,7 +43,7 @@ import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ import findability  # the synthetic bench: its library layout, distractors and c
 import findability_distractors
 import record  # bench/record.py
 import request_shape
+from findability_corpus import Corpus, load_corpus
 from findability_robust import VARIANTS, conversation, long_message
 from findability_variants import PRESETS, FieldWeightsRanker, make_variant, settings, sketch_mode_of, sketches
 from langchain_core.messages import AIMessage, HumanMessage
@@ -64,9 +65,7 @@ from s3skills.skills import usage
 from s3skills.skills.ranking.sketch import SKETCH_MODES
 from s3skills.storage import RequestCounter
 from s3skills.testing import MemoryObjectStore
-from s3skills.testing.corpus import real_repositories
 from s3skills.tools import skill_tools
-from s3skills.transfer.localtree import scan_tree
 
 __all__ = [
     "PRESETS",
@@ -207,48 +206,6 @@ def overlaps(requests: Sequence[RealRequest], corpus: Corpus) -> dict[str, Any]:
         for r in requests
         if r.target is not None and r.target in fields
     }
-
-
-@dataclass
-class Corpus:
-    """The corpus as one library: id -> SKILL.md text, where each came from, what was left out."""
-
-    skills: dict[str, str] = field(default_factory=dict)
-    repo_of: dict[str, str] = field(default_factory=dict)
-    folder_of: dict[str, str] = field(default_factory=dict)
-    excluded: list[dict[str, str]] = field(default_factory=list)
-    collapsed: list[dict[str, str]] = field(default_factory=list)
-
-
-def load_corpus(repositories: Mapping[str, str]) -> Corpus:
-    """Every corpus skill under the id `s3skills push --category <short>` gives it, per repository.
-
-    A folder push leaves out (an ambiguous id, an invalid one, a fatal `SKILL.md` problem) is
-    in `excluded`; a byte-identical copy of another folder is in `collapsed` (pushed once).
-
-    Raises:
-        KeyError: A corpus repository has no short name in `repositories`.
-    """
-    corpus = Corpus()
-    for repo in real_repositories():
-        tree = scan_tree(repo.root, category=repositories[repo.name])
-        fatal = {f.path for f in tree.problems if f.fatal}
-        for item in tree.refused:
-            if item.path.endswith("SKILL.md"):
-                corpus.excluded.append(
-                    {"repo": repo.name, "folder": item.path[: -len("/SKILL.md")], "why": item.reason}
-                )
-        for item in tree.duplicates:
-            corpus.collapsed.append({"repo": repo.name, "folder": item.path[: -len("/SKILL.md")], "why": item.reason})
-        for skill_id, data in tree.skill_md.items():
-            folder = tree.mapping[skill_id]
-            if f"{folder}/SKILL.md" in fatal:
-                corpus.excluded.append({"repo": repo.name, "folder": folder, "why": "a fatal SKILL.md problem"})
-                continue
-            corpus.skills[skill_id] = data.decode("utf-8", errors="replace")
-            corpus.repo_of[skill_id] = repo.name
-            corpus.folder_of[skill_id] = folder
-    return corpus
 
 
 def build_real_library(

@@ -383,12 +383,12 @@ def table(columns: Mapping[str, Mapping[str, Any]]) -> str:
 def _corpus_fields() -> tuple[dict[str, tuple[str, str]], dict[str, float]]:
     """Skill id -> (name, description) for every corpus skill, and the IDF over them."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    import findability_real  # the corpus as the bench pushes it
+    import findability_corpus  # the corpus as the bench pushes it
 
     from s3skills.skills import InvalidSkill, parse_skill_md
 
     repositories, _ = read_request_file(FIRST_SET)
-    corpus = findability_real.load_corpus(repositories)
+    corpus = findability_corpus.load_corpus(repositories)
     fields: dict[str, tuple[str, str]] = {}
     for skill, text in corpus.skills.items():
         folder = corpus.folder_of[skill].rsplit("/", 1)[-1]
