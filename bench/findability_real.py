@@ -187,20 +187,11 @@ def load_traffic(path: Path = TRAFFIC) -> tuple[dict[str, str], list[RealRequest
     return repositories, out
 
 
-def overlaps(requests: Sequence[RealRequest], corpus: Corpus) -> dict[str, Any]:
+def overlaps(requests: Sequence[RealRequest]) -> dict[str, Any]:
     """Each should-trigger request's overlap with its target (`request_shape.overlap`: rarity-weighted
-    share of its content words in the target's name and description, longest common run)."""
-    from s3skills.skills import InvalidSkill, parse_skill_md
-
-    fields: dict[str, tuple[str, str]] = {}
-    for skill, text in corpus.skills.items():
-        folder = corpus.folder_of[skill].rsplit("/", 1)[-1]
-        try:
-            meta = parse_skill_md(text, folder=folder).metadata
-            fields[skill] = (meta.name or folder, meta.description or "")
-        except InvalidSkill:
-            fields[skill] = (folder, "")
-    idf = request_shape.idf_table(f"{n} {d}" for n, d in fields.values())
+    share of its content words in the target's name and description, longest common run), over
+    the whole conversation."""
+    fields, idf = request_shape._corpus_fields()  # the corpus's names and descriptions, their IDF
     return {
         r.id: request_shape.overlap("\n\n".join(text for _, text in r.conversation()), *fields[r.target], idf)
         for r in requests
@@ -417,7 +408,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     repositories, requests = load_traffic(path) if args.set == "traffic" else load_requests(path)
     chosen = [r for r in requests if args.split == "all" or r.split == args.split]
     corpus = load_corpus(repositories)
-    found = overlaps(chosen, corpus)
+    found = overlaps(chosen)
     half = set(request_shape.least_overlapping_half(found))
     variants = VARIANTS if args.variants else ("plain",)
     report: dict[str, Any] = {
