@@ -6,7 +6,9 @@ names are in the request file): a skill's id is `<short>/<folder name>`, as `s3s
 maps it (`s3skills.transfer.localtree.scan_tree`). Skills that push leaves out (ambiguous
 folders) are left out and listed in the results (`excluded_skills`); byte-identical copies
 are pushed once. The library is then grown to each `--sizes` entry with the synthetic
-bench's distractors (`findability_distractors.put_distractors`), made from the corpus's words.
+distractors: by default real skills' texts re-combined within a repository
+(`findability_distractors.put_real_distractors`, as hard as real skills), or with
+`--distractors generated` the synthetic bench's (`put_distractors`).
 
 The requests (`findability_real_data/requests.json`) are written by hand as users type them,
 split dev/test by skill; should-not requests (`target: null`) name the skill they sound
@@ -17,7 +19,15 @@ objects in an in-memory store, `SkillsPromptMiddleware.build_prompt`, the `list_
 - **search**: the target is on page 1 of `list_skills(query=<request>)`;
 - **rank**: its position in the order the index uses (`ranked_for`): top 1, 10, 50;
 - **should-not**: how often the near-miss skill is ranked first, or shown with its description;
-- **CPU**: process time of each warm `build_prompt` (median and spread over every request).
+- **CPU**: process time of each warm `build_prompt` (median and spread over every request);
+  with `--long-words N`, also for 40 requests padded to N words of pasted code and logs;
+- **hub**: the largest share of requests aimed at other skills that one skill is ranked first for.
+
+`--set traffic` runs the traffic-shaped set (`traffic.json`: long, pasted, multi-turn;
+`request_shape.read_request_file`) instead of `requests.json`. `--variants` also measures
+every request after a preamble, with pasted code, and after an unrelated thread
+(`findability_robust`). Every figure is reported on the whole split and on its
+least-overlapping half (`request_shape.overlap`, `least_overlapping_half`).
 
 Every sample goes to a JSON file (`bench/results/`, gitignored, or `--out`) with the commit,
 the machine and the load average; a table is printed. The exit status is 0 unless something
@@ -28,6 +38,7 @@ fails to run: quality is reported, never enforced here.
     python bench/findability_real.py --sizes corpus --ranker default --ranker no-sketch
     python bench/findability_real.py --ranker "bm25:name=2,description=1,sketch=0.5,b.sketch=0.75"
     python bench/findability_real.py --list-rankers
+    python bench/findability_real.py --set traffic --variants --long-words 2000
 """
 
 from __future__ import annotations
@@ -74,11 +85,14 @@ __all__ = [
     "FieldWeightsRanker",
     "RealRequest",
     "build_real_library",
+    "hubs",
     "load_corpus",
     "load_requests",
+    "load_traffic",
     "main",
     "make_variant",
     "measure",
+    "overlaps",
     "sketch_mode_of",
     "sketches",
     "split_of",

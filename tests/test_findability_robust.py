@@ -19,6 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 
 import findability_distractors
+import findability_real
 import findability_robust as robust
 
 from s3skills.aio import run_sync
@@ -105,3 +106,26 @@ def test_realistic_distractors_recombine_real_skills_within_a_category_under_new
         }
         assert words <= donors  # its words are its category's real skills' words
         assert category in {"bio", "ops"}
+
+
+def test_the_hub_is_the_skill_ranked_first_most_often_for_requests_aimed_elsewhere() -> None:
+    samples = [
+        {"skill": "a/x", "top1": "h/hub"},
+        {"skill": "a/y", "top1": "h/hub"},
+        {"skill": "a/z", "top1": "a/z"},
+        {"skill": "h/hub", "top1": "h/hub"},  # its own request: not counted against others
+        {"skill": "a/w", "top1": None},
+    ]
+    assert findability_real.hubs(samples) == {"skill": "h/hub", "count": 2, "share": 50.0}
+    assert findability_real.hubs([{"skill": "a/x", "top1": "a/x"}]) == {"skill": None, "count": 0, "share": 0.0}
+
+
+def test_the_traffic_set_loads_as_the_benchs_requests_with_its_conversations() -> None:
+    _, requests = findability_real.load_traffic()
+    threads = [r for r in requests if r.messages]
+    assert threads
+    for request in threads:
+        assert request.conversation()[-1] == ("user", request.query)
+        assert {role for role, _ in request.conversation()} <= {"user", "assistant"}
+    single = next(r for r in requests if not r.messages)
+    assert single.conversation() == (("user", single.query),)
