@@ -184,6 +184,9 @@ def put_distractors(
         store.put_object(f"{PREFIX}{category}/{leaf}/SKILL.md", skill_md(leaf, description, body))
 
 
+_MAX_DESCRIPTION = 1024  # the Agent Skills limit on `description`
+
+
 def _sentences(text: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s.strip()]
 
@@ -229,6 +232,8 @@ def put_real_distractors(
         first, second = _sentences(desc_a), _sentences(desc_b)
         cut_a, cut_b = max(1, len(first) // 2 + len(first) % 2), len(second) // 2
         description = " ".join(first[:cut_a] + second[cut_b:]) or desc_a
+        if len(description) > _MAX_DESCRIPTION:  # a longer one is invalid: a reader skips it and reads it again
+            description = description[:_MAX_DESCRIPTION].rsplit(" ", 1)[0]
         sections_a, sections_b = _sections(body_a), _sections(body_b)
         body = "\n\n".join(
             s

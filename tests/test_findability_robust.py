@@ -23,7 +23,7 @@ import findability_real
 import findability_robust as robust
 
 from s3skills.aio import run_sync
-from s3skills.skills import parse_skill_md
+from s3skills.skills import parse_skill_md, validate_skill_md
 from s3skills.testing import MemoryObjectStore
 
 MESSAGES = (("user", "parse my genbank file into fasta"),)
@@ -106,6 +106,16 @@ def test_realistic_distractors_recombine_real_skills_within_a_category_under_new
         }
         assert words <= donors  # its words are its category's real skills' words
         assert category in {"bio", "ops"}
+
+
+def test_a_realistic_distractor_keeps_a_valid_description_when_its_donors_are_long() -> None:
+    long = " ".join(f"Sentence number {n} says a lot about genomes." for n in range(60))
+    skills = [("bio/a", _real("a", long, "## A\nx")), ("bio/b", _real("b", long, "## B\ny"))]
+    store = MemoryObjectStore("bench")
+    findability_distractors.put_real_distractors(store, skills, 5, random.Random(1))
+    for key in store.keys():
+        problems = validate_skill_md(run_sync(store.aget(key)).data, folder=key.split("/")[-2])
+        assert [p.message for p in problems if p.level == "error" or p.fatal] == []
 
 
 def test_the_hub_is_the_skill_ranked_first_most_often_for_requests_aimed_elsewhere() -> None:
