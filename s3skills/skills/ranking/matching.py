@@ -87,14 +87,16 @@ evidence for any one of them (None: every path word counts whole). 3: neutral on
 real-skills bench's dev splits (its requests rarely use a folder word), and it stops a
 folder such as `scientific-skills/` from naming all 134 of its skills (issue 35)."""
 SKETCH_CAP: float | None = None
-"""Hub control, tried and not chosen (it lost requests on the dev splits: bench/README.md): what the body sketch adds to a skill's score is at most `SKETCH_CAP` times
+"""Hub control, tried and not chosen (it lost requests on the dev splits: bench/README.md):
+what the body sketch adds to a skill's score is at most `SKETCH_CAP` times
 what its name and description score plus `SKETCH_FLOOR` (None: no cap). A skill whose long
 body shares a word with everything then cannot outrank skills whose name and description
 match the request."""
 SKETCH_FLOOR = 0.0
 """What the sketch may add to a skill whose name and description match nothing (`SKETCH_CAP`)."""
 LONG_QUERY_TERMS: int | None = None
-"""Query length, tried and not chosen (mixed on the dev splits: bench/README.md): when a request has more than this many scored words, what the body sketch
+"""Query length, tried and not chosen (mixed on the dev splits: bench/README.md): when a
+request has more than this many scored words, what the body sketch
 adds counts `LONG_QUERY_TERMS / n` of itself (n: the scored words). A long message shares
 some words with every long body by chance; its name and description matches are the
 evidence that holds (None: no damping)."""
