@@ -2,6 +2,8 @@
 
 `put_distractors` writes `<app>-automation` skills with formulaic descriptions (the shape of
 ComposioHQ's ~800) and topic skills mixing a library's own words; both benches use it.
+`put_real_distractors` re-combines real skills' texts within a category, so the distractors
+compete with real skills (`findability_real.py --distractors real`).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Sequence
 
 from s3skills.testing import MemoryObjectStore
 
-__all__ = ["PREFIX", "put_distractors", "skill_md"]
+__all__ = ["PREFIX", "put_distractors", "put_real_distractors", "skill_md"]
 
 PREFIX = "bench/skills/"
 """Where the benches' library lives (user `bench`, the seeds layout)."""
@@ -179,4 +181,66 @@ def put_distractors(
         else:
             leaf, category = f"{name}-{rng.choice(words)}", rng.choice(categories)
             description, body = _topic(rng, words, name)
+        store.put_object(f"{PREFIX}{category}/{leaf}/SKILL.md", skill_md(leaf, description, body))
+
+
+_MAX_DESCRIPTION = 1024  # the Agent Skills limit on `description`
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+", " ".join(text.split())) if s.strip()]
+
+
+def _sections(body: str) -> list[str]:
+    """A body's `## ` sections (the text before the first one is a section too)."""
+    parts = re.split(r"(?m)^(?=##\s)", body)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def put_real_distractors(
+    store: MemoryObjectStore, skills: Sequence[tuple[str, str]], count: int, rng: random.Random
+) -> None:
+    """Put `count` distractors made of real skills' texts in `store`: as hard as real skills.
+
+    Each one re-combines two real skills of the same category (repository): its description
+    is the first sentence(s) of one's description and the rest of the other's, its body
+    alternates their `##` sections, and its name joins a word of each one's name with an
+    invented syllable word (never an id of `skills`). So it uses a real domain's vocabulary,
+    phrasing and body shape, and it competes with the skills it was made from: a request for
+    either may find it. `skills` are (id, SKILL.md text) pairs.
+    """
+    from s3skills.skills import InvalidSkill, parse_skill_md
+
+    parsed: dict[str, list[tuple[str, str, str]]] = {}
+    for sid, text in skills:
+        leaf = sid.rsplit("/", 1)[-1]
+        try:
+            skill = parse_skill_md(text, folder=leaf)
+        except InvalidSkill:
+            continue
+        if skill.metadata.description:
+            parsed.setdefault(sid.split("/")[0], []).append((leaf, skill.metadata.description, skill.body))
+    categories = sorted(parsed)
+    weights = [len(parsed[c]) for c in categories]
+    used = {w for sid, _ in skills for w in re.split(r"[/-]", sid)} | {sid.rsplit("/", 1)[-1] for sid, _ in skills}
+    for _ in range(count):
+        category = rng.choices(categories, weights)[0]
+        pool = parsed[category]
+        (leaf_a, desc_a, body_a), (leaf_b, desc_b, body_b) = (
+            rng.sample(pool, 2) if len(pool) > 1 else (pool[0], pool[0])
+        )
+        first, second = _sentences(desc_a), _sentences(desc_b)
+        cut_a, cut_b = max(1, len(first) // 2 + len(first) % 2), len(second) // 2
+        description = " ".join(first[:cut_a] + second[cut_b:]) or desc_a
+        if len(description) > _MAX_DESCRIPTION:  # a longer one is invalid: a reader skips it and reads it again
+            description = description[:_MAX_DESCRIPTION].rsplit(" ", 1)[0]
+        sections_a, sections_b = _sections(body_a), _sections(body_b)
+        body = "\n\n".join(
+            s
+            for pair in zip(sections_a[::2], sections_b[1::2] + [""] * len(sections_a), strict=False)
+            for s in pair
+            if s
+        )
+        words = [rng.choice(leaf_a.split("-")), rng.choice(leaf_b.split("-"))]
+        leaf = "-".join(dict.fromkeys([*words, _invented(rng, used)]))
         store.put_object(f"{PREFIX}{category}/{leaf}/SKILL.md", skill_md(leaf, description, body))

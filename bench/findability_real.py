@@ -6,7 +6,9 @@ names are in the request file): a skill's id is `<short>/<folder name>`, as `s3s
 maps it (`s3skills.transfer.localtree.scan_tree`). Skills that push leaves out (ambiguous
 folders) are left out and listed in the results (`excluded_skills`); byte-identical copies
 are pushed once. The library is then grown to each `--sizes` entry with the synthetic
-bench's distractors (`findability_distractors.put_distractors`), made from the corpus's words.
+distractors: by default real skills' texts re-combined within a repository
+(`findability_distractors.put_real_distractors`, as hard as real skills), or with
+`--distractors generated` the synthetic bench's (`put_distractors`).
 
 The requests (`findability_real_data/requests.json`) are written by hand as users type them,
 split dev/test by skill; should-not requests (`target: null`) name the skill they sound
@@ -17,7 +19,15 @@ objects in an in-memory store, `SkillsPromptMiddleware.build_prompt`, the `list_
 - **search**: the target is on page 1 of `list_skills(query=<request>)`;
 - **rank**: its position in the order the index uses (`ranked_for`): top 1, 10, 50;
 - **should-not**: how often the near-miss skill is ranked first, or shown with its description;
-- **CPU**: process time of each warm `build_prompt` (median and spread over every request).
+- **CPU**: process time of each warm `build_prompt` (median and spread over every request);
+  with `--long-words N`, also for 40 requests padded to N words of pasted code and logs;
+- **hub**: the largest share of requests aimed at other skills that one skill is ranked first for.
+
+`--set traffic` runs the traffic-shaped set (`traffic.json`: long, pasted, multi-turn;
+`request_shape.read_request_file`) instead of `requests.json`. `--variants` also measures
+every request after a preamble, with pasted code, and after an unrelated thread
+(`findability_robust`). Every figure is reported on the whole split and on its
+least-overlapping half (`request_shape.overlap`, `least_overlapping_half`).
 
 Every sample goes to a JSON file (`bench/results/`, gitignored, or `--out`) with the commit,
 the machine and the load average; a table is printed. The exit status is 0 unless something
@@ -28,6 +38,7 @@ fails to run: quality is reported, never enforced here.
     python bench/findability_real.py --sizes corpus --ranker default --ranker no-sketch
     python bench/findability_real.py --ranker "bm25:name=2,description=1,sketch=0.5,b.sketch=0.75"
     python bench/findability_real.py --list-rankers
+    python bench/findability_real.py --set traffic --variants --long-words 2000
 """
 
 from __future__ import annotations
@@ -43,7 +54,7 @@ import statistics
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +63,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import findability  # the synthetic bench: its library layout, distractors and checks
 import findability_distractors
 import record  # bench/record.py
-from findability_variants import PRESETS, FieldWeightsRanker, make_variant, sketch_mode_of, sketches
-from langchain_core.messages import HumanMessage
+import request_shape
+from findability_corpus import Corpus, load_corpus
+from findability_robust import VARIANTS, conversation, long_message
+from findability_variants import PRESETS, FieldWeightsRanker, make_variant, settings, sketch_mode_of, sketches
+from langchain_core.messages import AIMessage, HumanMessage
 
 from s3skills.fs import S3Backend
 from s3skills.middleware import SkillsPromptMiddleware
-from s3skills.middleware.skills_prompt import ranked_for
+from s3skills.middleware.skills_prompt import ranked_for, recent_requests
 from s3skills.skills import usage
 from s3skills.skills.ranking.sketch import SKETCH_MODES
 from s3skills.storage import RequestCounter
 from s3skills.testing import MemoryObjectStore
-from s3skills.testing.corpus import real_repositories
 from s3skills.tools import skill_tools
-from s3skills.transfer.localtree import scan_tree
 
 __all__ = [
     "PRESETS",
@@ -73,11 +85,14 @@ __all__ = [
     "FieldWeightsRanker",
     "RealRequest",
     "build_real_library",
+    "hubs",
     "load_corpus",
     "load_requests",
+    "load_traffic",
     "main",
     "make_variant",
     "measure",
+    "overlaps",
     "sketch_mode_of",
     "sketches",
     "split_of",
@@ -85,8 +100,11 @@ __all__ = [
 
 BENCH = Path(__file__).resolve().parent
 REQUESTS = BENCH / "findability_real_data" / "requests.json"
+TRAFFIC = BENCH / "findability_real_data" / "traffic.json"
 RESULTS = BENCH / "results"
 SPLIT_SALT = "findability-real:"
+LONG_REQUESTS = 40
+"""How many requests the long-request CPU measure builds a prompt for (`--long-words`)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +118,13 @@ class RealRequest:
     near_miss_of: str | None
     split: str
     query: str
+    messages: tuple[tuple[str, str], ...] = ()
+    """A conversation's (role, text) messages, oldest first, ending with the user's `query`;
+    () for one message."""
+
+    def conversation(self) -> tuple[tuple[str, str], ...]:
+        """The request's messages, oldest first (`(("user", query),)` for one message)."""
+        return self.messages or (("user", self.query),)
 
 
 def split_of(skill_id: str) -> str:
@@ -152,54 +177,59 @@ def load_requests(path: Path = REQUESTS) -> tuple[dict[str, str], list[RealReque
     return {str(k): str(v) for k, v in repositories.items()}, out
 
 
-@dataclass
-class Corpus:
-    """The corpus as one library: id -> SKILL.md text, where each came from, what was left out."""
-
-    skills: dict[str, str] = field(default_factory=dict)
-    repo_of: dict[str, str] = field(default_factory=dict)
-    folder_of: dict[str, str] = field(default_factory=dict)
-    excluded: list[dict[str, str]] = field(default_factory=list)
-    collapsed: list[dict[str, str]] = field(default_factory=list)
-
-
-def load_corpus(repositories: Mapping[str, str]) -> Corpus:
-    """Every corpus skill under the id `s3skills push --category <short>` gives it, per repository.
-
-    A folder push leaves out (an ambiguous id, an invalid one, a fatal `SKILL.md` problem) is
-    in `excluded`; a byte-identical copy of another folder is in `collapsed` (pushed once).
+def load_traffic(path: Path = TRAFFIC) -> tuple[dict[str, str], list[RealRequest]]:
+    """The traffic-shaped request file (`request_shape.read_request_file`), as the bench's requests:
+    a conversation keeps its messages, and its `query` is the last (the user's).
 
     Raises:
-        KeyError: A corpus repository has no short name in `repositories`.
+        ValueError: The file is not a valid request file (`request_shape.read_request_file`).
     """
-    corpus = Corpus()
-    for repo in real_repositories():
-        tree = scan_tree(repo.root, category=repositories[repo.name])
-        fatal = {f.path for f in tree.problems if f.fatal}
-        for item in tree.refused:
-            if item.path.endswith("SKILL.md"):
-                corpus.excluded.append(
-                    {"repo": repo.name, "folder": item.path[: -len("/SKILL.md")], "why": item.reason}
-                )
-        for item in tree.duplicates:
-            corpus.collapsed.append({"repo": repo.name, "folder": item.path[: -len("/SKILL.md")], "why": item.reason})
-        for skill_id, data in tree.skill_md.items():
-            folder = tree.mapping[skill_id]
-            if f"{folder}/SKILL.md" in fatal:
-                corpus.excluded.append({"repo": repo.name, "folder": folder, "why": "a fatal SKILL.md problem"})
-                continue
-            corpus.skills[skill_id] = data.decode("utf-8", errors="replace")
-            corpus.repo_of[skill_id] = repo.name
-            corpus.folder_of[skill_id] = folder
-    return corpus
+    repositories, items = request_shape.read_request_file(path)
+    out = [
+        RealRequest(
+            r.id,
+            r.repo,
+            r.folder,
+            r.target,
+            r.near_miss_of,
+            r.split,
+            r.turns[-1].content,
+            tuple((t.role, t.content) for t in r.turns) if len(r.turns) > 1 else (),
+        )
+        for r in items
+    ]
+    return repositories, out
 
 
-def build_real_library(store: MemoryObjectStore, corpus: Corpus, size: int, seed: int) -> int:
-    """Put every corpus skill, then distractors up to `size` skills, in `store`; returns the count."""
+def overlaps(requests: Sequence[RealRequest]) -> dict[str, Any]:
+    """Each should-trigger request's overlap with its target (`request_shape.overlap`: rarity-weighted
+    share of its content words in the target's name and description, longest common run), over
+    the whole conversation."""
+    fields, idf = request_shape._corpus_fields()  # the corpus's names and descriptions, their IDF
+    return {
+        r.id: request_shape.overlap("\n\n".join(text for _, text in r.conversation()), *fields[r.target], idf)
+        for r in requests
+        if r.target is not None and r.target in fields
+    }
+
+
+def build_real_library(
+    store: MemoryObjectStore, corpus: Corpus, size: int, seed: int, distractors: str = "real"
+) -> int:
+    """Put every corpus skill, then distractors up to `size` skills, in `store`; returns the count.
+
+    `distractors`: `real` (`put_real_distractors`: real skills' texts re-combined within a
+    repository, as hard as real skills) or `generated` (`put_distractors`: the synthetic bench's).
+    """
     for skill_id, text in corpus.skills.items():
         store.put_object(f"{findability.PREFIX}{skill_id}/SKILL.md", text)
     count = max(0, size - len(corpus.skills))
-    findability_distractors.put_distractors(store, sorted(corpus.skills.items()), count, random.Random(seed))
+    put = (
+        findability_distractors.put_real_distractors
+        if distractors == "real"
+        else findability_distractors.put_distractors
+    )
+    put(store, sorted(corpus.skills.items()), count, random.Random(seed))
     return len(corpus.skills) + count
 
 
@@ -218,13 +248,27 @@ def _pct(hits: int, total: int) -> float:
     return round(100 * hits / total, 1) if total else 0.0
 
 
+def _state(messages: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    return {"messages": [HumanMessage(t) if role == "user" else AIMessage(t) for role, t in messages]}
+
+
 async def measure(
-    size: int, requests: Sequence[RealRequest], corpus: Corpus, ranker_name: str, budget: int, seed: int
+    size: int,
+    requests: Sequence[RealRequest],
+    corpus: Corpus,
+    ranker_name: str,
+    budget: int,
+    seed: int,
+    variants: Sequence[str] = ("plain",),
+    half: frozenset[str] | set[str] = frozenset(),
+    distractors: str = "real",
+    long_words: int = 0,
 ) -> dict[str, Any]:
-    """Every measure of one ranker at one library size, with a sample per request."""
+    """Every measure of one ranker at one library size, per variant (`findability_robust`),
+    with a sample per request and variant."""
     usage.reset_usage()  # no priors from an earlier run of this process
     store = MemoryObjectStore("bench")
-    skills = build_real_library(store, corpus, size, seed)
+    skills = build_real_library(store, corpus, size, seed, distractors)
     backend = S3Backend("bench", user_id=findability.USER, store=store, layout=findability.LAYOUT)
     ranker = make_variant(ranker_name)
     middleware = SkillsPromptMiddleware(backend, budget_chars=budget, ranker=ranker)
@@ -236,34 +280,73 @@ async def measure(
     await middleware.build_prompt({"messages": [HumanMessage("hello")]})  # warm: the ranker's index
     counter = RequestCounter()
     store.add_request_hook(counter)
+    limit = middleware.library.config.limits.max_prompt_query_chars
     samples: list[dict[str, Any]] = []
     prompt_requests = 0  # S3 requests of the prompt builds only (list_skills makes its own)
-    for request in requests:
-        before = counter.total
+    for variant in variants:
+        for request in requests:
+            state = _state(conversation(variant, request.id, request.split, request.conversation()))
+            before = counter.total
+            cpu = time.process_time()
+            prompt = await middleware.build_prompt(state)
+            cpu_ms = 1000 * (time.process_time() - cpu)
+            prompt_requests += counter.total - before
+            index = prompt.split("### Loaded skills")[0]
+            described = index.split("Also relevant (ids only):")[0]
+            skill = request.target or request.near_miss_of or ""
+            turns = recent_requests(state, max_chars=limit)
+            order = [s.id for s in ranked_for(turns, library, set(), ranker=ranker)[:50]]
+            page = str(await list_tool.ainvoke({"query": turns[0]}))
+            samples.append(
+                {
+                    "id": request.id,
+                    "variant": variant,
+                    "skill": skill,
+                    "should_trigger": request.target is not None,
+                    "rank": order.index(skill) + 1 if skill in order else None,
+                    "top1": order[0] if order else None,
+                    "in_index": findability._named(skill, index),
+                    "described": findability._named(skill, described),
+                    "on_first_page": findability._named(skill, page),
+                    "cpu_ms": round(cpu_ms, 3),
+                }
+            )
+    long_cpu: list[float] = []
+    for request in requests[:LONG_REQUESTS] if long_words else []:
+        text = long_message(request.query, request.id, request.split, long_words)
         cpu = time.process_time()
-        prompt = await middleware.build_prompt({"messages": [HumanMessage(request.query)]})
-        cpu_ms = 1000 * (time.process_time() - cpu)
-        prompt_requests += counter.total - before
-        index = prompt.split("### Loaded skills")[0]
-        described = index.split("Also relevant (ids only):")[0]
-        skill = request.target or request.near_miss_of or ""
-        order = [s.id for s in ranked_for(request.query, library, set(), ranker=ranker)[:50]]
-        page = str(await list_tool.ainvoke({"query": request.query}))
-        samples.append(
-            {
-                "id": request.id,
-                "skill": skill,
-                "should_trigger": request.target is not None,
-                "rank": order.index(skill) + 1 if skill in order else None,
-                "top1": order[0] if order else None,
-                "in_index": findability._named(skill, index),
-                "described": findability._named(skill, described),
-                "on_first_page": findability._named(skill, page),
-                "cpu_ms": round(cpu_ms, 3),
-            }
-        )
+        await middleware.build_prompt({"messages": [HumanMessage(text)]})
+        long_cpu.append(round(1000 * (time.process_time() - cpu), 3))
     store.remove_request_hook(counter)
-    return _summary(size, skills, ranker_name, samples, prompt_requests)
+    run = _summary(size, skills, ranker_name, [s for s in samples if s["variant"] == variants[0]], prompt_requests)
+    run["variant"] = variants[0]
+    if long_cpu:
+        run["long_request"] = {"words": long_words, "requests": len(long_cpu), "cpu_ms": _spread(long_cpu)}
+    run["variants"] = {}
+    run["least_overlapping_half"] = {}
+    for v in variants:
+        mine = [s for s in samples if s["variant"] == v]
+        run["variants"][v] = {k: x for k, x in _summary(size, skills, ranker_name, mine, 0).items() if k != "samples"}
+        if half:  # the half of the should-trigger requests that share least with their target
+            low = [s for s in mine if s["id"] in half or not s["should_trigger"]]
+            summary = _summary(size, skills, ranker_name, low, 0)
+            run["least_overlapping_half"][v] = {k: x for k, x in summary.items() if k != "samples"}
+    run["samples"] = samples
+    return run
+
+
+def hubs(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The skill ranked first most often for requests aimed at other skills (should-trigger
+    and should-not alike): its id, that count, and its share of those requests."""
+    counts: dict[str, int] = {}
+    for s in samples:
+        if s["top1"] is not None and s["top1"] != s["skill"]:
+            counts[s["top1"]] = counts.get(s["top1"], 0) + 1
+    if not counts:
+        return {"skill": None, "count": 0, "share": 0.0}
+    worst = max(counts, key=lambda k: (counts[k], k))
+    aimed_elsewhere = sum(1 for s in samples if s["skill"] != worst)
+    return {"skill": worst, "count": counts[worst], "share": _pct(counts[worst], aimed_elsewhere)}
 
 
 def _summary(size: int, skills: int, ranker_name: str, samples: list[dict[str, Any]], requests: int) -> dict[str, Any]:
@@ -280,10 +363,12 @@ def _summary(size: int, skills: int, ranker_name: str, samples: list[dict[str, A
         "in_index": _pct(sum(s["in_index"] for s in hits), len(hits)),
         "on_first_search_page": _pct(sum(s["on_first_page"] for s in hits), len(hits)),
         "top1": _pct(sum(r <= 1 for r in ranked), len(hits)),
+        "top5": _pct(sum(r <= 5 for r in ranked), len(hits)),
         "top10": _pct(sum(r <= 10 for r in ranked), len(hits)),
         "top50": _pct(sum(r <= 50 for r in ranked), len(hits)),
         "false_trigger_top1": _pct(sum(s["rank"] == 1 for s in misses), len(misses)),
         "false_trigger_described": _pct(sum(s["described"] for s in misses), len(misses)),
+        "hub": hubs(samples),
         "prompt_build_cpu_ms": _spread([s["cpu_ms"] for s in samples]),
         "s3_requests_per_prompt": round(requests / len(samples), 3) if samples else 0.0,
         "samples": samples,
@@ -297,6 +382,7 @@ _COLUMNS = [
     ("in index", "in_index", "{:.1f}"),
     ("page 1", "on_first_search_page", "{:.1f}"),
     ("top1", "top1", "{:.1f}"),
+    ("top5", "top5", "{:.1f}"),
     ("top10", "top10", "{:.1f}"),
     ("top50", "top50", "{:.1f}"),
     ("FT top1", "false_trigger_top1", "{:.1f}"),
@@ -304,15 +390,18 @@ _COLUMNS = [
 ]
 
 
-def table(runs: Sequence[Mapping[str, Any]]) -> str:
-    """The runs as a text table (percentages of the split's requests; FT: should-not requests)."""
-    rows = [[label for label, _, _ in _COLUMNS] + ["CPU ms median [p10-p90]"]]
+def table(runs: Sequence[Mapping[str, Any]], key: str = "variants") -> str:
+    """The runs as a text table, a row per variant (percentages of the split's requests; FT:
+    should-not requests; hub: the share of requests aimed elsewhere that one skill tops)."""
+    rows = [[label for label, _, _ in _COLUMNS] + ["variant", "hub", "CPU ms median [p10-p90]"]]
     for run in runs:
-        cpu = run["prompt_build_cpu_ms"]
-        rows.append(
-            [fmt.format(run[key]) for _, key, fmt in _COLUMNS]
-            + [f"{cpu.get('median', 0):.1f} [{cpu.get('p10', 0):.1f}-{cpu.get('p90', 0):.1f}]"]
-        )
+        for variant, summary in run.get(key, {run.get("variant", "plain"): run}).items():
+            cpu = summary["prompt_build_cpu_ms"]
+            rows.append(
+                [fmt.format(summary[key]) for _, key, fmt in _COLUMNS]
+                + [variant, f"{summary['hub']['share']:.1f}"]
+                + [f"{cpu.get('median', 0):.1f} [{cpu.get('p10', 0):.1f}-{cpu.get('p90', 0):.1f}]"]
+            )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(cell.rjust(w) for cell, w in zip(row, widths, strict=True)) for row in rows)
 
@@ -329,17 +418,26 @@ def _sizes(text: str, corpus_size: int) -> list[int]:
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     """Run the bench as the command line asks; returns the report (also written to a file)."""
-    repositories, requests = load_requests(Path(args.requests))
+    path = Path(args.requests) if args.requests else TRAFFIC if args.set == "traffic" else REQUESTS
+    repositories, requests = load_traffic(path) if args.set == "traffic" else load_requests(path)
     chosen = [r for r in requests if args.split == "all" or r.split == args.split]
     corpus = load_corpus(repositories)
+    found = overlaps(chosen)
+    half = set(request_shape.least_overlapping_half(found))
+    variants = VARIANTS if args.variants else ("plain",)
     report: dict[str, Any] = {
         "bench": "findability_real",
         "commit": record.machine()["commit"],
         "machine": {"platform": platform.platform(), "python": platform.python_version(), "nproc": os.cpu_count()},
         "load_average_before": list(os.getloadavg()),
         "split": args.split,
+        "set": args.set,
+        "requests_file": str(path),
+        "overlap": {rid: {"weighted": round(o.weighted, 3), "run": o.run} for rid, o in found.items()},
+        "least_overlapping_half": sorted(half),
         "budget_chars": args.budget,
         "seed": args.seed,
+        "distractors": args.distractors,
         "corpus_skills": len(corpus.skills),
         "excluded_skills": corpus.excluded,
         "collapsed_copies": corpus.collapsed,
@@ -347,7 +445,21 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     }
     for size in _sizes(args.sizes, len(corpus.skills)):
         for name in args.ranker or ["default"]:
-            report["runs"].append(await measure(size, chosen, corpus, name, args.budget, args.seed))
+            with settings(name):
+                report["runs"].append(
+                    await measure(
+                        size,
+                        chosen,
+                        corpus,
+                        name,
+                        args.budget,
+                        args.seed,
+                        variants,
+                        half,
+                        args.distractors,
+                        args.long_words,
+                    )
+                )
     report["load_average_after"] = list(os.getloadavg())
     return report
 
@@ -360,8 +472,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ranker", action="append", help="A ranker variant (repeatable; see --list-rankers).")
     parser.add_argument("--list-rankers", action="store_true", help="Print the ranker presets and exit.")
     parser.add_argument("--budget", type=int, default=6000, help="The prompt index budget (the default: 6000).")
+    parser.add_argument(
+        "--variants", action="store_true", help="Also each request with a preamble, pasted code, after a thread."
+    )
+    parser.add_argument(
+        "--distractors",
+        choices=("real", "generated"),
+        default="real",
+        help="real: real skills' texts re-combined within a repository; generated: the synthetic bench's.",
+    )
+    parser.add_argument(
+        "--long-words",
+        type=int,
+        default=0,
+        help="Also time one prompt build for each of 40 requests padded to this many words (0: none).",
+    )
     parser.add_argument("--seed", type=int, default=7, help="The distractors' seed.")
-    parser.add_argument("--requests", default=str(REQUESTS), help="The request file.")
+    parser.add_argument(
+        "--set", choices=("first", "traffic"), default="first", help="first: requests.json; traffic: traffic.json."
+    )
+    parser.add_argument("--requests", help="The request file (default: the --set's).")
     parser.add_argument(
         "--out", metavar="FILE", help="The results file (default: bench/results/findability_real-*.json)."
     )
@@ -386,6 +516,16 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"split {args.split}; {report['corpus_skills']} corpus skills ({len(report['excluded_skills'])} left out)")
     print(table(report["runs"]))
+    for run in report["runs"]:
+        if "long_request" in run:
+            cpu = run["long_request"]["cpu_ms"]
+            print(
+                f"{run['ranker']} at {run['skills']}: a {run['long_request']['words']}-word request: "
+                f"CPU {cpu['median']:.1f} ms median [{cpu['p10']:.1f}-{cpu['p90']:.1f}]"
+            )
+    if report["least_overlapping_half"]:
+        print(f"least-overlapping half ({len(report['least_overlapping_half'])} requests, and the should-not ones):")
+        print(table(report["runs"], key="least_overlapping_half"))
     print(f"samples: {out}")
     return 0
 

@@ -19,7 +19,7 @@ from s3skills.skills.index import heads
 from s3skills.skills.ranking.matching import Bm25Index
 from s3skills.skills.ranking.sketch import SKETCH_MODES
 
-__all__ = ["PRESETS", "FieldWeightsRanker", "make_variant", "sketch_mode_of", "sketches"]
+__all__ = ["PRESETS", "FieldWeightsRanker", "make_variant", "settings", "sketch_mode_of", "sketches"]
 
 
 class FieldWeightsRanker:
@@ -84,6 +84,42 @@ def sketches(mode: str) -> Iterator[None]:
         heads.make_sketch = original  # type: ignore[assignment]
 
 
+_SETTINGS = {
+    "qstop": ("s3skills.skills.ranking.matching", "QUERY_STOPWORDS"),
+    "code": ("s3skills.skills.ranking.query", "CODE_WEIGHT"),
+    "earlier": ("s3skills.skills.ranking.rankers", "EARLIER_WEIGHT"),
+    "turns": ("s3skills.skills.ranking.rankers", "EARLIER_TURNS"),
+}
+
+
+@contextlib.contextmanager
+def settings(name: str) -> Iterator[None]:
+    """While inside, the module settings a bm25 spec names hold its values: `qstop=0` (no
+    query-only stop words), `code=<w>` (`query.CODE_WEIGHT`), `earlier=<w>`
+    (`rankers.EARLIER_WEIGHT`), `turns=<n>` (`rankers.EARLIER_TURNS`); the old ones on the way out."""
+    import importlib
+
+    saved: list[tuple[Any, str, Any]] = []
+    try:
+        for part in name[len("bm25:") :].split(",") if name.startswith("bm25:") else []:
+            key, _, value = part.partition("=")
+            if key.strip() in _SETTINGS:
+                module_name, attribute = _SETTINGS[key.strip()]
+                module = importlib.import_module(module_name)
+                saved.append((module, attribute, getattr(module, attribute)))
+                if key.strip() == "qstop":
+                    new: Any = getattr(module, attribute) if float(value) else frozenset()
+                elif key.strip() == "turns":
+                    new = int(float(value))
+                else:
+                    new = float(value)
+                setattr(module, attribute, new)
+        yield
+    finally:
+        for module, attribute, old in reversed(saved):
+            setattr(module, attribute, old)
+
+
 def make_variant(name: str) -> Ranker | None:
     """The ranker called `name`: a `PRESETS` name, or `bm25:<field>=<w>,b.<field>=<b>,k1=<k>`
     (fields `name`, `description`, `sketch`; unnamed ones keep today's values), with
@@ -127,6 +163,16 @@ def make_variant(name: str) -> Ranker | None:
             options["max_query_terms"] = int(number)  # 0: every word
         elif key == "idf":
             options["min_idf"] = number
+        elif key == "path":
+            options["path_words_rare"] = number  # 0: off
+        elif key == "cap":
+            options["sketch_cap"] = number  # negative: off
+        elif key == "floor":
+            options["sketch_floor"] = number
+        elif key == "long":
+            options["long_query_terms"] = int(number)  # 0: off
+        elif key in _SETTINGS:
+            continue  # a module setting: `settings`
         elif key.startswith("b.") and key[2:] in b:
             b[key[2:]] = number
         elif key in weights:
@@ -134,6 +180,7 @@ def make_variant(name: str) -> Ranker | None:
         else:
             raise ValueError(
                 f"{name!r}: unknown parameter {key!r}"
-                " (name, description, sketch, b.<field>, k1, ids, qcap, idf, content)"
+                " (name, description, sketch, b.<field>, k1, ids, qcap, idf, path, cap, floor, long, content,"
+                f" {', '.join(_SETTINGS)})"
             )
     return FieldWeightsRanker(weights, b, k1, **options)

@@ -214,6 +214,144 @@ def test_eval_refuses_an_unknown_skill_and_a_missing_file_with_exit_status_2(rea
     assert run("eval", "--all", "--queries", str(queries)) == 2
 
 
+TRACEBACK_REQUEST = """our CI broke this morning and I can't see why, the log ends with:
+
+```
+Traceback (most recent call last):
+  File "/srv/app/checkout.py", line 88, in submit
+    order = build_order(cart)
+KeyError: 'user_id'
+```
+
+I already tried three fixes and each one broke something else. Before I touch it again,
+walk me through finding the root cause properly."""
+
+
+def test_find_reads_a_multi_line_request_from_a_file_or_standard_input(
+    real_library: Cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = real_library
+    path = tmp_path / "request.txt"
+    path.write_text(TRACEBACK_REQUEST, encoding="utf-8")
+    found = run.json("find", "--file", str(path), "--limit", "3")
+    assert found["results"][0]["id"] == "obra/systematic-debugging"
+    assert found["query"] == TRACEBACK_REQUEST  # every line, as written
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(TRACEBACK_REQUEST.encode())))
+    assert run.json("find", "--file", "-", "--limit", "3")["results"] == found["results"]
+
+
+def test_find_ranks_a_conversation_by_its_latest_turn_with_the_earlier_ones_counting_less(
+    real_library: Cli, tmp_path: Path
+) -> None:
+    run = real_library
+    turns = [
+        {"role": "user", "content": "build an AMI with packer for our EC2 fleet"},
+        {"role": "assistant", "content": "Done: the template is in packer/ami.pkr.hcl."},
+        {"role": "user", "content": "different thing: a flaky test fails one run in ten, find the root cause"},
+    ]
+    path = _queries(tmp_path, {"turns": turns}, "thread.json")
+    found = run.json("find", "--file", str(path))
+    assert found["turns"] == 2  # the user turns the agent ranks
+    ids = [r["id"] for r in found["results"]]
+    assert ids[0] == "obra/systematic-debugging"
+    assert "hashicorp/aws-ami-builder" in ids  # the earlier turn still counts, less
+    assert found["query"] == turns[-1]["content"]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe", "not UTF-8"),
+        (b"   \n  ", "the request is empty"),
+        (b'{"turns": []}', "non-empty list"),
+        (b'{"turns": [{"role": "user", "content": "x"}], "extra": 1}', "nothing else"),
+        (b'{"turns": [{"role": "system", "content": "x"}]}', "user or assistant"),
+        (b'{"turns": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}', "the user's"),
+        (b'{"turns": [{"role": "user", "content": 3}]}', "non-empty text"),
+        (b'{"turns": [{"role": "user"}]}', "turn 0 must be"),
+        (b"x" * ((1 << 20) + 1), "larger than"),
+    ],
+)
+def test_find_refuses_a_bad_request_file_with_a_clear_error(
+    real_library: Cli, tmp_path: Path, content: bytes, message: str
+) -> None:
+    path = tmp_path / "request"
+    path.write_bytes(content)
+    run = real_library
+    assert run("find", "--file", str(path)) == 2
+    assert message in run.err
+    assert "Traceback" not in run.err
+    assert path.read_bytes() == content
+
+
+def test_find_wants_query_words_or_a_file_not_both_nor_neither(real_library: Cli, tmp_path: Path) -> None:
+    run = real_library
+    path = tmp_path / "request.txt"
+    path.write_text("packer", encoding="utf-8")
+    assert run("find", "packer", "--file", str(path)) == 2
+    assert "not both" in run.err
+    assert run("find") == 2
+    assert run("find", "--file", str(tmp_path / "missing.txt")) == 2
+
+
+def test_find_treats_a_message_that_starts_with_a_brace_as_text(real_library: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "request.txt"
+    path.write_text('{"builders": [{"type": "amazon-ebs"}]}\nwhy does packer not build my AMI', encoding="utf-8")
+    found = real_library.json("find", "--file", str(path))
+    assert found["results"][0]["id"] == "hashicorp/aws-ami-builder"
+
+
+def test_eval_takes_a_conversation_and_long_multi_line_queries(real_library: Cli, tmp_path: Path) -> None:
+    run = real_library
+    items = [
+        {"query": TRACEBACK_REQUEST, "should_trigger": True},
+        {
+            "turns": [
+                {"role": "user", "content": "write a terraform module for an azure storage account"},
+                {"role": "assistant", "content": "Here it is: main.tf, variables.tf, outputs.tf."},
+                {"role": "user", "content": "now a test in it fails only sometimes; help me find the root cause"},
+            ],
+            "should_trigger": True,
+        },
+        {
+            "turns": [
+                {"role": "user", "content": "a flaky bug, find the root cause"},
+                {"role": "assistant", "content": "Found it: a race in the retry loop."},
+                {"role": "user", "content": "thanks! now build an AMI with packer for our EC2 fleet"},
+            ],
+            "should_trigger": False,
+        },
+    ]
+    report = run.json("eval", "obra/systematic-debugging", "--queries", str(_queries(tmp_path, items)))
+    results = report["skills"][0]["results"]
+    assert [r.get("turns") for r in results] == [None, 3, 3]
+    assert results[0]["rank"] == 1
+    assert results[0]["described"]
+    assert results[1]["rank"] == 1
+    assert results[1]["on_first_page"]
+    assert results[2]["rank"] != 1  # the thread moved on: the earlier turn counts less
+    assert report["skills"][0]["false_trigger_rate"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({"turns": [{"role": "user", "content": "x"}], "query": "x", "should_trigger": True}, "not both"),
+        ({"turns": "x", "should_trigger": True}, "non-empty list"),
+        ({"turns": [{"role": "user", "content": "x"}]}, "'should_trigger' must be true or false"),
+        ({"turns": [{"role": "user", "content": "x"}] * 201, "should_trigger": True}, "at most 200"),
+        ({"turns": [{"role": "assistant", "content": "x"}], "should_trigger": True}, "the user's"),
+    ],
+)
+def test_eval_refuses_a_bad_conversation_item_with_exit_status_2(
+    real_library: Cli, tmp_path: Path, item: dict[str, Any], message: str
+) -> None:
+    run = real_library
+    assert run("eval", "obra/systematic-debugging", "--queries", str(_queries(tmp_path, [item]))) == 2
+    assert message in run.err
+    assert "item 0" in run.err
+
+
 def test_eval_all_runs_each_skills_triggers_file_and_reports_a_bad_one(run: Cli, tmp_path: Path) -> None:
     repo = next(r for r in real_repositories() if r.name == "obra/superpowers")
     tree = tmp_path / "superpowers"

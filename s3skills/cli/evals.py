@@ -2,7 +2,10 @@
 
 A queries file is a JSON list of `{"query": "...", "should_trigger": true|false}` (other
 keys, as an `id` or a `note`, are ignored): the format skill authors already use for
-trigger evals. For each query the command builds what the agent would see, with the
+trigger evals. A query may be long and multi-line (pasted code, a log), and an item may
+give a conversation instead, `{"turns": [{"role": "user"|"assistant", "content": ...}, ...],
+"should_trigger": ...}` ending with the user's turn: the agent ranks its user turns as it
+ranks a thread (`s3skills.cli.turns`). For each query the command builds what the agent would see, with the
 agent's own code and no model: the prompt index (`SkillsPromptMiddleware.build_prompt`,
 the default budget unless `--budget`) and page 1 of `list_skills(query=...)` (the tool's
 page), over the library's real size and neighbours (the merged view of `--user` over
@@ -92,6 +95,12 @@ class TriggerQuery:
 
     query: str
     should_trigger: bool
+    turns: tuple[tuple[str, str], ...] = ()
+    """A conversation's (role, content) turns, oldest first; `query` is the last (the user's)."""
+
+    def messages(self) -> tuple[tuple[str, str], ...]:
+        """The query's turns, oldest first (one user turn for a one-message query)."""
+        return self.turns or (("user", self.query),)
 
 
 def parse_queries(data: bytes, where: str) -> list[TriggerQuery]:
@@ -120,6 +129,9 @@ def parse_queries(data: bytes, where: str) -> list[TriggerQuery]:
     for n, item in enumerate(doc):
         if not isinstance(item, dict):
             raise UsageError(f"{where}: item {n} is not an object")
+        if "turns" in item:
+            out.append(_conversation_query(item, f"{where}: item {n}"))
+            continue
         query, trigger = item.get("query"), item.get("should_trigger")
         if not isinstance(query, str) or not query.strip():
             raise UsageError(f"{where}: item {n}: 'query' must be a non-empty string")
@@ -146,6 +158,23 @@ def _why_not_decoded(data: bytes, reason: str) -> str:
             pass
         return "not JSON"
     return reason
+
+
+def _conversation_query(item: dict[str, Any], where: str) -> TriggerQuery:
+    """A queries file's conversation item: `{"turns": [...], "should_trigger": ...}` (`cli.turns`).
+
+    Raises:
+        UsageError: A `query` beside the `turns`, bad turns, or a bad `should_trigger`.
+    """
+    from s3skills.cli.turns import parse_turns
+
+    if "query" in item:
+        raise UsageError(f"{where}: give 'query' or 'turns', not both")
+    turns = parse_turns(item["turns"], where)
+    trigger = item.get("should_trigger")
+    if not isinstance(trigger, bool):
+        raise UsageError(f"{where}: 'should_trigger' must be true or false")
+    return TriggerQuery(turns[-1][1], trigger, turns if len(turns) > 1 else ())
 
 
 def _read_local(path: Path) -> list[TriggerQuery]:
@@ -176,23 +205,32 @@ class _Agent:
         self.skills: list[SkillInfo] = ctx.run(backend.skills.aindex())
 
     async def check(self, skill_id: str, query: TriggerQuery) -> dict[str, Any]:
-        from langchain_core.messages import HumanMessage
+        from s3skills.cli.turns import agent_turns
+        from s3skills.skills.ranking.rankers import conversation_scores
 
-        from s3skills.skills.ranking.rankers import LexicalRanker
-
-        prompt = await self.middleware.build_prompt({"messages": [HumanMessage(query.query)]})
+        state = _state(query.messages())
+        prompt = await self.middleware.build_prompt(state)
         index = prompt.split("### Loaded skills")[0]
         described = index.split("Also relevant (ids only):")[0]
-        page = str(await self.list_tool.ainvoke({"query": query.query}))
-        matches = [s.id for s, _ in LexicalRanker().rank(query.query, self.skills)]
+        turns = agent_turns(query.messages(), self.middleware.library.config.limits.max_prompt_query_chars)
+        page = str(await self.list_tool.ainvoke({"query": turns[0]}))
+        scores, _ = conversation_scores(turns, self.skills)
+        matches = sorted(scores, key=lambda sid: (-scores[sid], sid))
         return {
             "query": query.query,
+            **({"turns": len(query.turns)} if query.turns else {}),
             "should_trigger": query.should_trigger,
             "rank": matches.index(skill_id) + 1 if skill_id in matches else None,
             "described": _named(skill_id, described),
             "in_index": _named(skill_id, index),
             "on_first_page": _named(skill_id, page),
         }
+
+
+def _state(turns: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    return {"messages": [HumanMessage(c) if role == "user" else AIMessage(c) for role, c in turns]}
 
 
 def _rate(hits: int, total: int) -> float | None:
@@ -282,7 +320,7 @@ def _print(ctx: Context, report: dict[str, Any]) -> None:
     "--queries",
     "queries_path",
     type=click.Path(dir_okay=False, path_type=Path),
-    help='A JSON list of {"query": ..., "should_trigger": true|false}.',
+    help='A JSON list of {"query": ..., "should_trigger": true|false} (a conversation: {"turns": [...], ...}).',
 )
 @click.option("--all", "every", is_flag=True, help=f"Every skill's {TRIGGERS_FILE} in the library.")
 @click.option("--min-recall", type=click.FloatRange(0, 1), help="Exit 1 when a skill's recall is below (0..1).")

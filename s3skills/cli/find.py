@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from s3skills.cli.context import CliError, Context, global_options, pass_context
+from s3skills.cli.context import CliError, Context, UsageError, global_options, pass_context
 from s3skills.config import bounded_query
 
 if TYPE_CHECKING:
@@ -62,18 +62,31 @@ def _shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 4].rsplit(" ", 1)[0] + " ..."
 
 
-def search(ctx: Context, query: str, ranker_name: str) -> tuple[list[SkillInfo], list[tuple[SkillInfo, float]]]:
-    """The enabled skills of the merged view, and the matches of `query` best first (with scores)."""
+def search(
+    ctx: Context, query: str | Sequence[str], ranker_name: str
+) -> tuple[list[SkillInfo], list[tuple[SkillInfo, float]]]:
+    """The enabled skills of the merged view, and the matches best first (with scores) of `query`:
+    one request, or the user's turns newest first (ranked as the agent ranks a conversation:
+    `rankers.conversation_scores`)."""
     skills = [s for s in ctx.library.index() if s.metadata.enabled]
     ranker = make_ranker(ranker_name, skills)
-    from s3skills.skills.ranking.rankers import LexicalRanker
+    from s3skills.skills.ranking.rankers import conversation_scores
 
-    return skills, list((ranker or LexicalRanker()).rank(query, skills))
+    scores, by_id = conversation_scores([query] if isinstance(query, str) else query, skills, ranker=ranker)
+    ranked = sorted(scores, key=lambda sid: (-scores[sid], sid))
+    return skills, [(by_id[sid], scores[sid]) for sid in ranked]
 
 
 @click.command("find", short_help="Search a library with the agent's ranker, showing why each skill matched.")
 @global_options
-@click.argument("query", nargs=-1, required=True)
+@click.argument("query", nargs=-1)
+@click.option(
+    "--file",
+    "request_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help='Read the request from FILE ("-": standard input): any text, every line, or a conversation'
+    ' {"turns": [{"role": "user"|"assistant", "content": ...}, ...]}.',
+)
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True, help="The most results.")
 @click.option(
     "--ranker",
@@ -85,20 +98,34 @@ def search(ctx: Context, query: str, ranker_name: str) -> tuple[list[SkillInfo],
     ' (pip install "s3skills[embeddings]").',
 )
 @pass_context
-def find_command(ctx: Context, query: tuple[str, ...], limit: int, ranker_name: str) -> int:
+def find_command(ctx: Context, query: tuple[str, ...], request_file: str | None, limit: int, ranker_name: str) -> int:
     """Search the library for QUERY, ranked as the agent ranks it, with the words that matched.
 
-    QUERY is any request, as a user would type it (several words are joined). The
-    library is the user's over the shared one (`--user`, `--shared`), enabled skills
-    only. Each result names its fields (name, description, body sketch) and the query
-    words that hit each one. Exit status 0 even when nothing matches.
+    QUERY is any request, as a user would type it (several words are joined); or --file
+    FILE (- for standard input) gives a long, multi-line request (pasted code, a log) or a
+    conversation as {"turns": [...]}, ranked as the agent ranks it (the latest user turn
+    first, the two before at a lower weight, their last 8,000 characters). The library is
+    the user's over the shared one (`--user`, `--shared`), enabled skills only. Each result
+    names its fields (name, description, body sketch) and the words of the latest turn that
+    hit each one. Exit status 0 even when nothing matches.
     """
     from s3skills.skills.ranking.matching import bm25_index
 
-    text, cut = bounded_query(" ".join(query), ctx.library.config.limits.max_query_chars)
+    if (request_file is None) == (not query):
+        raise UsageError("give the request as QUERY words or with --file FILE (- for standard input), not both")
+    turns: list[str] = []
+    if request_file is not None:
+        from s3skills.cli.turns import agent_turns, read_request, request_bytes
+
+        where = "standard input" if request_file == "-" else request_file
+        conversation = read_request(request_bytes(request_file), where)
+        turns = agent_turns(conversation, ctx.library.config.limits.max_prompt_query_chars)
+        text, cut = turns[0], None
+    else:
+        text, cut = bounded_query(" ".join(query), ctx.library.config.limits.max_query_chars)
     if not text.strip():
         raise CliError("the query is empty: give the words of a request")
-    skills, ranked = search(ctx, text, ranker_name)
+    skills, ranked = search(ctx, turns or text, ranker_name)
     index = bm25_index(skills)
     results: list[dict[str, Any]] = []
     for position, (skill, score) in enumerate(ranked[:limit], start=1):
@@ -117,6 +144,7 @@ def find_command(ctx: Context, query: tuple[str, ...], limit: int, ranker_name: 
         ctx.emit(
             {
                 "query": text,
+                **({"turns": len(turns)} if turns else {}),
                 "ranker": ranker_name,
                 "skills": len(skills),
                 "matches": len(ranked),

@@ -40,6 +40,7 @@ from typing import Any, Literal
 from s3skills.skills.format.model import SkillInfo
 from s3skills.skills.ranking.identifiers import identifier_parts
 from s3skills.skills.ranking.identity import IdentityCache
+from s3skills.skills.ranking.query import ENGLISH_STOPWORDS, QUERY_STOPWORDS, SPANISH_STOPWORDS, query_parts
 
 __all__ = [
     "FIELD_B",
@@ -78,97 +79,31 @@ MAX_QUERY_TERMS: int | None = None
 MIN_IDF = 0.0
 """Query words with a lower IDF (in more of the library) do not count. A floor of 0.5 or 1
 changed nothing on the real-skills bench's dev split, so none."""
+PATH_WORDS_RARE: float | None = 3.0
+"""A word a skill's name field gets only from its id's folders or its category (`k-dense` of
+`k-dense/scanpy`) counts `min(1, PATH_WORDS_RARE / n)` of a name word, where n is the number
+of skills whose folders or category hold it: a word shared by many skills' paths is little
+evidence for any one of them (None: every path word counts whole). 3: neutral on the
+real-skills bench's dev splits (its requests rarely use a folder word), and it stops a
+folder such as `scientific-skills/` from naming all 134 of its skills (issue 35)."""
+SKETCH_CAP: float | None = None
+"""Hub control, tried and not chosen (it lost requests on the dev splits: bench/README.md):
+what the body sketch adds to a skill's score is at most `SKETCH_CAP` times
+what its name and description score plus `SKETCH_FLOOR` (None: no cap). A skill whose long
+body shares a word with everything then cannot outrank skills whose name and description
+match the request."""
+SKETCH_FLOOR = 0.0
+"""What the sketch may add to a skill whose name and description match nothing (`SKETCH_CAP`)."""
+LONG_QUERY_TERMS: int | None = None
+"""Query length, tried and not chosen (mixed on the dev splits: bench/README.md): when a
+request has more than this many scored words, what the body sketch
+adds counts `LONG_QUERY_TERMS / n` of itself (n: the scored words). A long message shares
+some words with every long body by chance; its name and description matches are the
+evidence that holds (None: no damping)."""
 _MIN_SIMILARITY = 0.6  # difflib ratio below which an id is not suggested on spelling alone.
 _SPLIT_RE = re.compile(r"[\W_]+")
-_ENGLISH_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "any",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "for",
-        "from",
-        "how",
-        "i",
-        "if",
-        "in",
-        "into",
-        "is",
-        "it",
-        "its",
-        "me",
-        "my",
-        "of",
-        "on",
-        "or",
-        "our",
-        "please",
-        "should",
-        "that",
-        "the",
-        "their",
-        "them",
-        "this",
-        "to",
-        "use",
-        "used",
-        "using",
-        "want",
-        "we",
-        "what",
-        "when",
-        "which",
-        "with",
-        "you",
-        "your",
-    ]
-)
-_SPANISH_STOPWORDS = frozenset(
-    [
-        "al",
-        "como",
-        "con",
-        "de",
-        "del",
-        "el",
-        "en",
-        "es",
-        "esta",
-        "este",
-        "hay",
-        "la",
-        "las",
-        "lo",
-        "los",
-        "mas",
-        "me",
-        "mi",
-        "mis",
-        "necesito",
-        "para",
-        "por",
-        "que",
-        "quiero",
-        "se",
-        "sin",
-        "su",
-        "sus",
-        "un",
-        "una",
-        "uno",
-        "unos",
-        "unas",
-        "y",
-        "o",
-    ]
-)
+_ENGLISH_STOPWORDS = ENGLISH_STOPWORDS
+_SPANISH_STOPWORDS = SPANISH_STOPWORDS
 _STOPWORDS = _ENGLISH_STOPWORDS | _SPANISH_STOPWORDS
 # Words that say a text is Spanish (stop words only Spanish has, and its letters).
 _SPANISH_MARKS = _SPANISH_STOPWORDS - _ENGLISH_STOPWORDS - {"me", "a", "i"}
@@ -234,16 +169,30 @@ def tokenize(text: str, language: Language | None = None, *, identifiers: bool =
     return [_stem(t, lang) for t in _words(text, identifiers)]
 
 
-def _query_words(query: str, identifiers: bool = False) -> list[str]:
-    return list(dict.fromkeys(_words(query, identifiers)))
+def _query_words(query: str, identifiers: bool = False) -> dict[str, float]:
+    """Each distinct scored word of `query` (folded, not stemmed) -> its weight: 1 in prose,
+    `query.CODE_WEIGHT` when it appears in pasted code or logs only; `QUERY_STOPWORDS` and
+    bare numbers left out."""
+    out: dict[str, float] = {}
+    for text, weight in query_parts(query):
+        for word in _words(text, identifiers):
+            if word not in QUERY_STOPWORDS and not word.isdigit() and out.get(word, 0.0) < weight:
+                out[word] = weight
+    return out
 
 
 def _fields(skill: SkillInfo, identifiers: bool = False) -> dict[str, list[str]]:
+    """A skill's tokens per field; `path` holds the name tokens that only its id's folders and
+    its category give (`documents` of `documents/pdf`), not its leaf, name or tags."""
     meta = skill.metadata
     language = language_of(f"{meta.description} {skill.sketch}")
-    name = " ".join([skill.id, meta.name, skill.category or "", *meta.tags])
+    own = " ".join([skill.leaf, meta.name, *meta.tags])
+    folders = " ".join([skill.id.rsplit("/", 1)[0] if "/" in skill.id else "", skill.category or ""])
+    name = list(dict.fromkeys(tokenize(f"{own} {folders}", language, identifiers=identifiers)))
+    kept = set(tokenize(own, language, identifiers=identifiers))
     return {
-        "name": list(dict.fromkeys(tokenize(name, language, identifiers=identifiers))),
+        "name": name,
+        "path": [t for t in name if t not in kept],
         "description": tokenize(meta.description, language, identifiers=identifiers),
         "sketch": tokenize(skill.sketch, language, identifiers=identifiers),
     }
@@ -262,6 +211,10 @@ class Bm25Index:
         max_query_terms: Score at most this many of a query's words, the rarest in the
             library first (None: `MAX_QUERY_TERMS`; 0: all).
         min_idf: Query words whose IDF is below this do not count (`MIN_IDF` by default).
+        path_words_rare: `PATH_WORDS_RARE` for this index (None: the module's; 0: off).
+        sketch_cap: `SKETCH_CAP` for this index (None: the module's; negative: off).
+        sketch_floor: `SKETCH_FLOOR` for this index (None: the module's).
+        long_query_terms: `LONG_QUERY_TERMS` for this index (None: the module's; 0: off).
     """
 
     def __init__(
@@ -274,6 +227,10 @@ class Bm25Index:
         identifiers: bool | None = None,
         max_query_terms: int | None = None,
         min_idf: float | None = None,
+        path_words_rare: float | None = None,
+        sketch_cap: float | None = None,
+        sketch_floor: float | None = None,
+        long_query_terms: int | None = None,
     ) -> None:
         self.skills = list(skills)
         self.weights = dict(FIELD_WEIGHTS if weights is None else weights)
@@ -282,68 +239,105 @@ class Bm25Index:
         self.identifiers = IDENTIFIERS if identifiers is None else identifiers
         self.max_query_terms = MAX_QUERY_TERMS if max_query_terms is None else (max_query_terms or None)
         self.min_idf = MIN_IDF if min_idf is None else min_idf
+        self.path_words_rare = PATH_WORDS_RARE if path_words_rare is None else (path_words_rare or None)
+        self.sketch_cap = SKETCH_CAP if sketch_cap is None else (sketch_cap if sketch_cap >= 0 else None)
+        self.sketch_floor = SKETCH_FLOOR if sketch_floor is None else sketch_floor
+        self.long_query_terms = LONG_QUERY_TERMS if long_query_terms is None else (long_query_terms or None)
+        split = self.sketch_cap is not None or self.long_query_terms is not None
         docs = [_fields(skill, self.identifiers) for skill in self.skills]
+        path_share: dict[str, float] = {}
+        if self.path_words_rare is not None:
+            for doc in docs:
+                for token in doc["path"]:
+                    path_share[token] = path_share.get(token, 0) + 1
+            path_share = {t: min(1.0, self.path_words_rare / n) for t, n in path_share.items()}
         averages = {
             f: (sum(len(d[f]) for d in docs) / len(docs) if docs else 0.0) or 1.0
             for f in ("name", "description", "sketch")
         }
-        # term -> {skill position: the field-weighted, length-normalised term frequency}
+        # term -> {skill position: the field-weighted, length-normalised term frequency}; with a
+        # sketch cap, also without the sketch (`_named`: name and description only).
         postings: dict[str, dict[int, float]] = {}
+        named: dict[str, dict[int, float]] = {}
         for position, doc in enumerate(docs):
-            for field, tokens in doc.items():
-                weight = self.weights.get(field, 0.0)
+            path = set(doc["path"]) if path_share else set()
+            for field in ("name", "description", "sketch"):
+                tokens, weight = doc[field], self.weights.get(field, 0.0)
                 if not tokens or weight <= 0:
                     continue
                 norm = weight / (1 - self.b[field] + self.b[field] * len(tokens) / averages[field])
-                counts: dict[str, int] = {}
+                counts: dict[str, float] = {}
                 for token in tokens:
-                    counts[token] = counts.get(token, 0) + 1
+                    counts[token] = counts.get(token, 0) + (path_share[token] if token in path else 1)
                 for token, tf in counts.items():
                     posting = postings.setdefault(token, {})
                     posting[position] = posting.get(position, 0.0) + tf * norm
+                    if split and field != "sketch":
+                        mine = named.setdefault(token, {})
+                        mine[position] = mine.get(position, 0.0) + tf * norm
         # The saturated term frequency of each posting (it does not depend on the query).
-        self._saturated = {
-            term: {p: tf * (self.k1 + 1) / (tf + self.k1) for p, tf in posting.items()}
-            for term, posting in postings.items()
-        }
+        self._saturated = {term: self._saturate(posting) for term, posting in postings.items()}
+        self._named = {term: self._saturate(posting) for term, posting in named.items()}
+
+    def _saturate(self, posting: dict[int, float]) -> dict[int, float]:
+        return {p: tf * (self.k1 + 1) / (tf + self.k1) for p, tf in posting.items()}
 
     def _idf(self, hits: int) -> float:
         total = len(self.skills)
         return math.log(1 + (total - hits + 0.5) / (hits + 0.5))
 
-    def _terms(self, query: str) -> list[tuple[str, frozenset[str], list[tuple[float, dict[int, float]]]]]:
-        """Each scored query word: (word, its stems, (IDF, postings) per stem found), after
-        `min_idf` and `max_query_terms`, in the query's order."""
+    def _terms(self, query: str) -> list[tuple[str, frozenset[str], float, list[tuple[float, str]]]]:
+        """Each scored query word: (word, its stems, its weight in the query, (IDF, stem) per
+        stem found), after `min_idf` and `max_query_terms`, in the query's order."""
         terms = []
-        for word in _query_words(query, self.identifiers):
+        for word, weight in _query_words(query, self.identifiers).items():
             stems = frozenset({_stem(word, "english"), _stem(word, "spanish")})
-            postings = [(self._idf(len(p)), p) for stem in stems if (p := self._saturated.get(stem))]
-            postings = [(idf, p) for idf, p in postings if idf >= self.min_idf]
-            if postings:
-                terms.append((word, stems, postings))
+            found = [(self._idf(len(p)), stem) for stem in stems if (p := self._saturated.get(stem))]
+            found = [(idf, stem) for idf, stem in found if idf >= self.min_idf]
+            if found:
+                terms.append((word, stems, weight, found))
         if self.max_query_terms is not None and len(terms) > self.max_query_terms:
-            rarest = sorted(terms, key=lambda term: -max(idf for idf, _ in term[2]))[: self.max_query_terms]
+            rarest = sorted(terms, key=lambda term: -max(idf for idf, _ in term[3]))[: self.max_query_terms]
             kept = {id(term) for term in rarest}
             terms = [term for term in terms if id(term) in kept]
         return terms
 
-    def score_map(self, query: str) -> dict[int, float]:
-        """Position in `skills` -> BM25F score, for the skills that match `query` at all."""
+    def _sum(
+        self, terms: list[tuple[str, frozenset[str], float, list[tuple[float, str]]]], table: Any
+    ) -> dict[int, float]:
         scores: dict[int, float] = {}
         get = scores.get
-        for _, _, postings in self._terms(query):
+        for _, _, weight, found in terms:
+            postings = [(idf * weight, p) for idf, stem in found if (p := table.get(stem))]
             if len(postings) == 1:  # one stem (the usual case): add its scores
-                idf, posting = postings[0]
+                factor, posting = postings[0]
                 for position, value in posting.items():
-                    scores[position] = get(position, 0.0) + idf * value
+                    scores[position] = get(position, 0.0) + factor * value
                 continue
             best: dict[int, float] = {}  # an English and a Spanish stem: the better one counts
-            for idf, posting in postings:
+            for factor, posting in postings:
                 for position, value in posting.items():
-                    if idf * value > best.get(position, 0.0):
-                        best[position] = idf * value
+                    if factor * value > best.get(position, 0.0):
+                        best[position] = factor * value
             for position, value in best.items():
                 scores[position] = get(position, 0.0) + value
+        return scores
+
+    def score_map(self, query: str) -> dict[int, float]:
+        """Position in `skills` -> BM25F score, for the skills that match `query` at all."""
+        terms = self._terms(query)
+        scores = self._sum(terms, self._saturated)
+        damp = 1.0
+        if self.long_query_terms is not None and len(terms) > self.long_query_terms:
+            damp = self.long_query_terms / len(terms)
+        if self.sketch_cap is None and damp == 1.0:
+            return scores
+        named = self._sum(terms, self._named)
+        cap, floor = self.sketch_cap, self.sketch_floor
+        for position, total in scores.items():
+            own = named.get(position, 0.0)
+            sketch = damp * (total - own)
+            scores[position] = own + (sketch if cap is None else min(sketch, cap * own + floor))
         return scores
 
     def explain(self, query: str, skill: SkillInfo | str) -> dict[str, list[str]]:
@@ -367,7 +361,7 @@ class Bm25Index:
         terms = self._terms(query)
         out: dict[str, list[str]] = {}
         for name in ("name", "description", "sketch"):
-            hits = [word for word, stems, _ in terms if stems & fields[name]]
+            hits = [word for word, stems, _, _ in terms if stems & fields[name]]
             if hits and self.weights.get(name, 0.0) > 0:
                 out[name] = hits
         return out

@@ -1,0 +1,142 @@
+"""Ranking for long, pasted and multi-turn input (issue 35), on small in-memory libraries.
+
+Each behaviour is pinned both ways: switched on it ranks the right skill first, switched off
+(the constant or the option at its "off" value) the old ranking comes back, so a test fails
+when the behaviour is lost: query-only stop words and code keywords, pasted code counting
+less than prose, path words weighted by their rarity across ids, the body sketch damped
+for long requests (hub control), and the latest turn of a conversation over earlier ones.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from s3skills.skills import SkillInfo, SkillMetadata
+from s3skills.skills.ranking import matching, query, rankers
+from s3skills.skills.ranking.matching import Bm25Index
+from s3skills.skills.ranking.query import code_line, query_parts
+
+
+def skill(skill_id: str, description: str, sketch: str = "", category: str | None = None) -> SkillInfo:
+    leaf = skill_id.rsplit("/", 1)[-1]
+    meta = SkillMetadata(name=leaf, description=description, category=category)
+    return SkillInfo(skill_id, meta, etag=f"e-{skill_id}", sketch=sketch)
+
+
+def first(index: Bm25Index, text: str) -> str:
+    ranked = index.rank(text)
+    assert ranked, text
+    return ranked[0][0].id
+
+
+def test_a_fenced_block_and_indented_or_punctuated_lines_count_as_code_and_prose_stays_whole() -> None:
+    text = "plot the survival curve\n```python\nkm = KaplanMeier()\n```\n    x = 1\nthen export it"
+    parts = query_parts(text)
+    assert [w for _, w in parts] == [1.0, query.CODE_WEIGHT, 1.0]
+    assert "KaplanMeier" in parts[1][0]
+    assert "x = 1" in parts[1][0]
+    assert code_line('File "/app/main.py", line 12, in <module>') is True
+    assert code_line("I need a chart of monthly revenue") is False
+    assert query_parts("one line, no code") == [("one line, no code", 1.0)]
+
+
+def test_an_unclosed_fence_runs_to_the_end_of_the_request() -> None:
+    parts = query_parts("fix this\n```\nTraceback (most recent call last):\n  boom")
+    assert parts[-1][1] == query.CODE_WEIGHT
+    assert "boom" in parts[-1][0]
+
+
+def test_words_only_in_pasted_code_count_less_than_the_words_the_user_typed(monkeypatch: pytest.MonkeyPatch) -> None:
+    library = [
+        skill("tools/survival", "survival analysis"),
+        skill("tools/deploy", "deployment pipelines"),
+        skill("tools/other", "something unrelated"),
+    ]
+    request = "I need survival analysis help\n```\ndeploy pipelines deploy pipelines\n```"
+    assert first(Bm25Index(library), request) == "tools/survival"
+    monkeypatch.setattr(query, "CODE_WEIGHT", 1.0)  # off: code counts as much as prose
+    scores = {s.id: v for s, v in Bm25Index(library).rank(request)}
+    assert scores["tools/deploy"] >= scores["tools/survival"]
+
+
+def test_a_request_drops_chat_and_code_keywords_that_a_skill_keeps(monkeypatch: pytest.MonkeyPatch) -> None:
+    library = [
+        skill("py/returns", "what a function should return", sketch="return none null self def"),
+        skill("docs/markdown", "convert markdown notes"),
+        skill("misc/filler", "nothing here"),
+    ]
+    request = "def convert(self): return None  # markdown notes, been there"
+    assert first(Bm25Index(library), request) == "docs/markdown"
+    assert Bm25Index(library).explain(request, "py/returns") == {}
+    monkeypatch.setattr(matching, "QUERY_STOPWORDS", frozenset())  # off
+    assert Bm25Index(library).explain(request, "py/returns") != {}
+
+
+def test_a_folder_word_shared_by_many_ids_is_little_evidence_for_any_of_them() -> None:
+    library = [skill(f"scientific-skills/tool{n}", f"handles format{n} files") for n in range(12)]
+    library.append(skill("viz/figures", "draw a scientific figure from a dataframe"))
+    library.append(skill("misc/notes", "take notes"))
+    request = "scientific figure"
+    rare = Bm25Index(library, path_words_rare=1)
+    assert rare.explain(request, "scientific-skills/tool3") == {"name": ["scientific"]}
+    scores = {s.id: v for s, v in rare.rank(request)}
+    assert scores["viz/figures"] > 2 * scores["scientific-skills/tool3"]
+    whole = {s.id: v for s, v in Bm25Index(library, path_words_rare=0).rank(request)}  # off
+    assert whole["scientific-skills/tool3"] > scores["scientific-skills/tool3"]
+
+
+def test_a_path_word_that_is_also_the_skills_own_name_keeps_its_full_weight() -> None:
+    library = [skill(f"pdf/tool{n}", "does things") for n in range(10)] + [skill("pdf/pdf", "does things")]
+    index = Bm25Index(library, path_words_rare=1)
+    scores = {s.id: v for s, v in index.rank("pdf")}
+    assert scores["pdf/pdf"] > scores["pdf/tool0"]
+
+
+def _hub_library() -> list[SkillInfo]:
+    chatter = "week manager team deadline friday meeting morning standup release colleague monday call"
+    return [
+        skill("work/daily-prep", "prepare your day", sketch=chatter),
+        skill("bio/genbank", "parse genbank files and fasta records", sketch="genbank fasta records parse"),
+        *[skill(f"misc/s{n}", f"topic{n} helper", sketch=f"topic{n}") for n in range(8)],
+    ]
+
+
+LONG_REQUEST = (
+    "Hi, I've been on this all week, my manager wants it by friday and the team has a release on monday, "
+    "I have a call in the morning with a colleague after standup and a meeting before the deadline. "
+    "Anyway: parse genbank files into fasta records"
+)
+
+
+def test_a_long_request_does_not_let_a_chatty_body_outvote_the_skill_its_description_names() -> None:
+    library = _hub_library()
+    assert first(Bm25Index(library, long_query_terms=4), LONG_REQUEST) == "bio/genbank"
+    assert first(Bm25Index(library, long_query_terms=0), LONG_REQUEST) == "work/daily-prep"  # off
+
+
+def test_a_short_request_is_scored_as_before_by_the_long_request_damping() -> None:
+    library = _hub_library()
+    short = "parse genbank files into fasta records"
+    damped = [(s.id, round(v, 9)) for s, v in Bm25Index(library, long_query_terms=6).rank(short)]
+    plain = [(s.id, round(v, 9)) for s, v in Bm25Index(library, long_query_terms=0).rank(short)]
+    assert damped == plain
+
+
+def test_the_latest_turn_outweighs_an_earlier_turn_about_something_else(monkeypatch: pytest.MonkeyPatch) -> None:
+    library = [
+        skill("git/rename-branch", "rename a git branch"),
+        skill("docs/docx", "convert markdown to a word docx document"),
+        *[skill(f"misc/s{n}", f"topic{n}") for n in range(6)],
+    ]
+    turns = [
+        "turn my markdown notes into a word docx document",
+        "how do I rename a git branch I already pushed, git branch rename",
+    ]
+    scores, _ = rankers.conversation_scores(turns, library)
+    assert max(scores, key=lambda k: scores[k]) == "docs/docx"
+    assert scores["git/rename-branch"] == pytest.approx(
+        rankers.EARLIER_WEIGHT * Bm25Index(library).rank(turns[1])[0][1]
+    )
+    monkeypatch.setattr(rankers, "EARLIER_WEIGHT", 0.0)  # off: earlier turns do not count
+    scores, _ = rankers.conversation_scores(turns, library)
+    assert "git/rename-branch" not in scores
