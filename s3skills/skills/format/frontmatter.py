@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from s3skills.skills.format.parse import over_budget
-from s3skills.skills.format.yaml12 import Yaml12SafeLoader
+from s3skills.skills.format.yaml12 import Yaml12SafeLoader, mend_surrogates
 
 __all__ = ["frontmatter_json"]
 
@@ -81,7 +81,7 @@ def frontmatter_json(data: bytes) -> dict[str, Any]:
         raise ValueError(f"SKILL.md's frontmatter is not valid YAML: {exc}") from None
     if not isinstance(loaded, dict):
         raise ValueError("SKILL.md's frontmatter is not a mapping")
-    out: dict[str, Any] = _jsonable(loaded)
+    out: dict[str, Any] = _jsonable(mend_surrogates(loaded))
     for field in ("name", "description"):
         if not isinstance(out.get(field), str) or not out[field].strip():
             raise ValueError(f"SKILL.md's frontmatter has no text '{field}'")

@@ -44,6 +44,7 @@ from s3skills.skills.format.model import (
     SkillMetadata,
     split_tools,
 )
+from s3skills.skills.format.yaml12 import mend_surrogates
 
 __all__ = [
     "frontmatter_complete",
@@ -283,7 +284,7 @@ def _load_yaml(frontmatter: str, problems: list[Problem]) -> object:
     if _flow_depth(frontmatter) > _MAX_DEPTH:
         raise InvalidSkill("the frontmatter is nested too deeply")
     try:
-        return load(frontmatter)
+        return mend_surrogates(load(frontmatter))
     except _Refused as exc:
         raise InvalidSkill(str(exc)) from exc
     except (yaml.YAMLError, RecursionError) as exc:
@@ -296,7 +297,7 @@ def _load_yaml(frontmatter: str, problems: list[Problem]) -> object:
             raise InvalidSkill(_yaml_reason(exc)) from exc
         for key in keys:
             problems.append(Problem("error", f"the value of '{key}' contains ': ' and must be quoted"))
-        return loaded
+        return mend_surrogates(loaded)
 
 
 def _check(meta: SkillMetadata, folder: str | None) -> list[Problem]:

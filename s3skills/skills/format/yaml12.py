@@ -19,7 +19,31 @@ from typing import Any
 
 import yaml
 
-__all__ = ["Yaml12SafeLoader"]
+__all__ = ["Yaml12SafeLoader", "mend_surrogates"]
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def mend_surrogates(value: Any) -> Any:
+    """A loaded YAML value whose strings hold no surrogate code points.
+
+    A double-quoted YAML scalar may spell a character outside the Basic Multilingual Plane
+    as a JSON-style pair of escapes (`"\\ud83c\\udf89"`, which `json.dumps` writes and a
+    YAML 1.2 parser reads as one emoji); PyYAML keeps the two halves as two code points,
+    which cannot be encoded as UTF-8 (a manifest holding one could never be written). A
+    pair is joined into its character, a lone half becomes U+FFFD. Dicts and lists are
+    walked (frontmatter nesting is bounded by the loaders); other values are returned as is.
+    """
+    if isinstance(value, str):
+        if _SURROGATE.search(value) is None:
+            return value
+        return value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    if isinstance(value, dict):
+        return {mend_surrogates(k): mend_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [mend_surrogates(v) for v in value]
+    return value
 
 
 class Yaml12SafeLoader(yaml.SafeLoader):
