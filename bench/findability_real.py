@@ -150,13 +150,7 @@ def load_requests(path: Path = REQUESTS) -> tuple[dict[str, str], list[RealReque
             request with a missing, extra or mistyped field, a split other than dev/test, a
             target and a near miss both or neither, or an id used twice (the message names it).
     """
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        repositories, items = doc["repositories"], doc["requests"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a request file ({exc})") from None
-    if not isinstance(repositories, dict) or not isinstance(items, list):
-        raise ValueError(f"{path}: 'repositories' must be an object and 'requests' a list")
+    repositories, items = request_shape.read_request_document(path)
     out: list[RealRequest] = []
     seen: set[str] = set()
     for n, item in enumerate(items):

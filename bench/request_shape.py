@@ -48,6 +48,7 @@ __all__ = [
     "longest_common_run",
     "main",
     "overlap",
+    "read_request_document",
     "read_request_file",
     "shape",
     "summary",
@@ -163,6 +164,22 @@ def _turns(query: object, where: str) -> tuple[Turn, ...]:
     return tuple(turns)
 
 
+def read_request_document(path: Path) -> tuple[dict[str, Any], list[Any]]:
+    """A request file's `repositories` object and `requests` list, as JSON gives them (unchecked items).
+
+    Raises:
+        ValueError: Not JSON with an object `repositories` and a list `requests`.
+    """
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        repositories, items = doc["repositories"], doc["requests"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: not a request file ({exc})") from None
+    if not isinstance(repositories, dict) or not isinstance(items, list):
+        raise ValueError(f"{path}: 'repositories' must be an object and 'requests' a list")
+    return repositories, items
+
+
 def read_request_file(path: Path) -> tuple[dict[str, str], list[Request]]:
     """A request file of `findability_real_data/`: repository -> short name, and its requests.
 
@@ -172,13 +189,7 @@ def read_request_file(path: Path) -> tuple[dict[str, str], list[Request]]:
             both or neither, a bad turn, an own word the text does not contain, or an id used
             twice. The message names the request.
     """
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        repositories, items = doc["repositories"], doc["requests"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path}: not a request file ({exc})") from None
-    if not isinstance(repositories, dict) or not isinstance(items, list):
-        raise ValueError(f"{path}: 'repositories' must be an object and 'requests' a list")
+    repositories, items = read_request_document(path)
     out: list[Request] = []
     seen: set[str] = set()
     for n, item in enumerate(items):
