@@ -13,7 +13,7 @@ The fault tests run on SeaweedFS (a real S3 server) behind a `FaultProxy`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import aioboto3
@@ -72,6 +72,24 @@ async def test_concurrent_callers_share_one_refresh_of_a_library() -> None:
     assert sorted(indexes[0].entries) == SKILLS
 
 
+async def built_on_a_clock(
+    store: GatedStore, gather_delay: float, now: list[float], sleep: Callable[[float], Awaitable[None]]
+) -> SkillCatalog:
+    """A catalog whose wait runs on `now` and `sleep` (moved by the test), its manifest built."""
+    catalog = SkillCatalog(
+        store,
+        manifest_key=LAYOUT.manifest_key,
+        verify="never",
+        gather_delay=gather_delay,
+        monotonic=lambda: now[0],
+        sleep=sleep,
+    )
+    store.gate.set()
+    await catalog.aindex("shared", PREFIX)  # builds the manifest
+    await catalog.aflush()
+    return catalog
+
+
 async def test_a_contended_library_gathers_the_next_callers_into_one_refresh_read_after_they_asked() -> None:
     """The wait and its one-second window run on a clock and a sleep the test moves by hand."""
     store = GatedStore()
@@ -85,17 +103,7 @@ async def test_a_contended_library_gathers_the_next_callers_into_one_refresh_rea
         waits.append(seconds)
         await released.wait()
 
-    catalog = SkillCatalog(
-        store,
-        manifest_key=LAYOUT.manifest_key,
-        verify="never",
-        gather_delay=1.0,
-        monotonic=lambda: now[0],
-        sleep=held,
-    )
-    store.gate.set()
-    await catalog.aindex("shared", PREFIX)  # builds the manifest
-    await catalog.aflush()
+    catalog = await built_on_a_clock(store, 1.0, now, held)
     # A caller alone never waits: its refresh asks at once.
     store.gate.clear()
     store.arrived.clear()
@@ -151,17 +159,7 @@ async def test_a_contended_refresh_waits_only_as_long_as_the_last_refresh_took()
     async def recorded(seconds: float) -> None:
         waits.append(seconds)
 
-    catalog = SkillCatalog(
-        store,
-        manifest_key=LAYOUT.manifest_key,
-        verify="never",
-        gather_delay=0.2,
-        monotonic=lambda: now[0],
-        sleep=recorded,
-    )
-    store.gate.set()
-    await catalog.aindex("shared", PREFIX)  # builds the manifest
-    await catalog.aflush()
+    catalog = await built_on_a_clock(store, 0.2, now, recorded)
     store.gate.clear()
     store.arrived.clear()
     alone = asyncio.ensure_future(catalog.aindex("shared", PREFIX))
