@@ -11,8 +11,11 @@
   `drain_seconds` of the signal (status 0), whatever a call waits on;
 - with `workers > 1`, uvicorn's process manager starts that many worker processes on one
   listening socket (each a whole server, built by the factory named by import string, so
-  a worker that dies is started again), and `PROMETHEUS_MULTIPROC_DIR` is prepared so that
-  `/metrics` answers for every worker.
+  a worker that dies is started again), and `PROMETHEUS_MULTIPROC_DIR` points at a private
+  directory of the run (`metrics_dir`) so that `/metrics` answers for every worker;
+- each worker follows the manager (`s3skills.serve.lifeline`): a manager killed with
+  SIGKILL leaves no worker serving (they drain and exit, the port is released); on
+  SIGTERM the manager passes the signal on, and exits 0 once every worker has exited 0.
 
 The socket is bound and listening before the first worker starts; `listening on
 http://HOST:PORT/mcp` is printed on stderr then (connections wait in the backlog until a
@@ -26,10 +29,11 @@ import contextlib
 import errno
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -38,15 +42,19 @@ import uvicorn
 from uvicorn.supervisors import Multiprocess
 
 from s3skills.aio import serve_on_running_loop
+from s3skills.serve import lifeline
+from s3skills.serve.lifeline import FACTORY_ENV, PARENT_ENV
 from s3skills.serve.metrics import ServerMetrics, multiprocess_dir
 from s3skills.serve.probes import DRAIN_SECONDS, Drain, Probes, Readiness
 
 __all__ = [
+    "MAX_WORKERS",
     "HttpSettings",
     "Served",
     "ServerError",
     "bind",
     "loop_factory",
+    "metrics_dir",
     "probed_app",
     "serve_app",
     "serve_workers",
@@ -105,22 +113,35 @@ class Served:
 
 
 def worker_count(value: str | None) -> int:
-    """`--workers`: a positive number, or `auto` (the CPUs this process may run on).
+    """`--workers`: a whole number from 1 to `MAX_WORKERS`, or `auto` (the CPUs this process may
+    run on: `os.process_cpu_count`, else its CPU affinity, at most `MAX_WORKERS`).
 
     Raises:
-        ValueError: Neither.
+        ValueError: Neither; the message names the option and the accepted values.
     """
-    if value is None or value == "":
+    if value is None or value.strip() == "":
         return 1
-    if value == "auto":
-        return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    try:
-        count = int(value)
-    except ValueError:
-        raise ValueError(f"--workers takes a number or auto, not {value!r}") from None
-    if not 1 <= count <= 256:
-        raise ValueError("--workers must be between 1 and 256 (or auto)")
-    return count
+    given = value.strip()
+    if given.lower() == "auto":
+        return min(MAX_WORKERS, _cpus())
+    if not given.isascii() or not given.isdigit():  # "-1", "2.5", "x", "٣" and "1_0" are not counts
+        raise ValueError(f"--workers takes a whole number or auto, not {value!r}")
+    if len(given) > 6 or not 1 <= int(given) <= MAX_WORKERS:
+        raise ValueError(f"--workers must be between 1 and {MAX_WORKERS} (or auto), not {given[:20]}")
+    return int(given)
+
+
+MAX_WORKERS = 256
+"""The most worker processes `--workers` starts."""
+
+
+def _cpus() -> int:
+    counted = getattr(os, "process_cpu_count", None)  # Python 3.13: affinity-aware
+    if counted is not None:
+        return int(counted() or 1)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def probed_app(served: Served, settings: HttpSettings) -> Any:
@@ -140,6 +161,7 @@ def probed_app(served: Served, settings: HttpSettings) -> Any:
                     yield state
             finally:
                 drain.uninstall()
+                _exit_normally()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(5.0):  # a stalled S3 cannot hold the exit
                         await served.close()
@@ -150,6 +172,19 @@ def probed_app(served: Served, settings: HttpSettings) -> Any:
     wrapped = served.metrics.asgi(app) if served.metrics is not None else app
     metrics = served.metrics.exposition if served.metrics is not None else None
     return Probes(wrapped, served.readiness, metrics=metrics)
+
+
+def _exit_normally() -> None:
+    """Make the uvicorn server whose handler is in place end with status 0 after a SIGTERM.
+
+    uvicorn raises a signal it shut down for again once it is done, which kills the process
+    (status -15); a worker of `serve_workers` is a plain `uvicorn.Server`, so this is where
+    its drained end is made a normal one (in this process, `_AnnouncingServer` does the same).
+    """
+    handler = signal.getsignal(signal.SIGTERM)
+    server = getattr(handler, "__self__", None)
+    if isinstance(server, uvicorn.Server):
+        server._captured_signals.clear()
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -239,23 +274,65 @@ async def _no_app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no co
     raise RuntimeError("no app")
 
 
-def serve_workers(settings: HttpSettings, factory: str) -> None:
+class _Manager(Multiprocess):
+    """uvicorn's process manager, reporting how its workers ended."""
+
+    def status(self) -> int:
+        """0 when every worker exited 0 (each is named on stderr otherwise), else 1."""
+        failed = [(p.pid, p.exitcode) for p in self.processes if p.exitcode != 0]
+        for pid, code in failed:
+            print(f"worker {pid} ended with status {code}", file=sys.stderr, flush=True)
+        return 1 if failed else 0
+
+
+def serve_workers(settings: HttpSettings, factory: str) -> int:
     """Serve with `settings.workers` worker processes until SIGTERM/SIGINT (see the module).
+
+    Each worker follows this process (`s3skills.serve.lifeline`): if this process is killed
+    (SIGKILL), its workers get SIGTERM from the kernel and drain, and the port is released.
+    With metrics, the workers' figures live in a private directory for this run, removed
+    at the end (`s3skills.serve.metrics.multiprocess_dir`).
 
     Args:
         settings: Where and how.
         factory: `module:function` that builds a worker's ASGI app (`probed_app(...)`) in
             the worker process, from the environment this process set for it.
 
+    Returns:
+        0 when every worker ended with status 0, else 1.
+
     Raises:
-        ServerError: The port is busy or cannot be bound.
+        ServerError: The port is busy or cannot be bound, or the metrics directory
+            (`PROMETHEUS_MULTIPROC_DIR`) cannot be used (status 2).
     """
     sock = bind(settings.host, settings.port)
     try:
-        with multiprocess_dir() if settings.metrics else contextlib.nullcontext():
+        with metrics_dir(settings):
             sock.listen(2048)  # connections wait here until a worker takes them
-            config = _config(factory, settings, factory=True, workers=settings.workers)
+            os.environ[PARENT_ENV], os.environ[FACTORY_ENV] = str(os.getpid()), factory
+            config = _config(f"{lifeline.__name__}:worker_factory", settings, factory=True, workers=settings.workers)
             _announce(sock, settings.path)
-            Multiprocess(config, sockets=[sock]).run()
+            manager = _Manager(config, sockets=[sock])
+            manager.run()
+            return manager.status()
     finally:
         sock.close()
+
+
+@contextlib.contextmanager
+def metrics_dir(settings: HttpSettings) -> Iterator[None]:
+    """The private metrics directory of a run, for the block (`multiprocess_dir`): with
+    metrics and workers, always; with metrics in one process, when `PROMETHEUS_MULTIPROC_DIR`
+    is set (the client then writes files, which must not be another run's); else none.
+
+    Raises:
+        ServerError: (status 2) `PROMETHEUS_MULTIPROC_DIR` cannot be used; the message says why.
+    """
+    wanted = settings.metrics and (settings.workers > 1 or bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")))
+    with contextlib.ExitStack() as stack:
+        if wanted:
+            try:
+                stack.enter_context(multiprocess_dir())
+            except ValueError as exc:
+                raise ServerError(str(exc), 2) from None
+        yield

@@ -59,6 +59,7 @@ from s3skills.serve.http import (
     Served,
     ServerError,
     loop_factory,
+    metrics_dir,
     probed_app,
     serve_app,
     serve_workers,
@@ -221,7 +222,8 @@ async def run_http(
     try:
         if fail_fast:
             await check_store(skills)
-        await serve_app(_served(skills, token_verifier, settings), settings)
+        with metrics_dir(settings):  # before the metrics are made: they may write files there
+            await serve_app(_served(skills, token_verifier, settings), settings)
     finally:
         await aclose_server(skills)
 
@@ -385,8 +387,7 @@ def _serve(args: argparse.Namespace) -> int:
     if settings.workers > 1:  # the parent checks the store once, then each worker builds its own server
         asyncio.run(_checked(skills))
         os.environ[_WORKER_ARGV] = json.dumps(sys.argv[1:] if args.argv is None else args.argv)
-        serve_workers(settings, "s3skills.serve.mcp:worker_app")
-        return 0
+        return serve_workers(settings, "s3skills.serve.mcp:worker_app")
     with asyncio.Runner(loop_factory=loop_factory()) as runner:  # uvloop when installed
         runner.run(run_http(skills, verifier, host=args.host, port=args.port, fail_fast=True, settings=settings))
     return 0

@@ -20,9 +20,11 @@ outside the server's are `other`): no user id, token, skill or path reaches a la
 number of series is bounded whatever clients send.
 
 With several worker processes, the client's multiprocess mode merges every worker's figures:
-`multiprocess_dir` prepares `PROMETHEUS_MULTIPROC_DIR` before any worker starts (emptied on
-start; a temporary directory when the variable is not set), and `/metrics` on any worker
-answers for all of them.
+`multiprocess_dir` makes a private directory for the run and points `PROMETHEUS_MULTIPROC_DIR`
+at it before any worker starts (inside the directory the variable named, if any), and
+`/metrics` on any worker answers for all of them; the directory is removed when the server
+ends. A single process uses the same private directory when the variable is set (so an
+earlier run's files are never read), and plain memory otherwise.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -66,31 +69,86 @@ METHODS = frozenset(
 _BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _AGE_BUCKETS = (0.001, 0.01, 0.1, 1.0, 5.0, 30.0, 60.0, 300.0, 3600.0)
 _ENV = "PROMETHEUS_MULTIPROC_DIR"
+_PREFIX = "s3skills-metrics-"
+_OURS: set[str] = set()  # the directories this process has made and not yet removed
 
 
 @contextlib.contextmanager
 def multiprocess_dir() -> Iterator[str]:
-    """Prepare the multiprocess mode for the worker processes started in the block (a temporary
-    directory is removed after it).
+    """A private directory for the multiprocess mode of the processes started in the block,
+    named by `PROMETHEUS_MULTIPROC_DIR` inside it and removed after it.
 
-    The directory named by `PROMETHEUS_MULTIPROC_DIR` is emptied of earlier runs' files;
-    without the variable a private temporary directory is made and the variable set.
+    The directory is made for this run alone (mode 0700, its name unique and holding this
+    process's pid) inside the directory `PROMETHEUS_MULTIPROC_DIR` names, or the system's
+    temporary directory without the variable: no other run's files are ever read, even
+    when a pid repeats (PID 1 in every container). Directories of earlier runs whose
+    process is gone (a crashed or killed manager leaves its own) are removed first; the
+    variable is put back as it was after the block.
+
+    Raises:
+        ValueError: `PROMETHEUS_MULTIPROC_DIR` is not a directory, or other users may write
+            to it without the sticky bit (they could swap this run's directory for theirs),
+            or the directory cannot be made there; the message says which and what to do.
     """
     given = os.environ.get(_ENV)
-    if given:
-        folder = Path(given)
-        folder.mkdir(parents=True, exist_ok=True)
-        for stale in folder.glob("*.db"):  # a previous run's figures would add to this one's
-            stale.unlink()
-        yield str(folder)
-        return
-    made = tempfile.mkdtemp(prefix="s3skills-metrics-")
+    base = Path(given) if given else Path(tempfile.gettempdir())
+    try:
+        if given:
+            base.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _check_base(base)
+        _sweep(base)
+        made = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base)
+    except OSError as exc:
+        raise ValueError(f"{_ENV}={base}: cannot make the metrics directory there: {exc.strerror or exc}") from None
+    _OURS.add(made)
     os.environ[_ENV] = made
     try:
         yield made
     finally:
-        os.environ.pop(_ENV, None)
+        if given:
+            os.environ[_ENV] = given
+        else:
+            os.environ.pop(_ENV, None)
         shutil.rmtree(made, ignore_errors=True)
+        _OURS.discard(made)
+
+
+def _check_base(base: Path) -> None:
+    info = base.stat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise ValueError(f"{_ENV}={base} is not a directory: point it at one, or unset it")
+    shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if shared and not info.st_mode & stat.S_ISVTX:
+        raise ValueError(
+            f"{_ENV}={base} may be written by other users (mode {stat.S_IMODE(info.st_mode):o}, not sticky): "
+            "point it at a directory only this user writes, or unset it (a private temporary one is made)"
+        )
+
+
+def _sweep(base: Path) -> None:
+    """Remove this user's metrics directories of runs whose process has ended."""
+    for entry in base.glob(_PREFIX + "*"):
+        pid = entry.name.removeprefix(_PREFIX).split("-", 1)[0]
+        if not pid.isascii() or not pid.isdigit() or str(entry) in _OURS:
+            continue
+        try:
+            info = entry.lstat()
+        except FileNotFoundError:  # removed meanwhile (another run sweeping)
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            continue
+        if int(pid) == os.getpid() or not _running(int(pid)):  # our pid, yet not ours: an earlier run's
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 class ServerMetrics:
