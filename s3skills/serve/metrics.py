@@ -94,7 +94,8 @@ def multiprocess_dir() -> Iterator[str]:
     base = Path(given) if given else Path(tempfile.gettempdir())
     try:
         if given:
-            base.mkdir(mode=0o700, parents=True, exist_ok=True)
+            with contextlib.suppress(FileExistsError):  # a file there is refused by the check
+                base.mkdir(mode=0o700, parents=True)
         _check_base(base)
         _sweep(base)
         made = tempfile.mkdtemp(prefix=f"{_PREFIX}{os.getpid()}-", dir=base)
