@@ -259,8 +259,11 @@ def seeded(moto_endpoint: str, bucket: str) -> tuple[str, str]:
 
 
 @contextlib.contextmanager
-def manager(seeded: tuple[str, str], tmp_path: Path, base: Path) -> Iterator[Manager]:
+def manager(seeded: tuple[str, str], tmp_path: Path) -> Iterator[Manager]:
+    """The CLI with `--workers 2 --metrics`, `PROMETHEUS_MULTIPROC_DIR` at `tmp_path/metrics`;
+    killed at the end with every worker it had, whatever the test did."""
     endpoint, bucket = seeded
+    base = tmp_path / "metrics"
     tokens = tmp_path / "tokens.json"
     tokens.write_text(json.dumps(USERS))
     tokens.chmod(0o600)
@@ -372,10 +375,8 @@ def _pids_in(run_dir: Path) -> set[int]:
 def test_two_workers_both_answer_metrics_count_every_call_and_sigterm_ends_them_all_with_status_0(
     seeded: tuple[str, str], tmp_path: Path
 ) -> None:
-    base = tmp_path / "metrics"
-    with manager(seeded, tmp_path, base) as server:
-        workers = server.workers()
-        run_dir = server.run_dir()
+    with manager(seeded, tmp_path) as server:
+        run_dir, workers = server.run_dir(), server.workers()
         assert run_dir.name.startswith(f"s3skills-metrics-{server.proc.pid}-")
         assert stat.S_IMODE(run_dir.stat().st_mode) == 0o700
         made: list[str] = []
@@ -408,11 +409,9 @@ def test_two_workers_both_answer_metrics_count_every_call_and_sigterm_ends_them_
 def test_kill_9_of_the_manager_ends_its_workers_frees_the_port_and_its_metrics_stay_out_of_the_next_run(
     seeded: tuple[str, str], tmp_path: Path
 ) -> None:
-    base = tmp_path / "metrics"
-    with manager(seeded, tmp_path, base) as server:
-        workers = server.workers()
+    with manager(seeded, tmp_path) as server:
         first = asyncio.run(_calls(server.port, 12))
-        crashed_dir = server.run_dir()
+        crashed_dir, workers = server.run_dir(), server.workers()
         server.proc.kill()
         server.proc.wait(30)
         gone = eventually(lambda: not any(alive(pid) for pid in workers), DRAIN + 10)
@@ -420,7 +419,7 @@ def test_kill_9_of_the_manager_ends_its_workers_frees_the_port_and_its_metrics_s
         assert eventually(lambda: _port_free(server.port), 10)
         assert _pids_in(crashed_dir) == workers  # left behind by the killed manager
 
-    with manager(seeded, tmp_path, base) as again:
+    with manager(seeded, tmp_path) as again:
         assert not crashed_dir.exists()  # the next run removed it
         second = asyncio.run(_calls(again.port, 9))
         counted = _calls_of(_families(again.get("/metrics")[1]))

@@ -298,7 +298,8 @@ def main(argv: list[str] | None = None) -> int:
 
     0: served until the client left (or `--check` found nothing); 1: `--check` found
     skills, or a configuration error (no bucket, no credentials, access denied, a busy
-    port), printed as one line `s3skills mcp: error: ...` that says the fix; 2: bad options.
+    port), printed as one line `s3skills mcp: error: ...` that says the fix, or (with
+    `--workers`) a worker that did not end with status 0, named on stderr; 2: bad options.
     """
     args = _parser().parse_args(argv)
     args.argv = argv
