@@ -75,7 +75,7 @@ WINDOW_DAYS = 30
 MAX_USAGE_SKILLS = 20_000
 """Skills one document may count: a library indexes at most `Limits.max_skills_per_library`."""
 MAX_USAGE_BYTES = 4 * 1024 * 1024
-"""Largest document read: 20,000 skills with 40-character ids and every count at 10^9 take 2.6 MB."""
+"""Largest document read: 20,000 skills with 40-character ids and every count at 10^9 take 2.8 MB."""
 MAX_COUNT = 10**12
 MAX_PENDING = 100_000
 """Skill-days one recorder keeps in memory (all libraries together); new ones past it are dropped."""
@@ -94,7 +94,7 @@ USAGE_DOCUMENT = DocumentKind(
         }
     ),
     max_bytes=MAX_USAGE_BYTES,
-    max_nodes=MAX_USAGE_SKILLS * 9 + 16,
+    max_nodes=MAX_USAGE_SKILLS * 10 + 16,  # per skill: its `:`, `{`, four `:`, three `,` and one between
 )
 """What a usage document may hold (any other field is refused before decoding)."""
 
