@@ -241,7 +241,7 @@ HEAD = b'{"schema":"s3skills.usage/1","day":"D","writer":"W",'
 HOSTILE: dict[str, tuple[bytes, str]] = {
     "huge": (b'{"schema":"' + b"x" * (usage_store.MAX_USAGE_BYTES + 1) + b'"}', "bytes; the limit is"),
     "deep": (HEAD + b'"skills":{"a":{"loads":' + b"[" * 50_000 + b"]" * 50_000 + b"}}}", "not an integer"),
-    "too many values": (b"[" * 200_000 + b"]" * 200_000, "holds up to"),
+    "too many values": (b"[" * 300_000 + b"]" * 300_000, "holds up to"),
     "wrong type": (HEAD + b'"skills":{"a":{"loads":"7"}}}', "not an integer"),
     "a float": (HEAD + b'"skills":{"a":{"loads":1.5}}}', "not an integer"),
     "negative": (HEAD + b'"skills":{"a":{"loads":-1}}}', "from 0 to"),
