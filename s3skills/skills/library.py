@@ -377,7 +377,7 @@ class SkillLibrary(SkillReads, LibraryWriter):
                 if entry is not None and entry.info is not None:
                     self.usage.count(prefix, skill_id, event, outcome)
                     return
-        except S3SkillsError:
+        except (S3SkillsError, ValueError):
             return  # no tenant, no library: nothing to count it in
 
     @io_bound
