@@ -302,6 +302,23 @@ async def test_keys_that_are_not_a_writers_document_are_refused_and_keys_of_othe
     assert usage.loads == {}
 
 
+async def test_a_window_of_documents_over_the_read_budget_keeps_the_newest_and_gets_no_more(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = MemoryObjectStore()
+    for n in range(4):
+        write_doc(store, TODAY - timedelta(days=n), f"writer0000000{n:03d}", {"pdf": {"loads": 1}})
+    size = len(store._get(f"{ORG_USAGE}{TODAY.isoformat()}/writer0000000000.json").data)
+    monkeypatch.setattr(usage_store, "MAX_READ_BYTES", 2 * size)
+    counter = RequestCounter()
+    store.add_request_hook(counter)
+    usage = await UsageReader(store).aread(ORG_USAGE, TODAY)
+    assert counter.counts["GetObject"] == 2
+    assert usage.loads == {"pdf": [0] * 28 + [1, 1]}  # today and yesterday
+    assert len(usage.refused) == 2
+    assert all("not read, the window's documents are over" in r for r in usage.refused)
+
+
 # -- reading: what it costs ------------------------------------------------------------------------
 
 

@@ -81,6 +81,9 @@ MAX_PENDING = 100_000
 """Skill-days one recorder keeps in memory (all libraries together); new ones past it are dropped."""
 MAX_WRITERS_PER_DAY = 500
 """Documents read per day of a library (a writer per process that loaded a skill that day)."""
+MAX_READ_BYTES = 64 * 1024 * 1024
+"""Bytes of documents one read of a library's window takes in (newest days first); the rest is
+refused unread, so whoever writes the library cannot make the console hold more than this."""
 READ_CONCURRENCY = 8
 
 USAGE_DOCUMENT = DocumentKind(
@@ -374,7 +377,15 @@ class UsageReader:
         listings = await gather_limited(
             [partial(self._listing, usage_prefix, day, today, usage) for day in days], READ_CONCURRENCY
         )
-        wanted = [(i, key, etag, size) for i, listing in enumerate(listings) for key, etag, size in listing]
+        wanted = []
+        budget = MAX_READ_BYTES
+        for i in range(len(days) - 1, -1, -1):  # newest first: the recent days are the ones kept
+            for key, etag, size in listings[i]:
+                if size > MAX_USAGE_BYTES or size <= budget:  # (over its own cap: refused unread)
+                    budget -= size if size <= MAX_USAGE_BYTES else 0
+                    wanted.append((i, key, etag, size))
+                else:
+                    usage.refused.append(f"{key}: not read, the window's documents are over {MAX_READ_BYTES} bytes")
         with self._lock:
             known = {key: hit for _, key, etag, _ in wanted if (hit := self._docs.get(key)) and hit[0] == etag}
         stale = [(key, etag, size) for _, key, etag, size in wanted if key not in known]
