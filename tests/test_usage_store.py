@@ -410,3 +410,13 @@ def test_the_sparkline_holds_numbers_only() -> None:
     svg = str(sparkline([0, 3, 1_000_000, -5] + [0] * 26))
     assert re.fullmatch(r'<svg [A-Za-z0-9 ="\-.]+><polyline [A-Za-z0-9 ="\-.,]+/></svg>', svg), svg
     assert str(sparkline(None)).count(",") == 30
+
+
+def test_the_mcp_servers_no_usage_store_option_turns_the_counts_off(bucket: str, moto_endpoint: str) -> None:
+    from s3skills.serve.mcp import _parser, _source
+
+    base = ["--bucket", bucket, "--endpoint-url", moto_endpoint, "--user", "ana"]
+    on, *_ = _source(_parser().parse_args(base))
+    off, *_ = _source(_parser().parse_args([*base, "--no-usage-store"]))
+    assert on.library.usage.enabled
+    assert not off.library.usage.enabled
