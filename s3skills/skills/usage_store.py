@@ -85,6 +85,9 @@ MAX_READ_BYTES = 64 * 1024 * 1024
 """Bytes of documents one read of a library's window takes in (newest days first); the rest is
 refused unread, so whoever writes the library cannot make the console hold more than this."""
 READ_CONCURRENCY = 8
+WRITE_CONCURRENCY = 8
+"""Documents one flush writes at once (a server serving many users' libraries has many)."""
+_JSON = "application/json"
 
 USAGE_DOCUMENT = DocumentKind(
     "usage document",
@@ -179,7 +182,7 @@ class UsageRecorder:
         self._read_only: set[str] = set()
         self._logged: set[str] = set()
         self._armed = False
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Task[None] | None = None  # the timer (held: a loop keeps only weak references)
         self._flight: concurrent.futures.Future[None] | None = None
         _RECORDERS.add(self)
 
@@ -273,28 +276,31 @@ class UsageRecorder:
             slots = sorted(self._dirty)
             self._dirty.clear()
             docs = {slot: self._document(slot) for slot in slots}
-        for slot, data in docs.items():
-            prefix, day = slot
-            key = f"{prefix}{day.isoformat()}/{self.writer}.json"
-            ok = False
-            try:
-                await self.store.aput(key, data, content_type="application/json")
-                ok = True
-                self.writes += 1
-            except AccessDenied as exc:
-                if len(self._read_only) < MAX_PENDING:
-                    self._read_only.add(prefix)
-                self._log_once("denied", "usage counts of %s are not written (read-only?): %s", prefix, exc)
-            except (S3SkillsError, OSError) as exc:
-                self._log_once(type(exc).__name__, "usage counts not written: %s", exc)
-            with self._lock:
-                # A past day's last write makes its document final; a failed one is tried again
-                # while the day is recent and the library writable.
-                final = day < today if ok else prefix in self._read_only or day < today - timedelta(days=1)
-                if final:
-                    self._forget(slot)
-                elif not ok:
-                    self._dirty.add(slot)  # the next flush writes it again (its counts are cumulative)
+        jobs = [partial(self._write_one, slot, data, today) for slot, data in docs.items()]
+        await gather_limited(jobs, WRITE_CONCURRENCY)
+
+    async def _write_one(self, slot: _Slot, data: bytes, today: date) -> None:
+        """One document written (never raises: a failure is logged once and tried again later)."""
+        prefix, day = slot
+        ok = False
+        try:
+            await self.store.aput(f"{prefix}{day.isoformat()}/{self.writer}.json", data, content_type=_JSON)
+            ok = True
+            self.writes += 1
+        except AccessDenied as exc:
+            if len(self._read_only) < MAX_PENDING:
+                self._read_only.add(prefix)
+            self._log_once("denied", "usage counts of %s are not written (read-only?): %s", prefix, exc)
+        except Exception as exc:  # a store error, or anything else: never the load's problem
+            self._log_once(type(exc).__name__, "usage counts not written: %s", exc)
+        with self._lock:
+            # A past day's last write makes its document final; a failed one is tried again
+            # while the day is recent and the library writable.
+            final = day < today if ok else prefix in self._read_only or day < today - timedelta(days=1)
+            if final:
+                self._forget(slot)
+            elif not ok:
+                self._dirty.add(slot)  # the next flush writes it again (its counts are cumulative)
 
     def discard(self) -> None:
         """Forget the counts not written yet (nothing is written for them)."""
