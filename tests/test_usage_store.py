@@ -398,6 +398,27 @@ def test_the_consoles_usage_read_costs_a_list_per_day_then_only_today_and_yester
     assert counter.counts == {"ListObjectsV2": 2}  # the document is kept by its ETag
 
 
+def test_the_usage_page_costs_the_index_and_the_usage_read(org: OrgConsole) -> None:
+    agents_load(org, "ana", "pdf")
+    agents_load(org, "bob", "pdf")
+    client = org.client(READER)
+    client.get("/")  # the index read once
+    org.source.usage_ttl = 0
+    org.source.usage_reader = None  # nothing of the usage kept yet
+    counter = RequestCounter()
+    org.source.store.add_request_hook(counter)
+    assert client.get("/usage").status_code == 200
+    # The index (1 conditional GET), 1 LIST per day and the 2 writers' documents of today.
+    assert counter.counts == {"GetObject": 1 + 2, "ListObjectsV2": 30}
+    counter.reset()
+    assert client.get("/usage").status_code == 200
+    assert counter.counts == {"GetObject": 1, "ListObjectsV2": 2}  # the documents are kept by ETag
+    org.source.usage_ttl = 30.0
+    counter.reset()
+    assert client.get("/usage").status_code == 200
+    assert counter.counts == {"GetObject": 1}  # within usage_ttl the usage read is kept: the index only
+
+
 def test_one_librarys_usage_never_shows_in_another_librarys_console(org: OrgConsole, s3_client: Any) -> None:
     s3_client.put_object(Bucket=org.base[1], Key=ANA + "pdf/SKILL.md", Body=skill_md("pdf", "Ana's PDF.").encode())
     agents_load(org, "ana", "pdf", "pdf")  # ana's own pdf overrides org's: counted in ana's library
