@@ -150,6 +150,12 @@ class Config:
             an approval record matches its current content (`s3skills approve`).
         approvals_prefix: Where approval records live (a prefix outside every library that
             IAM can restrict to approvers); None: the library's `.s3skills/approvals/`.
+        usage_store: Count skill loads, failed loads and script runs per library and day in
+            memory and write them to the library's `.s3skills/usage/` (counts per skill only,
+            no user id), for the console (`s3skills.skills.usage_store`). False: nothing
+            is counted or written.
+        usage_flush_interval: Seconds between two writes of those counts (one PUT per
+            library with new counts); they are also written by `SkillLibrary.aflush`.
     """
 
     layout: KeyLayout = field(default_factory=KeyLayout)
@@ -166,6 +172,8 @@ class Config:
     channel: str | None = None
     require_approval: bool = True
     approvals_prefix: str | None = None
+    usage_store: bool = True
+    usage_flush_interval: float = 60.0
 
     def __post_init__(self) -> None:
         if self.channel is not None and self.channel != "latest":
@@ -189,6 +197,8 @@ class Config:
             raise ValueError("catalog_ttl must be None or >= 0")
         if self.shared_catalog_ttl is not None and self.shared_catalog_ttl < 0:
             raise ValueError("shared_catalog_ttl must be None or >= 0")
+        if not self.usage_flush_interval > 0:
+            raise ValueError("usage_flush_interval must be > 0")
 
     def check_tenant(self, tenant: Tenant) -> Tenant:
         """Refuse the ids of a call that would reach into another namespace.

@@ -334,6 +334,11 @@ class KeyLayout:
         """
         return self._derived(library_prefix, "approvals", "/")
 
+    def usage_prefix(self, library_prefix: str) -> str:
+        """Where agents count a library's skill loads (`.s3skills/usage/`: one folder per day, one
+        object per writing process; see `s3skills.skills.usage_store`)."""
+        return self._derived(library_prefix, "usage", "/")
+
     def _derived(self, library_prefix: str, kind: str, suffix: str) -> str:
         """`{parent}/.s3skills/{kind}{-name}{suffix}`: a sibling of the library folder, checked."""
         if not library_prefix.endswith("/") or library_prefix in ("/", self.root):

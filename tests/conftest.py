@@ -44,6 +44,7 @@ from allowed_skips import LIVE_ENV, Skip, in_ci, skip_reason, unexpected_skips
 
 from s3skills.fs import S3Backend
 from s3skills.layout import KeyLayout
+from s3skills.skills.usage_store import discard_pending_usage
 from s3skills.storage import S3ObjectStore
 from s3skills.testing import (
     LiveTarget,
@@ -180,6 +181,14 @@ def _loopback_only(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+@pytest.fixture(autouse=True)
+def _no_usage_left_behind() -> Iterator[None]:
+    """Forget the usage counts a test's agents did not write: a flush a minute later must not
+    land in the bucket of a later test (`s3skills.skills.usage_store`)."""
+    yield
+    discard_pending_usage()
 
 
 # --- markers --------------------------------------------------------------------------------

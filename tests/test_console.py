@@ -237,11 +237,12 @@ def test_a_skills_version_and_last_change_are_read_once_then_kept(org: OrgConsol
     counter.reset()
     assert client.get("/").status_code == 200
     # The index (1 GET), the channels (1 LIST: none stored), and for each of the 2 shown skills
-    # its newest version record (1 LIST and 1 GET): its version, who, when, which command.
-    assert counter.counts == {"GetObject": 1 + 2, "ListObjectsV2": 1 + 2}
+    # its newest version record (1 LIST and 1 GET): its version, who, when, which command; and the
+    # usage the agents counted (1 LIST per day of the 30, no document stored), kept USAGE_TTL.
+    assert counter.counts == {"GetObject": 1 + 2, "ListObjectsV2": 1 + 2 + 30}
     counter.reset()
     assert client.get("/").status_code == 200
-    assert counter.counts == {"GetObject": 1, "ListObjectsV2": 1}  # the records are kept
+    assert counter.counts == {"GetObject": 1, "ListObjectsV2": 1}  # the records and the usage are kept
     # Kept nothing (details_ttl=0): every view reads them again.
     uncached = TestClient(create_app(org.source, TokenRoles(org.tokens), details_ttl=0))
     uncached.headers["Authorization"] = f"Bearer {READER}"

@@ -105,6 +105,7 @@ def test_a_curator_diffs_approves_promotes_and_disables_in_chromium(
             shoot(page, shots, "login")
             log_in(page, console.url, CURATOR)
             assert page.locator("table.skills tbody tr").count() == min(len(every), 50)
+            assert page.locator("table.skills svg.spark polyline").count() == min(len(every), 50)  # loads, 30 days
             shoot(page, shots, "library")
             page.click(f"a.skill-link[href='/skill?id={changed.replace('/', '%2F')}']")
             page.wait_for_selector("h2:has-text('Versions')")

@@ -215,9 +215,11 @@ def test_the_usage_page_counts_loads_per_skill_and_names_the_skills_never_loaded
     assert plot.headers["content-type"].startswith("image/svg+xml")
     assert "sandbox" in plot.headers["content-security-policy"]
     assert plot.text.lstrip().startswith("<?xml")
-    assert "<td>2</td>" in client.get("/").text  # the library page's loads column
+    assert '<span class="total">2</span>' in client.get("/").text  # the library page's loads column
 
 
-def test_without_a_usage_log_the_usage_page_says_how_to_give_one(org: OrgConsole) -> None:
+def test_with_no_load_counted_the_usage_page_says_where_loads_come_from(org: OrgConsole) -> None:
     page = org.client(READER).get("/usage").text
+    assert "No load counted" in page
+    assert ".s3skills/usage/" in page
     assert "--usage-log" in page

@@ -31,6 +31,7 @@ from s3skills.layout import KeyLayout
 from s3skills.skills import SkillLibrary
 from s3skills.skills.index.digests import BOOK_DOCUMENT, BOOK_SCHEMA
 from s3skills.skills.index.manifest import MANIFEST_DOCUMENT, MANIFEST_SCHEMA
+from s3skills.skills.usage_store import USAGE_DOCUMENT, USAGE_SCHEMA
 from s3skills.skills.versions.approvals import APPROVAL_DOCUMENT, APPROVAL_SCHEMA
 from s3skills.skills.versions.channels import (
     CHANNEL_DOCUMENT,
@@ -163,6 +164,12 @@ KINDS: dict[str, tuple[DocumentKind, dict[str, Any], tuple[str, Any] | None, str
         {"schema": "s3skills.event/1", "id": "i", "action": "channel set", "actor": "a", "channel": "production"},
         None,
         "actor",
+    ),
+    "usage document": (
+        USAGE_DOCUMENT,
+        {"schema": USAGE_SCHEMA, "day": "2026-12-02", "writer": "w", "skills": {}},
+        ("skills", {"loads": 3, "failures": 1}),
+        "writer",
     ),
     "pull record": (
         PULL_RECORD_DOCUMENT,

@@ -137,6 +137,8 @@ async def load_skill_update(
             outcome=outcome,
             version=version.id if version is not None else None,
         )
+        if tenant is not None:
+            library.count_use(skill, "skill_load", outcome, tenant=tenant)
 
 
 def _loaded_text(

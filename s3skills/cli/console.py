@@ -33,7 +33,11 @@ _NEEDS = ("starlette", "uvicorn", "jinja2", "markdown_it", "nh3", "pygments", "i
 @click.option("--trusted-user-header", metavar="NAME", help="Take the user from this header (an SSO proxy's)...")
 @click.option("--trusted-proxy", metavar="IP", help="...only on requests from this address (the proxy's).")
 @click.option("--page-size", type=click.IntRange(1, 1000), default=50, show_default=True, help="Skills per page.")
-@click.option("--usage-log", metavar="FILE", help="JSON lines of usage records (s3skills.usage) for the usage page.")
+@click.option(
+    "--usage-log",
+    metavar="FILE",
+    help="JSON lines of usage records (s3skills.usage), added to the loads the agents keep in the library.",
+)
 @pass_context
 def console_command(
     ctx: Context,

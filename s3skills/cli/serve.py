@@ -65,6 +65,11 @@ def _deprecated_shared_prefix(ctx: click.Context, _param: click.Parameter, value
 @click.option("--channel", metavar="NAME", help="Serve this channel (s3skills channel); default: latest.")
 @click.option("--no-tools", is_flag=True, help="Serve only the skills extension, not the MCP tools and prompts.")
 @click.option(
+    "--no-usage-store",
+    is_flag=True,
+    help="Do not count loads in the libraries' .s3skills/usage/ (what the console's usage shows).",
+)
+@click.option(
     "--check",
     is_flag=True,
     help="Print the skills of --user that skills/list leaves out (names), then exit 0 (none) or 1.",
@@ -79,6 +84,7 @@ def mcp_command(
     ranker: str | None,
     page_size: int,
     no_tools: bool,
+    no_usage_store: bool,
     check: bool,
     channel: str | None,
     workers: str | None,
@@ -113,6 +119,8 @@ def mcp_command(
         argv += ["--ranker", ranker]
     if no_tools:
         argv.append("--no-tools")
+    if no_usage_store:
+        argv.append("--no-usage-store")
     if channel:
         argv += ["--channel", channel]
     for flag, value in (

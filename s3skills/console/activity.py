@@ -2,9 +2,10 @@
 
 The audit is `s3skills audit --json` (records, channel events, approvals: the same rows,
 the same actors), filtered by skill, actor, command and date. Usage comes from the
-usage log the agents' processes write (`s3skills.usage` records shipped as JSON lines,
-`--usage-log FILE`): loads per skill per day, plotted as SVG by matplotlib on the server,
-and the skills never loaded; skills whose trigger evals fail come from `s3skills eval --all`.
+counts the agents keep in the library's `.s3skills/usage/`, plus a usage log when one is
+given (`s3skills.usage` records shipped as JSON lines, `--usage-log FILE`): loads per skill
+per day, plotted as SVG by matplotlib on the server, and the skills never loaded; skills
+whose trigger evals fail come from `s3skills eval --all`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from starlette.routing import Route
 
 from s3skills.console.auth import Identity
 from s3skills.console.source import ConsoleError
-from s3skills.console.usage import Usage, loads_plot, read_usage
+from s3skills.console.usage import Usage, library_usage, loads_plot
 from s3skills.console.web import FILE_CSP, Console, reader
 
 __all__ = ["ACTIVITY_ROUTES"]
@@ -64,22 +65,19 @@ def audit_page(request: Request, console: Console, who: Identity) -> Response:
 
 PLOTTED = 10
 """Skills drawn on the usage plot (the most loaded)."""
+MAX_REFUSED_SHOWN = 50
+"""Refused usage documents named on the usage page (with why)."""
 
 
-def _usage(console: Console) -> tuple[Usage | None, str | None]:
-    if console.usage_log is None:
-        return None, "No usage log: start the console with --usage-log FILE (JSON lines of s3skills.usage records)."
-    try:
-        return read_usage(console.usage_log), None
-    except OSError as exc:
-        return None, f"cannot read the usage log: {exc.strerror or exc}"
+def _usage(console: Console) -> tuple[Usage, list[str]]:
+    return library_usage(console.source, console.usage_log)
 
 
 def usage_page(request: Request, console: Console, who: Identity) -> Response:
     """Loads per skill over the last 30 days, skills never loaded, skills whose triggers fail."""
-    usage, note = _usage(console)
+    usage, notes = _usage(console)
     skills = [s.id for s in console.source.library.index() if s.source != "code"]
-    ranked = sorted(skills, key=lambda s: -(usage.total(s) if usage else 0))
+    ranked = sorted(skills, key=lambda s: -usage.total(s))
     evals: dict[str, Any] | None = None
     failing: list[dict[str, Any]] = []
     if request.query_params.get("evals") == "1":
@@ -95,9 +93,10 @@ def usage_page(request: Request, console: Console, who: Identity) -> Response:
         who,
         "usage.html",
         usage=usage,
-        notes=[note] if note else [],
-        ranked=[(s, usage.total(s) if usage else 0, usage.failures[s] if usage else 0) for s in ranked[:200]],
-        never=[s for s in skills if usage is not None and usage.total(s) == 0],
+        notes=notes,
+        refused=usage.refused[:MAX_REFUSED_SHOWN],
+        ranked=[(s, usage.total(s), usage.failures[s]) for s in ranked[:200]],
+        never=[s for s in skills if usage.total(s) == 0],
         evals=evals,
         failing=failing,
     )
@@ -105,9 +104,7 @@ def usage_page(request: Request, console: Console, who: Identity) -> Response:
 
 def usage_plot(request: Request, console: Console, who: Identity) -> Response:
     """The plot of the most loaded skills, an SVG shown as an image (nothing in it runs)."""
-    usage, note = _usage(console)
-    if usage is None:
-        return Response(note or "", status_code=404, media_type="text/plain")
+    usage, _ = _usage(console)
     top = sorted((s for s in usage.loads if usage.total(s)), key=lambda s: -usage.total(s))[:PLOTTED]
     headers = {"Content-Security-Policy": FILE_CSP}
     return Response(loads_plot(usage, top), media_type="image/svg+xml", headers=headers)

@@ -26,7 +26,7 @@ from s3skills.aio import run_sync
 from s3skills.console.auth import Identity
 from s3skills.console.render import file_kind, highlight_file, markdown_html, served_type, side_by_side
 from s3skills.console.source import ConsoleError
-from s3skills.console.usage import read_usage
+from s3skills.console.usage import library_usage, sparkline
 from s3skills.console.web import FILE_CSP, Console, reader
 from s3skills.errors import InvalidPath, NotFound, S3SkillsError
 from s3skills.ids import SkillId
@@ -162,12 +162,8 @@ def library_page(request: Request, console: Console, who: Identity) -> Response:
     shown = skills[(page - 1) * console.page_size : page * console.page_size]
     details = shown_details(console, shown)
     none = Shown(None, None)
-    usage = None
-    if console.usage_log is not None:
-        try:
-            usage = read_usage(console.usage_log)
-        except OSError as exc:
-            channel_errors.append(f"cannot read the usage log: {exc.strerror or exc}")
+    usage, usage_notes = library_usage(console.source, console.usage_log)
+    channel_errors.extend(usage_notes)
     rows = [
         {
             "skill": s,
@@ -176,7 +172,8 @@ def library_page(request: Request, console: Console, who: Identity) -> Response:
             "change": details.get(s.id, none).change,
             "version": details.get(s.id, none).version,
             "matched": matched.get(s.id),
-            "loads": usage.total(s.id) if usage is not None else None,
+            "loads": usage.total(s.id),
+            "spark": sparkline(usage.loads.get(s.id)),
         }
         for s in shown
     ]

@@ -18,7 +18,9 @@ import asyncio
 import io
 import json
 import threading
+import time
 from dataclasses import replace
+from datetime import date
 from typing import Any
 
 import click
@@ -33,6 +35,7 @@ from s3skills.cli.versions import diff_command, history_command
 from s3skills.errors import S3SkillsError
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillLibrary
+from s3skills.skills.usage_store import StoredUsage, UsageReader
 from s3skills.skills.versions.channels import Channel, aread_channel
 from s3skills.storage import S3ObjectStore
 
@@ -56,6 +59,9 @@ COMMANDS: dict[str, click.Command] = {
 """The CLI commands the console runs (their objects, not `s3skills.cli.cli`: the CLI's group
 imports the `console` command, which imports this package)."""
 
+USAGE_TTL = 30.0
+"""Seconds the library's stored usage is shown without asking again (agents write theirs every 60 s)."""
+
 MAX_CHANNELS = 50
 """Channels read for the library page (a library has a handful: staging, production...)."""
 
@@ -77,6 +83,9 @@ class ConsoleSource:
         self._reader = Context(self.settings, stdout=io.StringIO(), stderr=io.StringIO())
         self._lock = threading.Lock()
         self._channels: dict[str, tuple[str, Channel]] = {}
+        self.usage_reader: UsageReader | None = None
+        self.usage_ttl = USAGE_TTL
+        self._usage: tuple[float, date, StoredUsage] | None = None
 
     @property
     def store(self) -> S3ObjectStore:
@@ -133,6 +142,28 @@ class ConsoleSource:
             raise ConsoleError(err.getvalue().strip() or f"{args[0]} failed")
         text = out.getvalue()
         return json.loads(text) if text.strip() else {}
+
+    def stored_usage(self, today: date) -> StoredUsage:
+        """What the agents counted in the library's `.s3skills/usage/` over the 30 days to `today`.
+
+        Kept `usage_ttl` seconds. A read costs 1 LIST per day (a final day, older than
+        yesterday, is listed once) and 1 GET per document not read before at its ETag
+        (`s3skills.skills.usage_store.UsageReader`).
+
+        Raises:
+            S3SkillsError: A listing failed.
+            ValueError: The layout has no usage folder for this library.
+        """
+        prefix = self.layout.usage_prefix(self.prefix)
+        with self._lock:
+            kept = self._usage
+            reader = self.usage_reader = self.usage_reader or UsageReader(self.store)
+        if kept is not None and kept[1] == today and time.monotonic() - kept[0] < self.usage_ttl:
+            return kept[2]
+        usage = self._reader.run(reader.aread(prefix, today))
+        with self._lock:
+            self._usage = (time.monotonic(), today, usage)
+        return usage
 
     def channels(self) -> tuple[list[Channel], list[str]]:
         """The stored channels (at most `MAX_CHANNELS`, by name), and what could not be read.

@@ -1,11 +1,18 @@
-"""Usage for the console: loads per skill per day, from a usage log of JSON lines.
+"""Usage for the console: loads per skill per day, from the library's store and a usage log.
 
-Agents log each skill load, script run and execution on the `s3skills.usage` logger
-(`s3skills.skills.usage`); a deployment ships those records where it likes. The console
-reads them as JSON lines (`--usage-log FILE`): one object per line with `event`, `skill`,
+Agents count their loads in the library's own `.s3skills/usage/` documents
+(`s3skills.skills.usage_store`); the console reads them there (`library_usage`), with no log
+to ship. A deployment may also give a log: agents log each skill load, script run and
+execution on the `s3skills.usage` logger (`s3skills.skills.usage`), and the console reads
+those records as JSON lines (`--usage-log FILE`): one object per line with `event`, `skill`,
 `outcome` and a time, either `time` (ISO 8601) or `created` (seconds since the epoch, a
 `logging.LogRecord`'s). Lines that do not parse are counted and skipped; only the last
-`MAX_LOG_BYTES` of the file are read. The plot is an SVG drawn by matplotlib's SVG backend.
+`MAX_LOG_BYTES` of the file are read. Both are added up.
+
+The usage page's plot is an SVG drawn by matplotlib's SVG backend. The library page draws a
+sparkline per skill row (`sparkline`): 50 matplotlib figures would cost about a second per
+page, so it is a 30-point polyline written here from integers only (no text of the library
+enters it), with the total beside it as text.
 """
 
 from __future__ import annotations
@@ -19,10 +26,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-__all__ = ["MAX_LOG_BYTES", "Usage", "loads_plot", "read_usage"]
+from markupsafe import Markup
+
+from s3skills.console.source import ConsoleSource
+from s3skills.errors import S3SkillsError
+from s3skills.skills.usage_store import WINDOW_DAYS
+
+__all__ = ["MAX_LOG_BYTES", "Usage", "library_usage", "loads_plot", "read_usage", "sparkline"]
 
 MAX_LOG_BYTES = 64 * 1024 * 1024
-WINDOW_DAYS = 30
 
 
 @dataclass
@@ -34,12 +46,14 @@ class Usage:
         loads: skill id -> loads per day (aligned with `days`).
         failures: skill id -> failed loads, script runs and executions in the window.
         skipped: Lines that did not parse.
+        refused: Usage documents of the store that did not check out, each with why.
     """
 
     days: list[date]
     loads: dict[str, list[int]] = field(default_factory=dict)
     failures: Counter[str] = field(default_factory=Counter)
     skipped: int = 0
+    refused: list[str] = field(default_factory=list)
 
     def total(self, skill: str) -> int:
         """Loads of `skill` in the window."""
@@ -126,3 +140,57 @@ def loads_plot(usage: Usage, skills: list[str]) -> str:
     out = io.StringIO()
     figure.savefig(out, format="svg", metadata={"Date": None}, bbox_inches="tight")
     return out.getvalue()
+
+
+def library_usage(source: ConsoleSource, usage_log: Path | None) -> tuple[Usage, list[str]]:
+    """The library's usage over the last `WINDOW_DAYS` days: its store's documents (read as
+    `ConsoleSource.stored_usage` says), plus the log's records when a log is given; and
+    what could not be read."""
+    today = datetime.now(UTC).date()
+    notes = []
+    usage = Usage([today - timedelta(days=n) for n in range(WINDOW_DAYS - 1, -1, -1)])
+    try:
+        stored = source.stored_usage(today)
+    except (S3SkillsError, ValueError) as exc:
+        notes.append(f"cannot read the usage kept in the library: {exc}")
+    else:
+        usage.loads = {skill: list(days) for skill, days in stored.loads.items()}
+        usage.failures.update(stored.failures)
+        usage.refused = stored.refused
+    if usage_log is not None:
+        try:
+            logged = read_usage(usage_log, today)
+        except OSError as exc:
+            notes.append(f"cannot read the usage log: {exc.strerror or exc}")
+        else:
+            for skill, days in logged.loads.items():
+                mine = usage.loads.setdefault(skill, [0] * WINDOW_DAYS)
+                usage.loads[skill] = [a + b for a, b in zip(mine, days, strict=True)]
+            usage.failures.update(logged.failures)
+            usage.skipped = logged.skipped
+    if usage.refused:
+        notes.append(f"{len(usage.refused)} usage document(s) of the library were refused: see the usage page")
+    return usage, notes
+
+
+SPARK_WIDTH = 90
+SPARK_HEIGHT = 18
+
+
+def sparkline(days: list[int] | None) -> Markup:
+    """Loads per day as a small inline SVG (a polyline of integers; nothing else goes in).
+
+    Hidden from screen readers: the row gives the total as text.
+    """
+    values = [max(0, int(v)) for v in (days or [0] * WINDOW_DAYS)]
+    top = max(values) or 1
+    step = (SPARK_WIDTH - 2) / max(1, len(values) - 1)
+    points = " ".join(
+        f"{1 + i * step:.1f},{SPARK_HEIGHT - 1 - (SPARK_HEIGHT - 2) * v / top:.1f}" for i, v in enumerate(values)
+    )
+    svg = (
+        f'<svg class="spark" width="{SPARK_WIDTH}" height="{SPARK_HEIGHT}" viewBox="0 0 {SPARK_WIDTH} {SPARK_HEIGHT}" '
+        f'aria-hidden="true" focusable="false"><polyline fill="none" stroke="currentColor" stroke-width="1.5" '
+        f'points="{points}"/></svg>'
+    )
+    return Markup(svg)  # noqa: S704  # numbers formatted here and constants only: nothing to escape

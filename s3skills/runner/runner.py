@@ -402,3 +402,4 @@ class ScriptRunner:
             version=version,
             script=str(script),
         )
+        self.library.count_use(skill, "script_run", outcome)

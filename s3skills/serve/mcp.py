@@ -96,15 +96,19 @@ def library_source(
     shared_prefix: str | None = None,
     layout: KeyLayout | None = None,
     channel: str | None = None,
+    usage_store: bool = True,
 ) -> LibrarySkillSource:
-    """A skill source over a bucket's libraries (the default key layout unless given).
+    """A skill source over a bucket's libraries (the default key layout unless given); with
+    `usage_store` its loads are counted in each library's `.s3skills/usage/` (`Config.usage_store`).
 
     Raises:
         botocore.exceptions.ProfileNotFound: `profile` is not configured.
     """
     session = session_for(endpoint_url, region, profile=profile)
     store = S3ObjectStore(bucket, endpoint_url=endpoint_url, region_name=region, session=session)
-    config = Config(layout=layout or KeyLayout(), shared_library=shared_prefix, channel=channel)
+    config = Config(
+        layout=layout or KeyLayout(), shared_library=shared_prefix, channel=channel, usage_store=usage_store
+    )
     return LibrarySkillSource(SkillLibrary(store, config))
 
 
@@ -275,6 +279,11 @@ def _parser() -> argparse.ArgumentParser:
         "--no-tools", action="store_true", help="serve only the skills extension, not the tools and prompts face"
     )
     parser.add_argument(
+        "--no-usage-store",
+        action="store_true",
+        help="do not count loads in the libraries' .s3skills/usage/ (the console's usage)",
+    )
+    parser.add_argument(
         "--check",
         action="store_true",
         help="print the skills skills/list leaves out for their names (--user's library), then exit 0 (none) or 1",
@@ -349,6 +358,7 @@ def _source(args: argparse.Namespace) -> tuple[LibrarySkillSource, bool, Any, st
             shared_prefix=shared,
             layout=layout,
             channel=args.channel,
+            usage_store=not args.no_usage_store,
         )
     except ValueError as exc:
         raise _usage(str(exc)) from None

@@ -227,14 +227,18 @@ class SkillTools:
         return types.CallToolResult(content=[types.TextContent(text="\n".join(lines))], structured_content=structured)
 
     async def _load(self, tenant: Tenant, name: str) -> types.CallToolResult:
+        skill_id = name  # counted in the library's usage (no request: `SkillLibrary.count_use`)
         try:
             skill = await self.library.aget(name, tenant=tenant)  # the one fresh index read of the call
+            skill_id = skill.id
             text = await self.library.askill_md(skill.id, tenant=tenant, cached=True)
             files = await self.library.afiles(skill.id, tenant=tenant)
         except ConfigurationError:
             raise  # the server's fault, not the call's: `SkillsServer.call` says the fix
         except _FAILURES as exc:
+            self.library.count_use(skill_id, "skill_load", "error", tenant=tenant)
             return _failed(str(exc))
+        self.library.count_use(skill.id, "skill_load", "ok", tenant=tenant)
         others = [f for f in files if f.path != SKILL_FILE]
         listing = "\n".join(f"- {f.path} ({f.size} bytes)" for f in others) or "(no other files)"
         body = (

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from s3skills._loop import io_bound, offload, sync_method
 from s3skills.config import Config
-from s3skills.errors import InvalidPath, SkillError, TenantError
+from s3skills.errors import InvalidPath, S3SkillsError, SkillError, TenantError
 from s3skills.ids import SkillId
 from s3skills.skills.code.registry import SkillRegistry, merge_index
 from s3skills.skills.format.model import SkillInfo, SkillProblem
@@ -47,6 +47,7 @@ from s3skills.skills.results import (
     SkillPage,
     check_leaf_clash,
 )
+from s3skills.skills.usage_store import UsageRecorder
 from s3skills.skills.versions.pinned import PinnedTexts
 from s3skills.storage import ObjectStore
 from s3skills.tenancy import Identity, Tenant, resolve_tenant, run_config
@@ -92,6 +93,7 @@ class SkillLibrary(SkillReads, LibraryWriter):
         registry: SkillRegistry | None = None,
         tenant: Callable[[], Tenant] | None = None,
         catalog: SkillCatalog | None = None,
+        usage: UsageRecorder | None = None,
     ) -> None:
         self.store = store
         self.config = config or Config()
@@ -113,6 +115,13 @@ class SkillLibrary(SkillReads, LibraryWriter):
         # The merged index of each recent library version (`_merged`): key -> (key's objects, view).
         self._views: OrderedDict[tuple[object, ...], tuple[tuple[object, ...], _Merged]] = OrderedDict()
         self.channels = ChannelServer(store, self.config, self.catalog)  # `Config.channel`, if any
+        self.usage = usage or UsageRecorder(
+            store,
+            self.config.layout,
+            interval=self.config.usage_flush_interval,
+            enabled=self.config.usage_store,
+        )
+        """Counts of loads and runs per library and day, written to `.s3skills/usage/` (`count_use`)."""
 
     def tenant(self) -> Tenant:
         """The tenant of the current call."""
@@ -122,7 +131,9 @@ class SkillLibrary(SkillReads, LibraryWriter):
         """The same library (store, catalog cache, tenancy) with other code skills."""
         if registry is None or registry is self.registry:
             return self
-        return SkillLibrary(self.store, self.config, registry=registry, tenant=self._tenant, catalog=self.catalog)
+        return SkillLibrary(
+            self.store, self.config, registry=registry, tenant=self._tenant, catalog=self.catalog, usage=self.usage
+        )
 
     def _user(self, tenant: Tenant | None) -> Tenant:
         tenant = tenant or self.tenant()
@@ -347,6 +358,35 @@ class SkillLibrary(SkillReads, LibraryWriter):
                 )
         return out
 
+    def count_use(self, skill_id: str, event: str, outcome: str, *, tenant: Tenant | None = None) -> None:
+        """Count a use of `skill_id` in the usage of the library the tenant's index finds it in.
+
+        `event` and `outcome` are the usage record's (`log_usage`). No request and no I/O:
+        the library is looked up in the indexes already cached (the user's library first, as
+        it overrides the shared one); a skill found in none (a code skill, a name that did
+        not resolve) is not counted. Writes happen in the background (`UsageRecorder`);
+        this never raises.
+        """
+        if not self.usage.enabled:
+            return
+        try:
+            tenant = self._user(tenant)
+            for _, prefix in reversed(self.libraries(tenant)):
+                index = self.catalog.cached(prefix)
+                entry = index.entries.get(skill_id) if index is not None else None
+                if entry is not None and entry.info is not None:
+                    self.usage.count(prefix, skill_id, event, outcome)
+                    return
+        except (S3SkillsError, ValueError):
+            return  # no tenant, no library: nothing to count it in
+
+    @io_bound
+    async def aflush(self) -> None:
+        """Wait for the manifest writes an index left in the background, and write the usage
+        counts not yet written (a process calls it before it exits)."""
+        await LibraryWriter.aflush(self)
+        await self.usage.aflush()
+
     def invalidate(self, tenant: Tenant | None = None) -> None:
         """Forget the age of the tenant's cached indexes (all, with no tenant known)."""
         try:
@@ -376,7 +416,7 @@ class SkillLibrary(SkillReads, LibraryWriter):
     create = sync_method(LibraryWriter.acreate)
     set_enabled = sync_method(LibraryWriter.aset_enabled)
     remove = sync_method(LibraryWriter.aremove)
-    flush = sync_method(LibraryWriter.aflush)
+    flush = sync_method(aflush)
 
 
 def _name(name: object) -> str:
