@@ -300,8 +300,48 @@ def test_the_console_command_refuses_a_bad_tokens_file_or_a_header_without_its_p
     [("pdf", None), ("escrituras/compraventa", None), ("a/b", "ops")],
 )
 def test_the_library_pages_category_is_the_skills_own(sid: str, category: str | None) -> None:
-    from s3skills.console.pages import _category
+    from s3skills.console.views import category_of as _category
     from s3skills.skills import SkillInfo, SkillMetadata
 
     skill = SkillInfo(sid, SkillMetadata(name=sid.rsplit("/", 1)[-1], description="d", category=category))
     assert _category(skill) == skill.category
+
+
+def test_the_library_is_sorted_and_filtered_once_per_version_of_its_index(org: OrgConsole) -> None:
+    client = org.client(CURATOR)
+    views = org.app.state.console.views
+    assert client.get("/").status_code == 200
+    built = views.builds
+    for path in ("/", "/?page=2", "/?state=enabled", "/?state=disabled&problems=1", "/?category=none", "/"):
+        assert client.get(path).status_code == 200
+    assert views.builds == built  # every skill's category, the problems, the filters: once
+    assert client.post("/disable", data={"id": "pdf", "csrf": org.csrf(client)}).status_code == 303
+    disabled = client.get("/?state=disabled").text.split("<tbody>")[1]
+    assert views.builds == built + 1  # the change made a new index: a new view
+    assert "skill?id=pdf" in disabled
+    assert "skill?id=evil" not in disabled
+    write_skill(org.src, "later", PDF.replace("name: pdf", "name: later"))
+    org.push()
+    org.source.library.invalidate()  # as when the index's TTL passes
+    assert "skill?id=later" in client.get("/").text
+    assert views.builds == built + 2
+
+
+def test_a_console_that_keeps_no_library_view_builds_one_at_every_view(org: OrgConsole) -> None:
+    app = create_app(org.source, TokenRoles(org.tokens), library_views=0)
+    client = TestClient(app, headers={"Authorization": f"Bearer {READER}"})
+    for _ in range(3):
+        assert "skill?id=pdf" in client.get("/").text
+    assert app.state.console.views.builds == 3
+    with pytest.raises(ValueError, match="library_views"):
+        create_app(org.source, TokenRoles(org.tokens), library_views=-1)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["state=%00", "category=%3Cscript%3E", "problems=yes&state=enabled", "page=-3", "page=99999999999", "q=%00%ff"],
+)
+def test_odd_filters_show_an_empty_or_whole_library_and_never_fail(org: OrgConsole, query: str) -> None:
+    page = org.client(READER).get(f"/?{query}")
+    assert page.status_code == 200
+    assert "<script>" not in page.text.split("<tbody>")[0].split('name="category"')[1]

@@ -26,6 +26,7 @@ from s3skills.console.auth import Sessions, TokenRoles
 from s3skills.console.pages import PAGE_ROUTES
 from s3skills.console.render import highlight_css
 from s3skills.console.source import ConsoleSource
+from s3skills.console.views import LIBRARY_VIEWS, LibraryViews
 from s3skills.console.web import (
     COOKIE,
     DETAILS_TTL,
@@ -104,6 +105,7 @@ def create_app(
     page_size: int = 50,
     usage_log: str | Path | None = None,
     details_ttl: float = DETAILS_TTL,
+    library_views: int = LIBRARY_VIEWS,
 ) -> Starlette:
     """The console of one library, as an ASGI app.
 
@@ -118,6 +120,8 @@ def create_app(
         usage_log: A JSON-lines file of usage records (`s3skills.usage`) for the usage page.
         details_ttl: Seconds the library page keeps a skill's version and last change
             (`web.DetailsCache`; 0 reads them at every view).
+        library_views: Versions of the library whose sorted and filtered views the library
+            page keeps (`views.LibraryViews`; 0 builds them at every view, over every skill).
 
     Raises:
         ValueError: A trusted header without a trusted proxy address, or a bad page size.
@@ -126,6 +130,8 @@ def create_app(
         raise ValueError("--trusted-user-header and --trusted-proxy go together")
     if not 1 <= page_size <= 1000:
         raise ValueError("page_size must be between 1 and 1000")
+    if library_views < 0:
+        raise ValueError("library_views must be 0 or more")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     templates = Jinja2Templates(env=env)
     console = Console(
@@ -138,6 +144,7 @@ def create_app(
         page_size,
         Path(usage_log) if usage_log else None,
         DetailsCache(details_ttl),
+        LibraryViews(library_views),
     )
     routes = [
         Route("/login", login_page, methods=["GET"]),

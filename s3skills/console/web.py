@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from s3skills.console.auth import Identity, Sessions, TokenRoles, client_is_proxy
 from s3skills.console.source import ConsoleSource
+from s3skills.console.views import LibraryViews
 from s3skills.paths import check_identity
 
 __all__ = [
@@ -99,6 +100,7 @@ class Console:
     page_size: int = 50
     usage_log: Path | None = None
     details: DetailsCache = field(default_factory=lambda: DetailsCache(DETAILS_TTL))
+    views: LibraryViews = field(default_factory=LibraryViews)
 
     def identify(self, request: Request) -> Identity | None:
         """Who the request is for: the SSO proxy's header (from its address only), a bearer
