@@ -12,8 +12,11 @@ driven by Starlette's TestClient) reads it through `FaultProxy`, which adds `--l
 to every request. Timed: the library page (`GET /`, its first page of 50 skills), a page
 in the middle (`?page=100`), a search (`?q=...`), and the library page of a console that
 keeps no skill's version and last change (`details_ttl=0`: 50 records read at every view),
-`--runs` times each after one warm-up;
-reported: p50, p95 and max of every sample, and the requests the proxy saw per page. The
+and that of a console that keeps no view of the library (`library_views=0`: every skill's
+category, the problems and the filters at every view), `--runs` times each after one warm-up;
+reported: p50, p95 and max of every sample, the CPU time of this process per view (median:
+`time.process_time`, every thread of it, the proxy's included), and the requests the proxy
+saw per page. The
 target (issue 38): the library page's p95 within 300 ms at 10,000 skills.
 """
 
@@ -50,8 +53,10 @@ PAGES = {
     "page 100": "/?page=100",
     "search": "/?q=extract+tables+from+reports",
     "library, nothing kept": "/",
+    "library, no view kept": "/",
 }
-"""The pages timed; the last with `details_ttl=0`: each view reads every shown skill's record."""
+"""The pages timed; `nothing kept` with `details_ttl=0` (each view reads every shown skill's
+record), `no view kept` with `library_views=0` (each view sorts, derives and filters every skill)."""
 
 
 def objects(prefix: str, records: str, count: int) -> list[tuple[str, bytes]]:
@@ -115,17 +120,26 @@ def measure(up: Any, skills: int, runs: int, latency_ms: float) -> dict[str, Any
             source = ConsoleSource(Settings(bucket=bucket, shared="org", endpoint_url=proxy.url))
             auth = {"Authorization": "Bearer bench-token"}
             kept = TestClient(create_app(source, TokenRoles(tokens)), headers=auth)
-            uncached = TestClient(create_app(source, TokenRoles(tokens), details_ttl=0), headers=auth)
+            clients = {
+                "library, nothing kept": TestClient(
+                    create_app(source, TokenRoles(tokens), details_ttl=0), headers=auth
+                ),
+                "library, no view kept": TestClient(
+                    create_app(source, TokenRoles(tokens), library_views=0), headers=auth
+                ),
+            }
             for name, path in PAGES.items():
-                client = uncached if name == "library, nothing kept" else kept
+                client = clients.get(name, kept)
                 assert client.get(path).status_code == 200  # warm-up: the index, clients
                 times: list[float] = []
+                cpu: list[float] = []
                 requests = 0
                 for _ in range(runs):
                     proxy.reset_counts()
-                    started = time.perf_counter()
+                    started, used = time.perf_counter(), time.process_time()
                     page = client.get(path)
                     times.append(time.perf_counter() - started)
+                    cpu.append(time.process_time() - used)
                     assert page.status_code == 200, page.text[:300]
                     requests = proxy.total_requests
                 rows[name] = {
@@ -134,6 +148,8 @@ def measure(up: Any, skills: int, runs: int, latency_ms: float) -> dict[str, Any
                     "p50_ms": round(statistics.median(times) * 1000, 1),
                     "p95_ms": round(p95(times) * 1000, 1),
                     "max_ms": round(max(times) * 1000, 1),
+                    "cpu_samples_ms": [round(t * 1000, 1) for t in cpu],
+                    "cpu_p50_ms": round(statistics.median(cpu) * 1000, 1),
                     "requests_per_page": requests,
                     "requests_by_kind": dict(sorted(proxy.requests.items())),
                 }
@@ -155,8 +171,11 @@ def main_bench(argv: list[str] | None = None) -> int:
     for name, row in report["pages"].items():
         print(
             f"{name:<22} p50 {row['p50_ms']:>7.1f} ms  p95 {row['p95_ms']:>7.1f} ms  max {row['max_ms']:>7.1f} ms  "
+            f"CPU p50 {row['cpu_p50_ms']:>6.1f} ms  "
             f"{row['requests_per_page']} requests {row['requests_by_kind']}"
         )
+    library, unkept = report["pages"]["library"], report["pages"]["library, no view kept"]
+    print(f"CPU a view, no view kept / views kept: {unkept['cpu_p50_ms'] / max(library['cpu_p50_ms'], 0.1):.2f}x")
     print(f"samples: {run.write(args.out, extra=report)}")
     return 0
 

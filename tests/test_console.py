@@ -8,11 +8,13 @@ import json
 import os
 from pathlib import Path
 
+import httpx2
 import pytest
 from console_harness import CURATOR, READER, OrgConsole, write_skill, write_tokens
 from starlette.testclient import TestClient
 
-from s3skills.console import TokenRoles, create_app
+from s3skills.cli import Settings
+from s3skills.console import ConsoleSource, TokenRoles, create_app
 from s3skills.storage import RequestCounter
 
 PDF = "---\nname: pdf\ndescription: Fill PDF forms and extract their text.\n---\n# PDF\n\nUse `fill.py`.\n"
@@ -301,8 +303,131 @@ def test_the_console_command_refuses_a_bad_tokens_file_or_a_header_without_its_p
     [("pdf", None), ("escrituras/compraventa", None), ("a/b", "ops")],
 )
 def test_the_library_pages_category_is_the_skills_own(sid: str, category: str | None) -> None:
-    from s3skills.console.pages import _category
+    from s3skills.console.views import category_of as _category
     from s3skills.skills import SkillInfo, SkillMetadata
 
     skill = SkillInfo(sid, SkillMetadata(name=sid.rsplit("/", 1)[-1], description="d", category=category))
     assert _category(skill) == skill.category
+
+
+def test_the_library_is_sorted_and_filtered_once_per_version_of_its_index(org: OrgConsole) -> None:
+    client = org.client(CURATOR)
+    views = org.app.state.console.views
+    assert client.get("/").status_code == 200
+    built = views.builds
+    for path in ("/", "/?page=2", "/?state=enabled", "/?state=disabled&problems=1", "/?category=none", "/"):
+        assert client.get(path).status_code == 200
+    assert views.builds == built  # every skill's category, the problems, the filters: once
+    assert client.post("/disable", data={"id": "pdf", "csrf": org.csrf(client)}).status_code == 303
+    disabled = client.get("/?state=disabled").text.split("<tbody>")[1]
+    assert views.builds == built + 1  # the change made a new index: a new view
+    assert "skill?id=pdf" in disabled
+    assert "skill?id=evil" not in disabled
+    write_skill(org.src, "later", PDF.replace("name: pdf", "name: later"))
+    org.push()
+    org.source.library.invalidate()  # as when the index's TTL passes
+    assert "skill?id=later" in client.get("/").text
+    assert views.builds == built + 2
+
+
+def test_a_console_that_keeps_no_library_view_builds_one_at_every_view(org: OrgConsole) -> None:
+    app = create_app(org.source, TokenRoles(org.tokens), library_views=0)
+    client = TestClient(app, headers={"Authorization": f"Bearer {READER}"})
+    for _ in range(3):
+        assert "skill?id=pdf" in client.get("/").text
+    assert app.state.console.views.builds == 3
+    with pytest.raises(ValueError, match="library_views"):
+        create_app(org.source, TokenRoles(org.tokens), library_views=-1)
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["state=%00", "category=%3Cscript%3E", "problems=yes&state=enabled", "page=-3", "page=99999999999", "q=%00%ff"],
+)
+def test_odd_filters_show_an_empty_or_whole_library_and_never_fail(org: OrgConsole, query: str) -> None:
+    page = org.client(READER).get(f"/?{query}")
+    assert page.status_code == 200
+    assert "<script>" not in page.text.split("<tbody>")[0].split('name="category"')[1]
+
+
+SECURITY_HEADERS = ("content-security-policy", "x-content-type-options", "referrer-policy", "x-frame-options")
+
+
+def _assert_secured(response: httpx2.Response) -> None:
+    for name in SECURITY_HEADERS:
+        assert name in response.headers, (response.request.url, response.status_code, name)
+    assert response.headers["x-content-type-options"] == "nosniff"
+    assert response.headers["referrer-policy"] == "no-referrer"
+    csp = response.headers["content-security-policy"]
+    if "sandbox" not in csp:  # a page's policy; a file's own one is stricter (it runs nothing)
+        assert "frame-ancestors 'none'" in csp
+        assert "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
+
+
+def test_every_response_carries_the_security_headers_errors_and_static_files_included(org: OrgConsole) -> None:
+    client = org.client(READER)
+    anonymous = org.client(None)
+    for response in (
+        client.get("/"),
+        client.get("/static/console.css"),
+        client.get("/static/highlight.css"),
+        client.get("/static/missing.css"),  # 404 from the static files
+        client.get("/no-such-page"),  # 404 from the router
+        client.get("/skill?id=nope"),  # the console's own 404 page
+        client.get("/raw?id=evil&path=x.html"),  # a file: its own sandboxing policy
+        client.post("/disable", data={"id": "pdf"}),  # 403: no CSRF token
+        client.put("/"),  # 405
+        anonymous.get("/"),  # 303 to the login page
+        anonymous.get("/login"),
+        anonymous.get("/healthz"),
+        anonymous.get("/readyz"),
+        anonymous.get("/", headers={"Authorization": "Bearer nope"}),  # 401
+    ):
+        _assert_secured(response)
+
+
+def test_an_exception_escaping_the_app_gets_a_plain_500_with_the_security_headers() -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    from s3skills.console.web import SecurityHeaders
+
+    def broken(_request: object) -> None:
+        raise RuntimeError("a bug")
+
+    app = Starlette(routes=[Route("/", broken)])
+    app.add_middleware(SecurityHeaders)
+    response = TestClient(app, raise_server_exceptions=False).get("/")
+    assert response.status_code == 500
+    assert response.text == "internal error"  # nothing of the exception is shown
+    _assert_secured(response)
+
+
+def test_a_library_that_cannot_be_read_gets_a_503_page_saying_why(moto_endpoint: str, tmp_path: Path) -> None:
+    source = ConsoleSource(Settings(bucket="no-such-bucket-here", shared="org", endpoint_url=moto_endpoint))
+    client = TestClient(create_app(source, TokenRoles(write_tokens(tmp_path / "t.json"))))
+    page = client.get("/", headers={"Authorization": f"Bearer {READER}"})
+    assert page.status_code == 503
+    assert page.text.startswith("cannot read the library:")
+    _assert_secured(page)
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert "cannot read the bucket" in ready.text
+    assert client.get("/healthz").status_code == 200  # alive: only readiness takes it out
+
+
+def test_health_and_readiness_answer_without_a_session_and_cost_one_list_per_ttl(org: OrgConsole) -> None:
+    client = org.client(None)
+    counter = RequestCounter()
+    org.source.store.add_request_hook(counter)
+    assert client.get("/healthz").text == "ok\n"
+    assert counter.counts == {}  # alive: nothing asked
+    for _ in range(5):
+        ready = client.get("/readyz")
+        assert (ready.status_code, ready.text) == (200, "ready\n")
+    assert counter.counts == {"ListObjectsV2": 1}  # one bucket check answers every probe within its TTL
+    assert org.app.state.readiness.checks == 1
+    assert client.post("/readyz").status_code == 405
+    org.app.state.readiness.draining = True  # SIGTERM: balancers stop sending
+    assert (client.get("/readyz").status_code, client.get("/readyz").text) == (503, "draining\n")
+    assert client.get("/healthz").status_code == 200

@@ -14,7 +14,9 @@ import pytest
 from console_harness import CURATOR, READER, OrgConsole, write_skill
 from starlette.testclient import TestClient
 
+from s3skills.aio import run_sync
 from s3skills.console import TokenRoles, create_app
+from s3skills.skills.versions.approvals import Approval, scripts_digest
 
 CALC = "---\nname: calc\ndescription: Doubles numbers for accounting sheets.\n---\n# Calc\n\nRun main.py.\n"
 MAIN = "import sys\nprint(2 * int(sys.argv[1]))\n"
@@ -223,3 +225,40 @@ def test_with_no_load_counted_the_usage_page_says_where_loads_come_from(org: Org
     assert "No load counted" in page
     assert ".s3skills/usage/" in page
     assert "--usage-log" in page
+
+
+def _approve_as_recorded(org: OrgConsole, main: str, *, when: str | None = None) -> str:
+    """An approval of `calc`'s scripts folder holding `main` as `scripts/main.py` (its digest)."""
+    digest = scripts_digest({"main.py": main.encode()})
+    record = Approval("calc", digest, ("*",), "cora", when or datetime.now(UTC).isoformat())
+    prefix = org.source.layout.approvals_prefix(org.source.prefix)
+    run_sync(org.source.store.aput(f"{prefix}calc/{digest}.json", record.to_bytes()))
+    return digest
+
+
+def _queue_diff(org: OrgConsole) -> str:
+    page = org.client(READER).get("/approvals")
+    assert page.status_code == 200
+    return page.text.split('class="approval"')[1]
+
+
+def test_the_queue_diffs_against_the_approved_scripts_not_the_previous_version(org: OrgConsole) -> None:
+    _approve_as_recorded(org, MAIN)  # v1, alice's "2 *"; bob's v2 ("3 *") changed it
+    write_skill(org.src, "calc", CALC, {"scripts/main.py": MAIN.replace("2 *", "5 *")})
+    org.push(actor="mallory")  # v3
+    v3, _, v1 = _versions(org)[:3]
+    queue = _queue_diff(org)
+    assert "Last approved by cora" in queue
+    assert f"against version <code>{v1}</code>" in queue
+    assert f"{v3}/scripts/main.py" in queue or "print(5 * int" in queue
+    assert "print(2 * int" in queue  # the approved script, against the latest...
+    assert "print(5 * int" in queue
+    assert "print(3 * int" not in queue  # ...never the version in between
+
+
+def test_an_approval_of_scripts_no_version_has_is_named_and_nothing_is_diffed(org: OrgConsole) -> None:
+    _approve_as_recorded(org, "print('never pushed')\n")
+    queue = _queue_diff(org)
+    assert "nothing to diff against" in queue
+    assert "print(3 * int" not in queue  # no diff against some other version
+    assert "print(2 * int" not in queue

@@ -10,6 +10,7 @@ of its own.
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 from pathlib import Path
 
@@ -21,11 +22,13 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from s3skills.aio import run_sync
 from s3skills.console.activity import ACTIVITY_ROUTES
 from s3skills.console.auth import Sessions, TokenRoles
 from s3skills.console.pages import PAGE_ROUTES
 from s3skills.console.render import highlight_css
 from s3skills.console.source import ConsoleSource
+from s3skills.console.views import LIBRARY_VIEWS, LibraryViews
 from s3skills.console.web import (
     COOKIE,
     DETAILS_TTL,
@@ -37,8 +40,10 @@ from s3skills.console.web import (
     form_of,
 )
 from s3skills.console.writes import WRITE_ROUTES
+from s3skills.errors import S3SkillsError
+from s3skills.serve.probes import Probes, Readiness, bucket_check
 
-__all__ = ["create_app"]
+__all__ = ["console_readiness", "create_app"]
 
 HERE = Path(__file__).parent
 
@@ -94,6 +99,27 @@ def highlight_stylesheet(_request: Request) -> Response:
     return Response(highlight_css(), media_type="text/css")
 
 
+def unreadable(_request: Request, exc: Exception) -> Response:
+    """A page whose library read failed (the bucket unreachable, access denied): 503, the reason."""
+    return PlainTextResponse(f"cannot read the library: {' '.join(str(exc).split())[:300]}", status_code=503)
+
+
+def console_readiness(source: ConsoleSource, ttl: float = 5.0) -> Readiness:
+    """What the console's `/readyz` says: its bucket was listed (1 key) within `ttl` seconds.
+
+    The check runs on the library's I/O loop (as every page's reads), from a worker thread
+    so the server's loop never waits for S3; probes in between answer from its outcome.
+    """
+
+    async def listed() -> None:
+        await bucket_check(source.library)()
+
+    async def check() -> None:
+        await asyncio.to_thread(lambda: run_sync(listed()))
+
+    return Readiness(check, ttl=ttl)
+
+
 def create_app(
     source: ConsoleSource,
     tokens: TokenRoles,
@@ -104,6 +130,8 @@ def create_app(
     page_size: int = 50,
     usage_log: str | Path | None = None,
     details_ttl: float = DETAILS_TTL,
+    library_views: int = LIBRARY_VIEWS,
+    readiness: Readiness | None = None,
 ) -> Starlette:
     """The console of one library, as an ASGI app.
 
@@ -118,6 +146,11 @@ def create_app(
         usage_log: A JSON-lines file of usage records (`s3skills.usage`) for the usage page.
         details_ttl: Seconds the library page keeps a skill's version and last change
             (`web.DetailsCache`; 0 reads them at every view).
+        library_views: Versions of the library whose sorted and filtered views the library
+            page keeps (`views.LibraryViews`; 0 builds them at every view, over every skill).
+        readiness: What `/readyz` says (default: `console_readiness(source)`). `/healthz` and
+            `/readyz` answer without authentication, as the MCP server's (`serve.probes.Probes`);
+            the app keeps it as `app.state.readiness` (a drain sets it unready).
 
     Raises:
         ValueError: A trusted header without a trusted proxy address, or a bad page size.
@@ -126,6 +159,8 @@ def create_app(
         raise ValueError("--trusted-user-header and --trusted-proxy go together")
     if not 1 <= page_size <= 1000:
         raise ValueError("page_size must be between 1 and 1000")
+    if library_views < 0:
+        raise ValueError("library_views must be 0 or more")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), autoescape=True)
     templates = Jinja2Templates(env=env)
     console = Console(
@@ -138,6 +173,7 @@ def create_app(
         page_size,
         Path(usage_log) if usage_log else None,
         DetailsCache(details_ttl),
+        LibraryViews(library_views),
     )
     routes = [
         Route("/login", login_page, methods=["GET"]),
@@ -149,7 +185,9 @@ def create_app(
         *WRITE_ROUTES,
         *ACTIVITY_ROUTES,
     ]
-    app = Starlette(routes=routes)
+    app = Starlette(routes=routes, exception_handlers={S3SkillsError: unreadable})
     app.state.console = console
-    app.add_middleware(SecurityHeaders)
+    app.state.readiness = readiness or console_readiness(source)
+    app.add_middleware(Probes, readiness=app.state.readiness)
+    app.add_middleware(SecurityHeaders)  # outermost of ours: the probes' answers get the headers too
     return app

@@ -114,12 +114,6 @@ def _served(channels: Sequence[Channel], skill: SkillInfo, version: str | None) 
     return out
 
 
-def _category(skill: SkillInfo) -> str | None:
-    """`SkillInfo.category` without parsing the id again (it is checked): at 10,000 skills a
-    view asks for every skill's, and the parse cost 200 ms of it."""
-    return skill.metadata.category or (skill.id.split("/", 1)[0] if "/" in skill.id else None)
-
-
 def _page_number(request: Request) -> int:
     try:
         return max(1, min(int(request.query_params.get("page", "1")), 1_000_000))
@@ -134,28 +128,23 @@ def library_page(request: Request, console: Console, who: Identity) -> Response:
     state = params.get("state", "all")
     with_problems = params.get("problems") == "1"
     category = params.get("category", "")
-    skills = console.source.library.index(include_disabled=True)
-    problems: dict[str, list[str]] = {}
-    for p in console.source.library.problems():
-        problems.setdefault(p.skill_id, []).append(f"{p.level}: {p.reason}")
+    view = console.views.of(console.source.library)
+    problems = view.problems
     channels, channel_errors = console.source.channels()
     matched: dict[str, dict[str, Any]] = {}
     error = None
-    if query:
+    categories: Sequence[str] = view.categories
+    if query:  # the ranker's answer (at most 100 skills), filtered here
         try:
             found = console.source.command("find", "--limit", "100", "--", query)
         except ConsoleError as exc:
             found, error = {"results": []}, str(exc)
         matched = {r["id"]: r for r in found.get("results", [])}
-        by_id = {s.id: s for s in skills}
-        skills = [by_id[i] for i in matched if i in by_id]
-    categories = sorted({c for s in skills if (c := _category(s))})
-    if state in ("enabled", "disabled"):
-        skills = [s for s in skills if s.metadata.enabled == (state == "enabled")]
-    if with_problems:
-        skills = [s for s in skills if s.id in problems]
-    if category:
-        skills = [s for s in skills if _category(s) == category]
+        ranked = [view.by_id[i] for i in matched if i in view.by_id]
+        categories = sorted({c for s in ranked if (c := view.category[s.id])})
+        skills: Sequence[SkillInfo] = [s for s in ranked if view.matches(s, state, with_problems, category)]
+    else:
+        skills = view.filtered(state, with_problems, category)
     total = len(skills)
     pages = max(1, -(-total // console.page_size))
     page = min(_page_number(request), pages)

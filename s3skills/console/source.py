@@ -31,12 +31,13 @@ from s3skills.cli.evals import eval_command
 from s3skills.cli.find import find_command
 from s3skills.cli.governance import approvals_command, approve_command, audit_command
 from s3skills.cli.library import disable_command, enable_command
-from s3skills.cli.versions import diff_command, history_command
+from s3skills.cli.versions import _versions, diff_command, history_command
 from s3skills.errors import S3SkillsError
 from s3skills.layout import KeyLayout
 from s3skills.skills import SkillLibrary
 from s3skills.skills.usage_store import StoredUsage, UsageReader
 from s3skills.skills.versions.channels import Channel, aread_channel
+from s3skills.skills.versions.history import SkillVersion
 from s3skills.storage import S3ObjectStore
 
 __all__ = ["ConsoleError", "ConsoleSource"]
@@ -164,6 +165,20 @@ class ConsoleSource:
         with self._lock:
             self._usage = (time.monotonic(), today, usage)
         return usage
+
+    def versions(self, sid: str) -> list[SkillVersion]:
+        """The versions of skill `sid`, newest first, each file with its S3 VersionId (what
+        `s3skills history` lists: 1 ListObjectVersions, and the skill's version records).
+
+        Raises:
+            ConsoleError: The skill or its history cannot be read.
+        """
+        ctx = Context(self.settings, stdout=io.StringIO(), stderr=io.StringIO(), _store=self.store,
+                      _library=self.library)  # fmt: skip
+        try:
+            return _versions(ctx, sid)[3]
+        except (CliError, UsageError, S3SkillsError, OSError, ValueError) as exc:
+            raise ConsoleError(" ".join(str(exc).split()) or type(exc).__name__) from exc
 
     def channels(self) -> tuple[list[Channel], list[str]]:
         """The stored channels (at most `MAX_CHANNELS`, by name), and what could not be read.

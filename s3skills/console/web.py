@@ -22,6 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from s3skills.console.auth import Identity, Sessions, TokenRoles, client_is_proxy
 from s3skills.console.source import ConsoleSource
+from s3skills.console.views import LibraryViews
 from s3skills.paths import check_identity
 
 __all__ = [
@@ -99,6 +100,7 @@ class Console:
     page_size: int = 50
     usage_log: Path | None = None
     details: DetailsCache = field(default_factory=lambda: DetailsCache(DETAILS_TTL))
+    views: LibraryViews = field(default_factory=LibraryViews)
 
     def identify(self, request: Request) -> Identity | None:
         """Who the request is for: the SSO proxy's header (from its address only), a bearer
@@ -194,7 +196,12 @@ def form_of(request: Request) -> dict[str, str] | None:
 
 class SecurityHeaders:
     """Adds the security headers to every response (a handler's own CSP wins), and reads a
-    POST's body (bounded) before the handler's thread runs."""
+    POST's body (bounded) before the handler's thread runs.
+
+    An exception that escapes the app before its response started is answered here with a
+    plain 500 carrying the headers (then raised again for the server's log): Starlette's own
+    500 page is sent outside every middleware, without them.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -214,8 +221,12 @@ class SecurityHeaders:
                     break
             scope.setdefault("state", {})["body"] = bytes(body)
 
+        started = False
+
         async def send_with_headers(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 headers = list(message.get("headers", []))
                 names = {k.lower() for k, _ in headers}
                 for name, value in (
@@ -231,4 +242,9 @@ class SecurityHeaders:
                 message["headers"] = headers
             await send(message)
 
-        await self.app(scope, receive, send_with_headers)
+        try:
+            await self.app(scope, receive, send_with_headers)
+        except Exception:
+            if not started:
+                await PlainTextResponse("internal error", status_code=500)(scope, receive, send_with_headers)
+            raise

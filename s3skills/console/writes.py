@@ -9,6 +9,7 @@ that user. Only a curator reaches these handlers, with the CSRF token of their s
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from urllib.parse import urlencode
 
@@ -21,12 +22,18 @@ from s3skills.console.auth import Identity
 from s3skills.console.render import DiffFile, side_by_side
 from s3skills.console.source import ConsoleError
 from s3skills.console.web import Console, curator, reader
-from s3skills.errors import InvalidPath
+from s3skills.errors import InvalidPath, S3SkillsError
 from s3skills.ids import SkillId
-from s3skills.skills.versions.approvals import Approval, aread_approvals
+from s3skills.skills.versions.approvals import Approval, aread_approvals, scripts_digest
 from s3skills.skills.versions.channels import check_channel_name
+from s3skills.skills.versions.history import FileVersion, SkillVersion, read_version
 
-__all__ = ["WRITE_ROUTES", "approval_diffs", "approvals_of"]
+__all__ = ["WRITE_ROUTES", "approval_diffs", "approvals_of", "approved_version"]
+
+MAX_SCANNED = 50
+"""Versions of a skill searched, newest first, for the one an approval vouches for."""
+MAX_SCRIPT_BYTES = 16 * 1024 * 1024
+"""Largest script version read to compute an older version's scripts digest."""
 
 
 def _done(message: str, back: str) -> Response:
@@ -133,11 +140,13 @@ def approvals_of(console: Console) -> list[Approval]:
 
 
 def approval_diffs(console: Console, sid: str, approvals: list[Approval] | None = None) -> dict[str, Any]:
-    """The scripts of `sid` against the version its last approval covered.
+    """The scripts of `sid` now against the version its last approval vouches for.
 
-    That version is the newest one written at or before the last approval; its diff to
-    the latest version (`s3skills diff`) is shown for `scripts/` only. With no approval,
-    every script is new.
+    That version is the newest one whose `scripts/` folder has the digest the last approval
+    of the skill names (`approved_version`), whatever came between; its diff to the latest
+    version (`s3skills diff`) is shown for `scripts/` only. With no approval every script is
+    new; when no version has the approved digest (the bytes are gone, or the record names
+    content this skill never had) the note says so and nothing is diffed.
     """
     mine = sorted((a for a in (approvals if approvals is not None else approvals_of(console)) if a.skill_id == sid),
                   key=lambda a: a.time)  # fmt: skip
@@ -145,18 +154,63 @@ def approval_diffs(console: Console, sid: str, approvals: list[Approval] | None 
         return {"approved": None, "files": [], "note": "never approved: every script is new"}
     last = mine[-1]
     try:
-        versions = console.source.command("history", sid).get("versions", [])
+        versions = console.source.versions(sid)
+        base = approved_version(console, versions, last.digest)
     except ConsoleError as exc:
         return {"approved": last, "files": [], "note": str(exc)}
-    older = [v for v in versions if v.get("created") and v["created"] <= last.time]
-    if not older or older[0]["version"] == versions[0]["version"]:
-        return {"approved": last, "files": [], "note": "no version after the approval is recorded"}
+    if base is None:
+        note = (f"none of the {min(len(versions), MAX_SCANNED)} newest versions of {sid} has the scripts this "
+                f"approval vouches for (digest {last.digest[:12]}): nothing to diff against")  # fmt: skip
+        return {"approved": last, "files": [], "note": note}
+    if base.id == versions[0].id:
+        note = f"the approved scripts (digest {last.digest[:12]}) are the current ones: the approval covers only some"
+        return {"approved": last, "files": [], "note": note, "from": base.id}
     try:
-        found = console.source.command("diff", sid, "--from", older[0]["version"], "--to", versions[0]["version"])
+        found = console.source.command("diff", sid, "--from", base.id, "--to", versions[0].id)
     except ConsoleError as exc:
         return {"approved": last, "files": [], "note": str(exc)}
     files: list[DiffFile] = [f for f in side_by_side(found.get("diff", "")) if f.path.startswith("scripts/")]
-    return {"approved": last, "files": files, "note": None, "from": older[0]["version"]}
+    return {"approved": last, "files": files, "note": None, "from": base.id}
+
+
+def approved_version(console: Console, versions: list[SkillVersion], digest: str) -> SkillVersion | None:
+    """The newest of `versions` (newest first, at most `MAX_SCANNED`) whose `scripts/` folder
+    has `digest` (`scripts_digest`), or None.
+
+    Each script file version is read once (1 GET by its VersionId), only until the digest
+    is found; versions whose scripts are the same objects share one digest.
+
+    Raises:
+        ConsoleError: A script version could not be read (gone, or larger than `MAX_SCRIPT_BYTES`).
+    """
+    store = console.source.store
+    read: dict[tuple[str, str | None, str], bytes] = {}
+
+    async def one(f: FileVersion) -> tuple[tuple[str, str | None, str], bytes]:
+        return (f.key, f.version_id, f.etag), (await read_version(store, f, max_bytes=MAX_SCRIPT_BYTES)).data
+
+    async def find() -> SkillVersion | None:
+        seen: dict[tuple[tuple[str, str | None, str], ...], str] = {}
+        for version in versions[:MAX_SCANNED]:
+            scripts = {f.path.removeprefix("scripts/"): (f.key, f.version_id, f.etag) for f in version.files
+                       if f.path.startswith("scripts/")}  # fmt: skip
+            state = tuple(sorted(scripts.values()))
+            if state not in seen:
+                missing = [
+                    f
+                    for f in version.files
+                    if f.path.startswith("scripts/") and (f.key, f.version_id, f.etag) not in read
+                ]
+                read.update(await asyncio.gather(*(one(f) for f in missing)))
+                seen[state] = scripts_digest({path: read[key] for path, key in scripts.items()})
+            if scripts and seen[state] == digest:
+                return version
+        return None
+
+    try:
+        return run_sync(find())
+    except S3SkillsError as exc:
+        raise ConsoleError(f"cannot read a script's older version: {' '.join(str(exc).split())}") from exc
 
 
 WRITE_ROUTES = [
