@@ -53,10 +53,10 @@ class ConsoleProcess:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if "http://" not in line:
+            self.proc.wait(timeout=30)
+            said = self.proc.stderr.read() if self.proc.stderr else ""  # before close() closes it
             self.close()
-            raise AssertionError(
-                f"the console did not start: {line}{self.proc.stderr.read() if self.proc.stderr else ''}"
-            )
+            raise AssertionError(f"the console did not start: {line}{said}")
         self.url = line.split("http://", 1)[1].split("/", 1)[0]
         self.url = f"http://{self.url}"
 

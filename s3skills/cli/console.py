@@ -4,12 +4,20 @@ A thin front over `s3skills.console.create_app`, served by uvicorn on `--host` (
 default). The library is the one every command acts on (`--user`, or `--shared NAME`
 alone), with the same global options. The console's packages (the `console` extra) are
 imported only when the command runs.
+
+SIGTERM (and Ctrl-C) drains as the MCP server does (`s3skills.serve.probes.Drain`): `/readyz`
+answers 503 at once, the console stops accepting connections, finishes the requests in
+flight within `--drain-seconds`, and exits 0; a second signal stops it at once.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import socket
+import threading
+from collections.abc import AsyncIterator
+from typing import Any
 
 import click
 
@@ -38,6 +46,13 @@ _NEEDS = ("starlette", "uvicorn", "jinja2", "markdown_it", "nh3", "pygments", "i
     metavar="FILE",
     help="JSON lines of usage records (s3skills.usage), added to the loads the agents keep in the library.",
 )
+@click.option(
+    "--drain-seconds",
+    type=click.FloatRange(1.0, 3600.0),
+    default=30.0,
+    show_default=True,
+    help="On SIGTERM: seconds to finish the requests in flight before exiting.",
+)
 @pass_context
 def console_command(
     ctx: Context,
@@ -48,6 +63,7 @@ def console_command(
     trusted_proxy: str | None,
     page_size: int,
     usage_log: str | None,
+    drain_seconds: float,
 ) -> int:
     """Serve a web console of the library on HOST:PORT until interrupted.
 
@@ -85,6 +101,44 @@ def console_command(
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     ctx.print(f"s3skills console of {source.owner} on http://{shown}:{bound}/ (Ctrl-C to stop)")
     ctx.stdout.flush()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", server_header=False))
-    server.run(sockets=[sock])
+    drain = _drained(app, drain_seconds)
+    config = uvicorn.Config(
+        app, log_level="warning", server_header=False, timeout_graceful_shutdown=drain.graceful_seconds
+    )  # type: ignore[arg-type]
+    _run(config, sock)
     return 0
+
+
+def _drained(app: Any, deadline: float) -> Any:
+    """Extend `app`'s lifespan with a `Drain` of its readiness, installed once uvicorn's own
+    signal handlers are (so chained in front of them); returns the drain."""
+    from s3skills.serve.probes import Drain
+
+    drain = Drain(app.state.readiness, deadline=deadline)
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(owner: Any) -> AsyncIterator[Any]:
+        if threading.current_thread() is threading.main_thread():
+            drain.install()
+        try:
+            async with inner(owner) as state:
+                yield state
+        finally:
+            drain.uninstall()
+
+    app.router.lifespan_context = lifespan
+    return drain
+
+
+def _run(config: Any, sock: socket.socket) -> None:
+    """Serve until a signal; end with status 0 after a drained SIGTERM (uvicorn would raise
+    the signal again once shut down, and the process would die of it: status -15)."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            self._captured_signals.clear()
+
+    Server(config).run(sockets=[sock])
