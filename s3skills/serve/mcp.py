@@ -95,15 +95,21 @@ def library_source(
     shared_prefix: str | None = None,
     layout: KeyLayout | None = None,
     channel: str | None = None,
+    catalog_ttl: float | None = None,
 ) -> LibrarySkillSource:
     """A skill source over a bucket's libraries (the default key layout unless given).
+
+    `catalog_ttl` is `Config.catalog_ttl`: seconds a user's library index (and the skill
+    folders read since its refresh) is trusted without a request; None asks on every call.
 
     Raises:
         botocore.exceptions.ProfileNotFound: `profile` is not configured.
     """
     session = session_for(endpoint_url, region, profile=profile)
     store = S3ObjectStore(bucket, endpoint_url=endpoint_url, region_name=region, session=session)
-    config = Config(layout=layout or KeyLayout(), shared_library=shared_prefix, channel=channel)
+    config = Config(
+        layout=layout or KeyLayout(), shared_library=shared_prefix, channel=channel, catalog_ttl=catalog_ttl
+    )
     return LibrarySkillSource(SkillLibrary(store, config))
 
 
@@ -270,6 +276,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--page-size", type=int, default=50, help="skills per page of skills/list")
     parser.add_argument("--channel", help="serve this channel of the libraries (default: latest)")
     parser.add_argument(
+        "--catalog-ttl",
+        type=float,
+        metavar="SECONDS",
+        help="trust a library's index, and the skill folders read since, for SECONDS without asking S3 "
+        "(a write shows within it; default: ask on every call)",
+    )
+    parser.add_argument(
         "--no-tools", action="store_true", help="serve only the skills extension, not the tools and prompts face"
     )
     parser.add_argument(
@@ -321,6 +334,8 @@ def _source(args: argparse.Namespace) -> tuple[LibrarySkillSource, bool, Any, st
     """
     if args.page_size < 1:
         raise _usage("--page-size must be at least 1")
+    if args.catalog_ttl is not None and not 0 <= args.catalog_ttl <= 3600:
+        raise _usage("--catalog-ttl must be a number of seconds in [0, 3600]")
     try:
         bucket = resolve("bucket", args.bucket)
         endpoint = resolve("endpoint_url", args.endpoint_url)
@@ -346,6 +361,7 @@ def _source(args: argparse.Namespace) -> tuple[LibrarySkillSource, bool, Any, st
             shared_prefix=shared,
             layout=layout,
             channel=args.channel,
+            catalog_ttl=args.catalog_ttl,
         )
     except ValueError as exc:
         raise _usage(str(exc)) from None
