@@ -228,9 +228,10 @@ def print_table(traced: dict[str, Any]) -> None:
             c = statistics.median(x[1] for x in cpu["steps"][t][step]) * 1000
             cells.append(f"{w:9.2f} / {c:6.2f} cpu")
         print(f"{label:<22}" + "".join(f"{cell:>26}" for cell in cells))
-    print("S3 requests per call, mean by operation (at 1 client, warm-up calls left out):")
+    print(f"S3 requests per call, mean by operation, at {wall['clients']} clients / at 1 client (warm-up left out):")
     for t in tools:
-        print(f"  {t}: {requests_per_call(cpu['steps'][t]['s3 requests'])}")
+        at_n, at_1 = (requests_per_call(run["steps"][t]["s3 requests"]) for run in (wall, cpu))
+        print(f"  {t}: {at_n} / {at_1}")
 
 
 def requests_per_call(calls: list[dict[str, int]]) -> dict[str, float]:

@@ -177,7 +177,10 @@ class SkillReads:
             await self.catalog.areconcile(hit.info.source, hit.prefix)
             raise SkillError(f"Skill '{hit.info.id}' not found. Call list_skills to see them all.") from None
         if etag == hit.entry.etag:
+            if (hit.entry.key, etag) in self._confirmed_md:  # this version was parsed and found enabled
+                return hit, text
             if _enabled_in(text, hit.info.id):
+                self._confirm(hit)
                 return hit, text
             # The index said enabled, the file says otherwise (a forged or damaged manifest).
             await self.catalog.arefresh_entries(hit.info.source, hit.prefix, [hit.info.id])
