@@ -187,6 +187,45 @@ async def load(
     return {"wall": time.perf_counter() - began, "samples": samples}
 
 
+async def sweep(url: str, tokens: dict[str, str], per_user: int, clients: int, rounds: int = 2) -> int:
+    """Every user loads and reads every skill `rounds` times, over `clients` connections; the calls made.
+
+    What a long-running server has seen: its caches hold what its users call (with `--workers`
+    each worker has its own, and a connection goes to one worker, so the sweep goes over every
+    connection more than once).
+
+    Raises:
+        RuntimeError: A call failed (the first failure).
+    """
+    parts = urlsplit(url)
+    host, port, path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/"
+    todo = [
+        (token, tool, f"skill-{s:03d}")
+        for _ in range(rounds)
+        for token in tokens
+        for s in range(per_user)
+        for tool in ("load_skill", "read_skill_file")
+    ]
+    todo.reverse()
+    loop = asyncio.get_running_loop()
+
+    async def client() -> None:
+        _, conn = await loop.create_connection(_Connection, host, port)
+        try:
+            while todo:
+                token, tool, skill = todo.pop()
+                raw = request_bytes(f"{host}:{port}", path, token, call_body(tool, skill, 0))
+                error = check_answer(tool, skill, per_user, *await conn.send(raw))
+                if error is not None:
+                    raise RuntimeError(f"warm-up {tool}({skill}) failed: {error}")
+        finally:
+            conn.transport.close()
+
+    total = len(todo)
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return total
+
+
 def run(coro: Any) -> Any:
     """Run a coroutine on uvloop when it is installed (as the server does), else asyncio's loop."""
     try:

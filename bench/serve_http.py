@@ -3,16 +3,19 @@
 SeaweedFS on loopback (no added latency) holds `--users` libraries of `--skills` skills
 each (a `SKILL.md` and a `references/guide.md`, with their manifests, as after a push).
 For each `--workers` value a server is started as a user does
-(`python -m s3skills.serve.mcp --transport http --workers N`), warmed up (every user
-lists, loads and reads once), then `--clients` clients call it for `--duration` seconds:
-each client is one user (round robin over the users), with its own keep-alive
-connection, and loops over `list_skills(query)`, `load_skill(name)` and
-`read_skill_file(name, references/guide.md)` of a skill picked at random (seeded). Each
-call is a stateless JSON-RPC `tools/call` POST, as an MCP client sends it.
+(`python -m s3skills.serve.mcp --transport http --workers N --catalog-ttl 5`), warmed up
+(every user loads and reads every skill twice, then 3 s of calls), then `--clients`
+clients call it for `--duration` seconds: each client is one user (round robin over the
+users), with its own keep-alive connection, and loops over `list_skills(query)`,
+`load_skill(name)` and `read_skill_file(name, references/guide.md)` of a skill picked at
+random (seeded). Each call is a stateless JSON-RPC `tools/call` POST, as an MCP client
+sends it, from `http_load.py` (pre-encoded requests on one loop; every answer checked).
 
-Reported per run: calls/s, p50/p99 of all calls and of each tool, failed calls, and the
-CPU seconds the server's processes, SeaweedFS and this load generator used (from
-/proc), per call and as cores. Every latency sample is written to the results file.
+Reported per run: calls/s, p50/p99 of all calls and of each tool, failed calls (not a 200,
+a JSON-RPC error, `isError`, or not the answer asked for), and the CPU seconds the server's
+processes, SeaweedFS and this load generator used (from /proc), per call and as cores.
+Every latency sample is written to the results file. `--catalog-ttl 0` serves as without
+the option (every call asks S3).
 
     python bench/serve_http.py                          # workers 1 then 2, 50 clients, 20 s each
     python bench/serve_http.py --workers 1,2,1,2 --duration 15
@@ -40,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from fill import put_all  # bench/fill.py: this script's directory is first on sys.path
-from http_load import GUIDE_PATH, GUIDE_START, QUERIES, TOOLS, load, run
+from http_load import GUIDE_PATH, GUIDE_START, QUERIES, TOOLS, load, run, sweep
 
 from s3skills._loop import run_sync
 from s3skills.config import Config
@@ -198,7 +201,8 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
 def run_level(
     url: str, proc: subprocess.Popen[bytes], weed_pid: int | None, tokens: dict[str, str], args: argparse.Namespace
 ) -> dict[str, Any]:
-    run(load(url, tokens, len(tokens), 3.0, args.skills))  # warm-up: every user, each tool
+    run(sweep(url, tokens, args.skills, args.clients))  # warm-up: every user loads and reads every skill
+    run(load(url, tokens, len(tokens), 3.0, args.skills))  # then every user, each tool
     pids = [proc.pid]
     cpu0 = cpu_seconds(pids), cpu_seconds([weed_pid]) if weed_pid else 0.0, time.process_time()
     result = run(load(url, tokens, args.clients, args.duration, args.skills))

@@ -190,7 +190,7 @@ def trace(
 ) -> Any:
     """The per-step figures: wall at `args.clients` clients, CPU with one client (`server` and
     `load` are `serve_http`'s)."""
-    from http_load import run  # bench/http_load.py: on uvloop, as the timed runs
+    from http_load import run, sweep  # bench/http_load.py: on uvloop, as the timed runs
 
     out: dict[str, Any] = {}
     for label, clients, duration in (("wall", args.clients, args.duration), ("cpu", 1, max(5.0, args.duration / 2))):
@@ -198,6 +198,7 @@ def trace(
         os.environ["S3SKILLS_TRACE_OUT"] = str(dump)
         try:
             with server(bucket, endpoint, keys, tokens_file, 1, *args.server_options, launcher=__file__) as (url, _p):
+                run(sweep(url, tokens, args.skills, args.clients))
                 run(load(url, tokens, len(tokens), 3.0, args.skills))
                 _done_marker = run(load(url, tokens, clients, duration, args.skills))
         finally:
