@@ -44,12 +44,17 @@ def call_body(tool: str, skill: str, n: int) -> bytes:
     return json.dumps(message).encode()
 
 
-def request_bytes(host: str, path: str, token: str, body: bytes) -> bytes:
+WARM_UP_HEADER = "X-Bench-Warm-Up"
+"""Sent with the warm-up's calls, so that the step tracer (`serve_trace.py`) leaves them out."""
+
+
+def request_bytes(host: str, path: str, token: str, body: bytes, *, warm_up: bool = False) -> bytes:
     """One whole HTTP/1.1 POST, as an MCP client sends a stateless call."""
     head = (
         f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
         "Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2025-11-25\r\n"
-        f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n"
+        + (f"{WARM_UP_HEADER}: 1\r\n" if warm_up else "")
+        + f"Authorization: Bearer {token}\r\nContent-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
 
@@ -128,12 +133,20 @@ def _parse(buffer: bytearray) -> tuple[int, bytes] | None:
 
 
 async def load(
-    url: str, tokens: dict[str, str], clients: int, duration: float, per_user: int, seed: int = 7
+    url: str,
+    tokens: dict[str, str],
+    clients: int,
+    duration: float,
+    per_user: int,
+    seed: int = 7,
+    *,
+    warm_up: bool = False,
 ) -> dict[str, Any]:
     """`clients` clients calling for `duration` seconds; every call's (tool, start, seconds, error).
 
     Each client is one user (round robin over `tokens`) on its own connection, and loops over
-    the tools in turn on a skill picked at random (seeded).
+    the tools in turn on a skill picked at random (seeded). `warm_up` marks the calls as a
+    warm-up's (`WARM_UP_HEADER`).
     """
     parts = urlsplit(url)
     host, port, path = parts.hostname or "127.0.0.1", parts.port or 80, parts.path or "/"
@@ -145,7 +158,9 @@ async def load(
             for tool in TOOLS:
                 for q in range(len(QUERIES)) if tool == "list_skills" else (0,):
                     body = call_body(tool, skill, q)
-                    prepared[(token, tool, skill, q)] = request_bytes(f"{host}:{port}", path, token, body)
+                    prepared[(token, tool, skill, q)] = request_bytes(
+                        f"{host}:{port}", path, token, body, warm_up=warm_up
+                    )
     checked: dict[tuple[str, str, str, int], bytes] = {}  # request -> an answer found right
     samples: list[tuple[str, float, float, str | None]] = []
     loop = asyncio.get_running_loop()
@@ -214,7 +229,7 @@ async def sweep(url: str, tokens: dict[str, str], per_user: int, clients: int, r
         try:
             while todo:
                 token, tool, skill = todo.pop()
-                raw = request_bytes(f"{host}:{port}", path, token, call_body(tool, skill, 0))
+                raw = request_bytes(f"{host}:{port}", path, token, call_body(tool, skill, 0), warm_up=True)
                 error = check_answer(tool, skill, per_user, *await conn.send(raw))
                 if error is not None:
                     raise RuntimeError(f"warm-up {tool}({skill}) failed: {error}")

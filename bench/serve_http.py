@@ -202,7 +202,7 @@ def run_level(
     url: str, proc: subprocess.Popen[bytes], weed_pid: int | None, tokens: dict[str, str], args: argparse.Namespace
 ) -> dict[str, Any]:
     run(sweep(url, tokens, args.skills, args.clients))  # warm-up: every user loads and reads every skill
-    run(load(url, tokens, len(tokens), 3.0, args.skills))  # then every user, each tool
+    run(load(url, tokens, len(tokens), 3.0, args.skills, warm_up=True))  # then every user, each tool
     pids = [proc.pid]
     cpu0 = cpu_seconds(pids), cpu_seconds([weed_pid]) if weed_pid else 0.0, time.process_time()
     result = run(load(url, tokens, args.clients, args.duration, args.skills))
