@@ -253,7 +253,9 @@ class SkillReads:
 
         Costs 1 GET, and for a file in a subfolder 1 HEAD per folder level, sent with it: a
         folder that holds a `SKILL.md` now is another skill's, even one written after the
-        index was read (see `anested_now`).
+        index was read (see `anested_now`). With a catalog TTL (and no pin), the skill
+        folder's listing decides instead, trusted as long as the index (1 LIST when it is
+        older, and 1 GET per file version: `s3skills.skills.index.folders`).
 
         When the tenant's thread loaded the skill (`Tenant.skill_versions`), the file is
         read as it was at that load (see `s3skills.skills.versions.history.read_pinned`).
