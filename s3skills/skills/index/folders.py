@@ -1,17 +1,18 @@
 """Skill folders' listings and their files' bytes, trusted as long as the library's index is.
 
-With a catalog TTL (`Config.catalog_ttl`, `s3skills mcp --catalog-ttl`), a library's index is
-trusted without a request for the TTL: the deployment accepted that a write shows within it
-(the kill switch and a disabled skill reach readers within the same TTL). A skill folder is
-read under the same promise: its LIST answers the folder's files and the nested-skill check
-for the TTL of its library (from when it was sent), and a file's bytes are kept by its key and
+With a catalog TTL (`Config.catalog_ttl`, `s3skills mcp --catalog-ttl`; the shared
+library's `Config.shared_catalog_ttl`, 5 s by default), a library's index is trusted
+without a request for the TTL: the deployment accepted that a write shows within it (the
+kill switch and a disabled skill reach readers within the same TTL). A skill folder is read
+under the same promise: its LIST answers the folder's files and the nested-skill check for
+the TTL of its library (from when it was sent), and a file's bytes are kept by its key and
 the ETag a listing names. So `load_skill` and `read_skill_file` cost no request while the
 listing is fresh. An invalidation of the library (`SkillLibrary.invalidate`, which the
 library's own writers call) ends every listing taken before it, and a body is only served
 for the ETag a fresh listing names: nothing is served that is older than the TTL promises.
 
-Without a TTL every call refreshes the library's index, so no listing outlives its call and
-`SkillReads.aopen` reads the bucket as before; reads pinned to a version (a thread's or a
+Without a TTL the library's index is refreshed by every call, and `SkillReads.aopen` reads
+the bucket as before (no listing is kept); reads pinned to a version (a thread's or a
 channel's) never use this cache.
 """
 
