@@ -28,6 +28,7 @@ from s3skills.serve.server import SkillsServer
 from s3skills.skills import SkillLibrary
 from s3skills.skills.index.folders import FolderCache
 from s3skills.storage import ObjectBody
+from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, skill_md
 
 
@@ -217,3 +218,27 @@ def test_the_server_refuses_a_catalog_ttl_that_is_not_a_number(capsys: pytest.Ca
         mcp_main(["--bucket", "b-1", "--user", "ana", "--catalog-ttl", "soon"])
     assert exited.value.code == 2
     assert "--catalog-ttl" in capsys.readouterr().err
+
+
+async def test_a_shared_skill_read_by_one_tenant_costs_the_next_tenant_no_request_within_the_shared_ttl() -> None:
+    store = MemoryObjectStore()
+    store.put_object("shared/org/skills/deploy/SKILL.md", skill_md("deploy", "Deploy the services"))
+    store.put_object("shared/org/skills/deploy/references/steps.md", "steps\n")
+    library = SkillLibrary(store, Config(shared_library="org"))  # the shared library's TTL: 5 s by default
+    now = [1_000_000.0]
+    library.catalog.clock = lambda: now[0]
+    requests: Counter[str] = Counter()
+    store.add_request_hook(lambda operation: requests.update([operation]))
+    with serve_on_running_loop():
+        first = await library.aopen("deploy", "references/steps.md", tenant=Tenant("ana"))
+        await library.aindex(tenant=Tenant("bob"))  # bob's own library, indexed once
+        await library.catalog.aflush()
+        before = requests.copy()
+        second = await library.aopen("deploy", "references/steps.md", tenant=Tenant("bob"))
+        bob = requests - before
+        assert first.data == second.data == b"steps\n"
+        assert bob == Counter()  # the shared folder's listing and the file's bytes, as ana's read left them
+        now[0] += 6  # past the shared library's TTL: its folder is listed again
+        store.put_object("shared/org/skills/deploy/references/steps.md", "steps, second edition\n")
+        third = await library.aopen("deploy", "references/steps.md", tenant=Tenant("bob"))
+        assert third.data == b"steps, second edition\n"
