@@ -3,16 +3,19 @@
 SeaweedFS on loopback (no added latency) holds `--users` libraries of `--skills` skills
 each (a `SKILL.md` and a `references/guide.md`, with their manifests, as after a push).
 For each `--workers` value a server is started as a user does
-(`python -m s3skills.serve.mcp --transport http --workers N`), warmed up (every user
-lists, loads and reads once), then `--clients` clients call it for `--duration` seconds:
-each client is one user (round robin over the users), with its own keep-alive
-connection, and loops over `list_skills(query)`, `load_skill(name)` and
-`read_skill_file(name, references/guide.md)` of a skill picked at random (seeded). Each
-call is a stateless JSON-RPC `tools/call` POST, as an MCP client sends it.
+(`python -m s3skills.serve.mcp --transport http --workers N --catalog-ttl 5`), warmed up
+(every user loads and reads every skill twice, then 3 s of calls), then `--clients`
+clients call it for `--duration` seconds: each client is one user (round robin over the
+users), with its own keep-alive connection, and loops over `list_skills(query)`,
+`load_skill(name)` and `read_skill_file(name, references/guide.md)` of a skill picked at
+random (seeded). Each call is a stateless JSON-RPC `tools/call` POST, as an MCP client
+sends it, from `http_load.py` (pre-encoded requests on one loop; every answer checked).
 
-Reported per run: calls/s, p50/p99 of all calls and of each tool, failed calls, and the
-CPU seconds the server's processes, SeaweedFS and this load generator used (from
-/proc), per call and as cores. Every latency sample is written to the results file.
+Reported per run: calls/s, p50/p99 of all calls and of each tool, failed calls (not a 200,
+a JSON-RPC error, `isError`, or not the answer asked for), and the CPU seconds the server's
+processes, SeaweedFS and this load generator used (from /proc), per call and as cores.
+Every latency sample is written to the results file. `--catalog-ttl 0` serves as without
+the option (every call asks S3).
 
     python bench/serve_http.py                          # workers 1 then 2, 50 clients, 20 s each
     python bench/serve_http.py --workers 1,2,1,2 --duration 15
@@ -26,11 +29,9 @@ CPU by step with one client (where a step's CPU is its own).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import json
 import os
-import random
 import statistics
 import subprocess
 import sys
@@ -41,8 +42,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 from fill import put_all  # bench/fill.py: this script's directory is first on sys.path
+from http_load import GUIDE_PATH, GUIDE_START, QUERIES, TOOLS, load, run, sweep
 
 from s3skills._loop import run_sync
 from s3skills.config import Config
@@ -53,13 +54,6 @@ from s3skills.tenancy import Tenant
 from s3skills.testing import make_bucket
 
 LAYOUT = KeyLayout()
-TOOLS = ("list_skills", "load_skill", "read_skill_file")
-QUERIES = ("fill a pdf form", "quarterly report", "translate a contract", "review code", "plan a trip")
-HEADERS = {
-    "Content-Type": "application/json",
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2025-11-25",
-}
 
 
 def user_of(i: int) -> str:
@@ -82,7 +76,7 @@ def fill_bucket(url: str, keys: tuple[str, str], users: int, per_user: int) -> s
         for s in range(per_user):
             home = f"{LAYOUT.user_prefix(user_of(u))}skill-{s:03d}/"
             objects.append((home + "SKILL.md", skill_md(f"skill-{s:03d}", s)))
-            objects.append((home + "references/guide.md", b"# Guide\n\n" + b"More detail.\n" * 40))
+            objects.append((home + GUIDE_PATH, GUIDE_START.encode() + b"\n\n" + b"More detail.\n" * 40))
     run_sync(put_all(url, bucket, keys, objects))
     import aioboto3
 
@@ -179,62 +173,6 @@ def server(
             print("server stderr:", "".join(problems[:10]), file=sys.stderr)
 
 
-def call_body(tool: str, skill: str, n: int) -> bytes:
-    if tool == "list_skills":
-        arguments: dict[str, str] = {"query": QUERIES[n % len(QUERIES)]}
-    elif tool == "load_skill":
-        arguments = {"name": skill}
-    else:
-        arguments = {"name": skill, "path": "references/guide.md"}
-    message = {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}
-    return json.dumps(message).encode()
-
-
-async def one_call(http: aiohttp.ClientSession, url: str, token: str, tool: str, skill: str, n: int) -> str | None:
-    """One tools/call; None when it answered a result without isError, else what went wrong."""
-    headers = {**HEADERS, "Authorization": f"Bearer {token}"}
-    try:
-        async with http.post(url, data=call_body(tool, skill, n), headers=headers) as response:
-            text = await response.text()
-            if response.status != 200:
-                return f"HTTP {response.status}: {text[:200]}"
-    except (TimeoutError, aiohttp.ClientError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    answer = json.loads(text)
-    if "error" in answer:
-        return f"error: {answer['error']}"
-    if answer["result"].get("isError"):
-        return f"isError: {answer['result']['content'][0]['text'][:200]}"
-    return None
-
-
-async def load(
-    url: str, tokens: dict[str, str], clients: int, duration: float, per_user: int, seed: int = 7
-) -> dict[str, Any]:
-    """`clients` clients calling for `duration` seconds; every call's (tool, start, seconds, error)."""
-    users = list(tokens.items())
-    samples: list[tuple[str, float, float, str | None]] = []
-    began = time.perf_counter()
-    stop_at = began + duration
-
-    async def client(c: int) -> None:
-        token, _ = users[c % len(users)]
-        pick = random.Random(seed * 1000 + c)
-        connector = aiohttp.TCPConnector(limit=1)
-        async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=60)) as http:
-            n = 0
-            while time.perf_counter() < stop_at:
-                tool = TOOLS[n % len(TOOLS)]
-                skill = f"skill-{pick.randrange(per_user):03d}"
-                start = time.perf_counter()
-                error = await one_call(http, url, token, tool, skill, n)
-                samples.append((tool, start - began, time.perf_counter() - start, error))
-                n += 1
-
-    await asyncio.gather(*(client(c) for c in range(clients)))
-    return {"wall": time.perf_counter() - began, "samples": samples}
-
-
 def percentile(xs: list[float], p: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(p * len(xs)))] if xs else float("nan")
@@ -263,10 +201,11 @@ def summarise(result: dict[str, Any]) -> dict[str, Any]:
 def run_level(
     url: str, proc: subprocess.Popen[bytes], weed_pid: int | None, tokens: dict[str, str], args: argparse.Namespace
 ) -> dict[str, Any]:
-    asyncio.run(load(url, tokens, len(tokens), 3.0, args.skills))  # warm-up: every user, each tool
+    run(sweep(url, tokens, args.skills, args.clients))  # warm-up: every user loads and reads every skill
+    run(load(url, tokens, len(tokens), 3.0, args.skills, warm_up=True))  # then every user, each tool
     pids = [proc.pid]
     cpu0 = cpu_seconds(pids), cpu_seconds([weed_pid]) if weed_pid else 0.0, time.process_time()
-    result = asyncio.run(load(url, tokens, args.clients, args.duration, args.skills))
+    result = run(load(url, tokens, args.clients, args.duration, args.skills))
     cpu1 = cpu_seconds(pids), cpu_seconds([weed_pid]) if weed_pid else 0.0, time.process_time()
     row = summarise(result)
     wall, calls = result["wall"], max(1, row["calls"])
@@ -290,9 +229,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=20.0, help="seconds of load per run")
     parser.add_argument("--users", type=int, default=20)
     parser.add_argument("--skills", type=int, default=20, help="skills per user")
+    parser.add_argument(
+        "--catalog-ttl",
+        default="5",
+        help="the server's --catalog-ttl in seconds (default 5, as the shared library's default TTL: a write "
+        "shows within 5 s; 0: every call asks S3, as without the option)",
+    )
     parser.add_argument("--trace", action="store_true", help="also trace a call's steps (bench/serve_trace.py)")
     parser.add_argument("--out", type=Path, help="results file (default: bench/results/serve_http-<time>.json)")
     args = parser.parse_args(argv)
+    args.server_options = ["--catalog-ttl", args.catalog_ttl]
     run = record.Run("serve_http", argv)
     rows: list[dict[str, Any]] = []
     traced: dict[str, Any] | None = None
@@ -305,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         tokens_file.chmod(0o600)
         weed_pid = _weed_pid()
         for workers in (int(w) for w in args.workers.split(",") if w.strip()):
-            with server(bucket, up.url, keys, tokens_file, workers) as (url, proc):
+            with server(bucket, up.url, keys, tokens_file, workers, *args.server_options) as (url, proc):
                 row = {
                     "workers": workers,
                     "load_before": os.getloadavg(),
@@ -318,7 +264,13 @@ def main(argv: list[str] | None = None) -> int:
 
             traced = serve_trace.trace(bucket, up.url, keys, tokens_file, tokens, args, server, load)
             serve_trace.print_table(traced)
-    report = {"users": args.users, "skills_per_user": args.skills, "clients": args.clients, "runs": rows}
+    report = {
+        "users": args.users,
+        "skills_per_user": args.skills,
+        "clients": args.clients,
+        "catalog_ttl": args.catalog_ttl,
+        "runs": rows,
+    }
     if traced is not None:
         report["trace"] = traced
     print(f"samples: {run.write(args.out, extra=report)}")

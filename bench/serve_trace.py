@@ -133,8 +133,12 @@ def install() -> None:
 _s3_started_at: contextvars.ContextVar[tuple[float, float] | None] = contextvars.ContextVar("s3_at", default=None)
 
 
-def _s3_started(**_: Any) -> None:
+def _s3_started(model: Any = None, **_: Any) -> None:
     _s3_started_at.set((time.perf_counter(), time.process_time()))
+    trace = _trace.get()
+    if trace is not None and model is not None:  # S3 requests of the call, by operation
+        ops = trace.setdefault("s3 requests", {})
+        ops[model.name] = ops.get(model.name, 0) + 1
 
 
 def _s3_ended(**_: Any) -> None:
@@ -157,6 +161,7 @@ class _Traced:
             await self.app(scope, receive, send)
             return
         trace: dict[str, Any] = {}
+        warm_up = any(name == b"x-bench-warm-up" for name, _ in scope["headers"])  # http_load.WARM_UP_HEADER
         token = _trace.set(trace)
         w, c = time.perf_counter(), time.process_time()
         try:
@@ -164,7 +169,7 @@ class _Traced:
         finally:
             _add("server", time.perf_counter() - w, time.process_time() - c)
             _trace.reset(token)
-            if "tool" in trace:
+            if "tool" in trace and not warm_up:
                 _done.append(trace)
 
 
@@ -177,6 +182,7 @@ def _dump() -> None:
         tool = table.setdefault(trace["tool"], {})
         for step in STEPS:
             tool.setdefault(step, []).append(tuple(trace.get(step, (0.0, 0.0))))  # type: ignore[arg-type]
+        tool.setdefault("s3 requests", []).append(trace.get("s3 requests", {}))  # type: ignore[arg-type]
     Path(out).write_text(json.dumps(table))
 
 
@@ -185,14 +191,17 @@ def trace(
 ) -> Any:
     """The per-step figures: wall at `args.clients` clients, CPU with one client (`server` and
     `load` are `serve_http`'s)."""
+    from http_load import run, sweep  # bench/http_load.py: on uvloop, as the timed runs
+
     out: dict[str, Any] = {}
     for label, clients, duration in (("wall", args.clients, args.duration), ("cpu", 1, max(5.0, args.duration / 2))):
         dump = tokens_file.parent / f"trace-{label}.json"
         os.environ["S3SKILLS_TRACE_OUT"] = str(dump)
         try:
-            with server(bucket, endpoint, keys, tokens_file, 1, launcher=__file__) as (url, _proc):
-                asyncio.run(load(url, tokens, len(tokens), 3.0, args.skills))
-                _done_marker = asyncio.run(load(url, tokens, clients, duration, args.skills))
+            with server(bucket, endpoint, keys, tokens_file, 1, *args.server_options, launcher=__file__) as (url, _p):
+                run(sweep(url, tokens, args.skills, clients))
+                run(load(url, tokens, len(tokens), 3.0, args.skills, warm_up=True))
+                _done_marker = run(load(url, tokens, clients, duration, args.skills))
         finally:
             del os.environ["S3SKILLS_TRACE_OUT"]
         client_side: dict[str, list[float]] = {}
@@ -205,7 +214,7 @@ def trace(
 def print_table(traced: dict[str, Any]) -> None:
     """Median ms per call, by tool and step: wall at N clients, CPU at one client."""
     wall, cpu = traced["wall"], traced["cpu"]
-    print(f"\nper call, median ms: wall at {wall['clients']} clients / CPU at 1 client (warm-up calls included)")
+    print(f"\nper call, median ms: wall at {wall['clients']} clients / CPU at 1 client (warm-up calls left out)")
     tools = sorted(wall["steps"])
     print(f"{'step':<22}" + "".join(f"{t:>26}" for t in tools))
     rows = [("client (end to end)", None), *((s, s) for s in STEPS)]
@@ -221,6 +230,16 @@ def print_table(traced: dict[str, Any]) -> None:
             c = statistics.median(x[1] for x in cpu["steps"][t][step]) * 1000
             cells.append(f"{w:9.2f} / {c:6.2f} cpu")
         print(f"{label:<22}" + "".join(f"{cell:>26}" for cell in cells))
+    print(f"S3 requests per call, mean by operation, at {wall['clients']} clients / at 1 client:")
+    for t in tools:
+        at_n, at_1 = (requests_per_call(run["steps"][t]["s3 requests"]) for run in (wall, cpu))
+        print(f"  {t}: {at_n} / {at_1}")
+
+
+def requests_per_call(calls: list[dict[str, int]]) -> dict[str, float]:
+    """Mean S3 requests per call by operation (the warm-up's calls are not traced)."""
+    ops = sorted({op for call in calls for op in call})
+    return {op: round(sum(call.get(op, 0) for call in calls) / max(1, len(calls)), 3) for op in ops}
 
 
 if __name__ == "__main__":

@@ -63,6 +63,13 @@ def _deprecated_shared_prefix(ctx: click.Context, _param: click.Parameter, value
 @_serving_options
 @click.option("--page-size", type=int, default=50, show_default=True, help="Skills per page of skills/list.")
 @click.option("--channel", metavar="NAME", help="Serve this channel (s3skills channel); default: latest.")
+@click.option(
+    "--catalog-ttl",
+    type=click.FloatRange(0, 3600),
+    metavar="SECONDS",
+    help="Trust a library's index, and the skill folders read since, for SECONDS without asking S3 "
+    "(a write shows within it). Default: ask on every call.",
+)
 @click.option("--no-tools", is_flag=True, help="Serve only the skills extension, not the MCP tools and prompts.")
 @click.option(
     "--no-usage-store",
@@ -87,6 +94,7 @@ def mcp_command(
     no_usage_store: bool,
     check: bool,
     channel: str | None,
+    catalog_ttl: float | None,
     workers: str | None,
     metrics: bool,
     drain_seconds: str | None,
@@ -123,6 +131,8 @@ def mcp_command(
         argv.append("--no-usage-store")
     if channel:
         argv += ["--channel", channel]
+    if catalog_ttl is not None:
+        argv += ["--catalog-ttl", str(catalog_ttl)]
     for flag, value in (
         ("--workers", workers),
         ("--drain-seconds", drain_seconds),

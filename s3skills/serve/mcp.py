@@ -97,9 +97,13 @@ def library_source(
     layout: KeyLayout | None = None,
     channel: str | None = None,
     usage_store: bool = True,
+    catalog_ttl: float | None = None,
 ) -> LibrarySkillSource:
     """A skill source over a bucket's libraries (the default key layout unless given); with
     `usage_store` its loads are counted in each library's `.s3skills/usage/` (`Config.usage_store`).
+
+    `catalog_ttl` is `Config.catalog_ttl`: seconds a user's library index (and the skill
+    folders read since its refresh) is trusted without a request; None asks on every call.
 
     Raises:
         botocore.exceptions.ProfileNotFound: `profile` is not configured.
@@ -107,7 +111,11 @@ def library_source(
     session = session_for(endpoint_url, region, profile=profile)
     store = S3ObjectStore(bucket, endpoint_url=endpoint_url, region_name=region, session=session)
     config = Config(
-        layout=layout or KeyLayout(), shared_library=shared_prefix, channel=channel, usage_store=usage_store
+        layout=layout or KeyLayout(),
+        shared_library=shared_prefix,
+        channel=channel,
+        usage_store=usage_store,
+        catalog_ttl=catalog_ttl,
     )
     return LibrarySkillSource(SkillLibrary(store, config))
 
@@ -276,6 +284,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--page-size", type=int, default=50, help="skills per page of skills/list")
     parser.add_argument("--channel", help="serve this channel of the libraries (default: latest)")
     parser.add_argument(
+        "--catalog-ttl",
+        type=float,
+        metavar="SECONDS",
+        help="trust a library's index, and the skill folders read since, for SECONDS without asking S3 "
+        "(a write shows within it; default: ask on every call)",
+    )
+    parser.add_argument(
         "--no-tools", action="store_true", help="serve only the skills extension, not the tools and prompts face"
     )
     parser.add_argument(
@@ -333,6 +348,8 @@ def _source(args: argparse.Namespace) -> tuple[LibrarySkillSource, bool, Any, st
     """
     if args.page_size < 1:
         raise _usage("--page-size must be at least 1")
+    if args.catalog_ttl is not None and not 0 <= args.catalog_ttl <= 3600:
+        raise _usage("--catalog-ttl must be a number of seconds in [0, 3600]")
     try:
         bucket = resolve("bucket", args.bucket)
         endpoint = resolve("endpoint_url", args.endpoint_url)
@@ -359,6 +376,7 @@ def _source(args: argparse.Namespace) -> tuple[LibrarySkillSource, bool, Any, st
             layout=layout,
             channel=args.channel,
             usage_store=not args.no_usage_store,
+            catalog_ttl=args.catalog_ttl,
         )
     except ValueError as exc:
         raise _usage(str(exc)) from None

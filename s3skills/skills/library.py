@@ -34,6 +34,7 @@ from s3skills.ids import SkillId
 from s3skills.skills.code.registry import SkillRegistry, merge_index
 from s3skills.skills.format.model import SkillInfo, SkillProblem
 from s3skills.skills.index.catalog import SkillCatalog
+from s3skills.skills.index.folders import FolderCache
 from s3skills.skills.index.served import ChannelServer
 from s3skills.skills.index.writers import LibraryWriter
 from s3skills.skills.ranking.matching import closest_ids
@@ -122,6 +123,8 @@ class SkillLibrary(SkillReads, LibraryWriter):
             enabled=self.config.usage_store,
         )
         """Counts of loads and runs per library and day, written to `.s3skills/usage/` (`count_use`)."""
+        # Skill folders' listings and files, within the index's TTL (`s3skills.skills.index.folders`).
+        self.folders = FolderCache(store, self.config.limits, self.catalog.ttl_of, lambda: self.catalog.clock())
 
     def tenant(self) -> Tenant:
         """The tenant of the current call."""

@@ -22,7 +22,8 @@ from s3skills.paths import VPath, join_key
 from s3skills.skills.code.registry import SkillRegistry
 from s3skills.skills.format.model import InvalidSkill, SkillInfo
 from s3skills.skills.format.parse import get_skill_doc, parse_skill_md
-from s3skills.skills.index.catalog import SkillCatalog
+from s3skills.skills.index.catalog import LibraryIndex, SkillCatalog
+from s3skills.skills.index.folders import FolderCache
 from s3skills.skills.index.served import ChannelServer
 from s3skills.skills.results import (
     Known,
@@ -51,6 +52,7 @@ class SkillReads:
     store: ObjectStore
     config: Config
     catalog: SkillCatalog
+    folders: FolderCache
     registry: SkillRegistry | None
     _pinned_md: PinnedTexts
     channels: ChannelServer
@@ -87,9 +89,17 @@ class SkillReads:
         Raises:
             SkillError: Unknown or disabled. NotFound: a code skill (no files).
         """
-        tenant = self._user(tenant)
+        return (await self._located(name, self._user(tenant), cached=cached))[0]
+
+    async def _located(
+        self, name: str, tenant: Tenant, *, cached: bool = True
+    ) -> tuple[SkillHome, LibraryIndex | None]:
+        """`ahome`, and the index of the skill's library when its folders may be read from
+        `folders` (a catalog TTL, no channel; see `s3skills.skills.index.folders`), else None."""
         hit, _ = await self._find_in(name, tenant, cached=cached)
-        return self._home(await self._confirmed(hit, tenant))
+        hit = await self._confirmed(hit, tenant)
+        library = hit.library if self.catalog.ttl_of(hit.info.source) and not self.channels.active else None
+        return self._home(hit), library
 
     async def _confirmed(self, hit: Known, tenant: Tenant) -> Known:
         """`hit`, once its real `SKILL.md` says it is enabled (the index may come from a lying manifest).
@@ -167,7 +177,10 @@ class SkillReads:
             await self.catalog.areconcile(hit.info.source, hit.prefix)
             raise SkillError(f"Skill '{hit.info.id}' not found. Call list_skills to see them all.") from None
         if etag == hit.entry.etag:
+            if (hit.entry.key, etag) in self._confirmed_md:  # this version was parsed and found enabled
+                return hit, text
             if _enabled_in(text, hit.info.id):
+                self._confirm(hit)
                 return hit, text
             # The index said enabled, the file says otherwise (a forged or damaged manifest).
             await self.catalog.arefresh_entries(hit.info.source, hit.prefix, [hit.info.id])
@@ -195,8 +208,11 @@ class SkillReads:
         that version (those `aopen` can read).
         """
         tenant = self._user(tenant)
-        home = await self.ahome(name, tenant=tenant)
-        objects, _ = await self.store.alist(home.prefix)
+        home, library = await self._located(name, tenant)
+        if library is not None:  # a listing is trusted as long as the index is (its TTL)
+            objects = list((await self.folders.alist(library, home.prefix)).values())
+        else:
+            objects, _ = await self.store.alist(home.prefix)
         return files_of(_ended(home, objects), objects, self._pin(tenant, home))
 
     @io_bound
@@ -237,7 +253,9 @@ class SkillReads:
 
         Costs 1 GET, and for a file in a subfolder 1 HEAD per folder level, sent with it: a
         folder that holds a `SKILL.md` now is another skill's, even one written after the
-        index was read (see `anested_now`).
+        index was read (see `anested_now`). With a catalog TTL (and no pin), the skill
+        folder's listing decides instead, trusted as long as the index (1 LIST when it is
+        older, and 1 GET per file version: `s3skills.skills.index.folders`).
 
         When the tenant's thread loaded the skill (`Tenant.skill_versions`), the file is
         read as it was at that load (see `s3skills.skills.versions.history.read_pinned`).
@@ -251,12 +269,14 @@ class SkillReads:
         if not rel:
             raise InvalidPath("Give the path of a file inside the skill")
         tenant = self._user(tenant)
-        home = await self.ahome(name, tenant=tenant)
+        home, library = await self._located(name, tenant)
         key = join_key(home.prefix, rel)
         if not home.owns(key):
             raise NotFound(path)
         limit = max_bytes or self.config.limits.max_file_bytes
         pin = self._pin(tenant, home)
+        if pin is None and library is not None:  # the folder's listing answers, within the index's TTL
+            return await self.folders.aopen(library, home.prefix, key, _folders_above(rel), limit)
         read = read_verified(self.store, home.prefix, "/".join(rel), pin, max_bytes=limit)
         (body, _), nested = await asyncio.gather(read, anested_now(self.store, home.prefix, rel))
         if nested:
@@ -424,13 +444,23 @@ async def anested_now(store: ObjectStore, prefix: str, rel: Sequence[str]) -> bo
         InvalidPath: The file lies more than `MAX_FOLDER_DEPTH` folders deep.
         AccessDenied: A HEAD was refused (a 403 is not a "no").
     """
-    folders = ["/".join(rel[:depth]) + "/" for depth in range(1, len(rel))]
-    if len(folders) > MAX_FOLDER_DEPTH:
-        raise InvalidPath(f"A file inside a skill may lie at most {MAX_FOLDER_DEPTH} folders deep")
+    folders = _folders_above(rel)
     if not folders:
         return False
     found = await asyncio.gather(*(store.aexists(prefix + folder + SKILL_FILE) for folder in folders))
     return any(found)
+
+
+def _folders_above(rel: Sequence[str]) -> list[str]:
+    """The folders between a skill's folder and the file `rel` (each ending with `/`).
+
+    Raises:
+        InvalidPath: The file lies more than `MAX_FOLDER_DEPTH` folders deep.
+    """
+    folders = ["/".join(rel[:depth]) + "/" for depth in range(1, len(rel))]
+    if len(folders) > MAX_FOLDER_DEPTH:
+        raise InvalidPath(f"A file inside a skill may lie at most {MAX_FOLDER_DEPTH} folders deep")
+    return folders
 
 
 def _ended(home: SkillHome, listed: Sequence[ObjectInfo | ObjectVersion]) -> SkillHome:

@@ -1,0 +1,153 @@
+"""Skill folders' listings and their files' bytes, trusted as long as the library's index is.
+
+With a catalog TTL (`Config.catalog_ttl`, `s3skills mcp --catalog-ttl`; the shared
+library's `Config.shared_catalog_ttl`, 5 s by default), a library's index is trusted
+without a request for the TTL: the deployment accepted that a write shows within it (the
+kill switch and a disabled skill reach readers within the same TTL). A skill folder is read
+under the same promise: its LIST answers the folder's files and the nested-skill check for
+the TTL of its library (from when it was sent), and a file's bytes are kept by its key and
+the ETag a listing names. So `load_skill` and `read_skill_file` cost no request while the
+listing is fresh. An invalidation of the library (`SkillLibrary.invalidate`, which the
+library's own writers call) ends every listing taken before it, and a body is only served
+for the ETag a fresh listing names: nothing is served that is older than the TTL promises.
+
+Without a TTL the library's index is refreshed by every call, and `SkillReads.aopen` reads
+the bucket as before (no listing is kept); reads pinned to a version (a thread's or a
+channel's) never use this cache.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+
+from s3skills.config import Limits
+from s3skills.errors import FileTooLarge, NotFound
+from s3skills.ids import SKILL_FILE
+from s3skills.skills.index.catalog import LibraryIndex
+from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore
+
+__all__ = ["MAX_FOLDERS", "MAX_LISTED", "FolderCache", "FolderStamp"]
+
+MAX_FOLDERS = 4096
+"""Listings kept at most (least recently used out first)."""
+
+MAX_LISTED = 1000
+"""A folder listing more objects than this (more than one LIST page) is not kept."""
+
+FolderStamp = tuple["weakref.ref[LibraryIndex]", int, float]
+"""When a listing was sent: its library's index, that index's generation, the catalog clock."""
+
+
+class FolderCache:
+    """Listings of skill folders by key prefix, and file bodies by (key, ETag), within budgets.
+
+    Shared by every tenant of a library: keyed by object keys and ETags, never by anything a
+    client sent. Bodies take at most `limits.body_cache_bytes`; one over a quarter of that is
+    served but never kept.
+
+    Args:
+        store: The store the folders are in.
+        limits: `body_cache_bytes` bounds the bodies.
+        ttl_of: Seconds an index of a `user` or `shared` library is trusted (`SkillCatalog.ttl_of`).
+        clock: The catalog's clock (`SkillCatalog.clock`; tests move it).
+    """
+
+    def __init__(
+        self, store: ObjectStore, limits: Limits, ttl_of: Callable[[str], float | None], clock: Callable[[], float]
+    ) -> None:
+        self.store = store
+        self.limits = limits
+        self.ttl_of = ttl_of
+        self.clock = clock
+        self._listings: OrderedDict[str, tuple[FolderStamp, dict[str, ObjectInfo]]] = OrderedDict()
+        self._bodies: OrderedDict[tuple[str, str], ObjectBody] = OrderedDict()
+        self._bytes = 0
+
+    async def alist(self, library: LibraryIndex, folder: str) -> dict[str, ObjectInfo]:
+        """The objects under a skill folder of `library` by key: kept, or 1 LIST (then kept)."""
+        listed = self.listing(library, folder)
+        if listed is None:
+            stamp = self.stamp(library)  # before the LIST: its age counts from when it was sent
+            objects, _ = await self.store.alist(folder)
+            listed = self.keep_listing(stamp, folder, objects)
+        return listed
+
+    async def aopen(self, library: LibraryIndex, folder: str, key: str, above: list[str], max_bytes: int) -> ObjectBody:
+        """One file of a skill folder of `library`, as its listing names it (no request when kept).
+
+        Args:
+            library: The index of the skill's library (one with a TTL).
+            folder: The skill folder's key prefix (ends with `/`).
+            key: The file's key (below `folder`).
+            above: The folders (relative to `folder`, each ending with `/`) between the skill
+                folder and the file: one holding a `SKILL.md` makes the file a nested skill's.
+            max_bytes: Largest file read.
+
+        Raises:
+            NotFound: The listing has no such file, or it belongs to a nested skill.
+            FileTooLarge: The file is over `max_bytes`.
+        """
+        listed = await self.alist(library, folder)
+        info = listed.get(key)
+        if info is None or any(folder + f + SKILL_FILE in listed for f in above):
+            raise NotFound(key[len(folder) :])
+        if info.size > max_bytes:
+            raise FileTooLarge(f"get: the object is {info.size} bytes; the limit is {max_bytes}")
+        body = self.body(info.key, info.etag)
+        if body is None:
+            body = await self.store.aget(info.key, max_bytes=max_bytes)
+            if body.etag == info.etag:  # changed since the listing: served, not kept
+                self.keep_body(body)
+        return body
+
+    def stamp(self, library: LibraryIndex) -> FolderStamp:
+        """What a listing sent now is valid for (take it before the LIST)."""
+        return weakref.ref(library), library.generation, self.clock()
+
+    def listing(self, library: LibraryIndex, folder: str) -> dict[str, ObjectInfo] | None:
+        """The objects under `folder` by key, if listed within the TTL of `library` (no request)."""
+        kept = self._listings.get(folder)
+        if kept is None:
+            return None
+        (index, generation, sent), listed = kept
+        ttl = self.ttl_of(library.source)
+        if index() is not library or generation != library.generation or not ttl or not 0 <= self.clock() - sent < ttl:
+            del self._listings[folder]  # too old, or the library was invalidated since: trusted no more
+            return None
+        self._listings.move_to_end(folder)
+        return listed
+
+    def keep_listing(self, stamp: FolderStamp, folder: str, objects: list[ObjectInfo]) -> dict[str, ObjectInfo]:
+        """Keep a listing of `folder` taken after the refresh `stamp` names; its objects by key."""
+        listed = {o.key: o for o in objects}
+        if len(listed) <= MAX_LISTED:
+            self._listings[folder] = (stamp, listed)
+            self._listings.move_to_end(folder)
+            while len(self._listings) > MAX_FOLDERS:
+                self._listings.popitem(last=False)
+        return listed
+
+    def body(self, key: str, etag: str) -> ObjectBody | None:
+        """The body of `key` at `etag`, if kept (no request)."""
+        body = self._bodies.get((key, etag))
+        if body is not None:
+            self._bodies.move_to_end((key, etag))
+        return body
+
+    def keep_body(self, body: ObjectBody) -> None:
+        """Keep a body read whole (by its key and the ETag the store returned with it)."""
+        size, cache_key = len(body.data), (body.key, body.etag)
+        if size > self.limits.body_cache_bytes // 4 or cache_key in self._bodies or size != body.size:
+            return
+        self._bodies[cache_key] = body
+        self._bytes += size
+        while self._bytes > self.limits.body_cache_bytes and self._bodies:
+            _, dropped = self._bodies.popitem(last=False)
+            self._bytes -= len(dropped.data)
+
+    @property
+    def size(self) -> int:
+        """Bytes of file bodies held now."""
+        return self._bytes
