@@ -15,7 +15,10 @@ this command runs the dev splits of both request sets at the corpus plus `--coun
 distractors for each family asked, to choose a family on dev only:
 
     python bench/findability_calibrate.py                                      # the three families
-    python bench/findability_calibrate.py --distractors blended:donors=6,scope=any --count 2000
+    python bench/findability_calibrate.py --distractors blended:donors=3,scope=any --seed 7 --seed 11
+
+With several seeds each family is built and measured once per seed, and `summary` gives the
+mean and range of its two ratios over the seeds (the choice in bench/README.md uses 7, 11, 13).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-__all__ = ["TOLERANCE", "calibration", "main", "outranked", "table"]
+__all__ = ["TOLERANCE", "calibration", "main", "outranked", "summary", "table"]
 
 TOLERANCE = 1.25
 """A family is as hard as real skills when its per-skill outranking rate is between the real
@@ -95,6 +98,23 @@ def calibration(rows: Sequence[Mapping[str, Any]], real_skills: int, distractors
     }
 
 
+def summary(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The mean and range, over `runs` (`calibration`s of one family, one per seed), of its
+    outranking `ratio` and `top1_ratio`, and whether both means are within `TOLERANCE`."""
+    out: dict[str, Any] = {"seeds": len(runs)}
+    for key in ("ratio", "top1_ratio"):
+        values = [r[key] for r in runs if r[key] is not None]
+        mean = sum(values) / len(values) if values else None
+        out[key] = {
+            "mean": round(mean, 3) if mean is not None else None,
+            "min": min(values, default=None),
+            "max": max(values, default=None),
+        }
+    means = [out[k]["mean"] for k in ("ratio", "top1_ratio")]
+    out["as_hard"] = all(m is not None and 1 / TOLERANCE <= m <= TOLERANCE for m in means)
+    return out
+
+
 _COLUMNS = (
     ("distractors", "{}"),
     ("requests", "{}"),
@@ -125,23 +145,30 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     import findability_real as real
     from findability_variants import settings
 
-    out: dict[str, Any] = {"bench": "findability_calibrate", "count": args.count, "seed": args.seed, "families": {}}
+    seeds = args.seed or [7]
+    out: dict[str, Any] = {"bench": "findability_calibrate", "count": args.count, "seeds": seeds, "families": {}}
+    sets: dict[str, tuple[list[Any], Any]] = {}
+    for name in ("first", "traffic"):
+        repositories, requests = real.load_traffic() if name == "traffic" else real.load_requests()
+        dev = [r for r in requests if r.split == "dev" and r.target is not None]
+        sets[name] = (dev, real.load_corpus(repositories))
     for kind in args.distractors or ["generated", "real", "blended"]:
-        rows: list[dict[str, Any]] = []
-        per_set: dict[str, Any] = {}
-        for name in ("first", "traffic"):
-            repositories, requests = real.load_traffic() if name == "traffic" else real.load_requests()
-            dev = [r for r in requests if r.split == "dev" and r.target is not None]
-            corpus = real.load_corpus(repositories)
-            with settings(args.ranker):
-                run = await real.measure(
-                    len(corpus.skills) + args.count, dev, corpus, args.ranker, args.budget, args.seed, distractors=kind
-                )
-            mine = [s["calibration"] for s in run["samples"] if "calibration" in s]
-            per_set[name] = calibration(mine, len(corpus.skills), args.count)
-            rows.extend(mine)
-        out["families"][kind] = {"both": calibration(rows, len(corpus.skills), args.count), **per_set}
-        print(table([(f"{kind} ({n})", c) for n, c in out["families"][kind].items()]), flush=True)
+        family: dict[str, Any] = {}
+        for seed in seeds:
+            rows: list[dict[str, Any]] = []
+            per_set: dict[str, Any] = {}
+            for name, (dev, corpus) in sets.items():
+                with settings(args.ranker):
+                    size = len(corpus.skills) + args.count
+                    run = await real.measure(size, dev, corpus, args.ranker, args.budget, seed, distractors=kind)
+                mine = [s["calibration"] for s in run["samples"] if "calibration" in s]
+                per_set[name] = calibration(mine, len(corpus.skills), args.count)
+                rows.extend(mine)
+            family[str(seed)] = {"both": calibration(rows, len(corpus.skills), args.count), **per_set}
+            print(table([(f"{kind} seed {seed} ({n})", c) for n, c in family[str(seed)].items()]), flush=True)
+        family["summary"] = summary([family[str(seed)]["both"] for seed in seeds])
+        out["families"][kind] = family
+        print(f"{kind}: over seeds {seeds}: {json.dumps(family['summary'])}", flush=True)
     return out
 
 
@@ -152,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--distractors", action="append", help="A family (repeatable; default: the three).")
     parser.add_argument("--count", type=int, default=2000, help="Distractors added to the corpus (2000).")
-    parser.add_argument("--seed", type=int, default=7, help="The distractors' seed.")
+    parser.add_argument("--seed", type=int, action="append", help="A distractors' seed (repeatable; default 7).")
     parser.add_argument("--ranker", default="default", help="The ranker variant (findability_real --list-rankers).")
     parser.add_argument("--budget", type=int, default=6000, help="The prompt index budget.")
     parser.add_argument("--out", metavar="FILE", help="The results file (default: bench/results/).")

@@ -268,7 +268,7 @@ def put_real_distractors(
         store.put_object(f"{PREFIX}{category}/{leaf}/SKILL.md", skill_md(leaf, description, body))
 
 
-BLEND_DONORS = 4
+BLEND_DONORS = 2
 """How many real skills a blended distractor is made of (`put_blended_distractors`): chosen on
 the dev splits by the calibration metric (`findability_calibrate.py`, bench/README.md
 "Realistic distractors: how hard they are")."""
