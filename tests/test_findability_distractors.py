@@ -182,3 +182,32 @@ def test_the_calibration_counts_only_ranked_skills_above_the_target_per_skill_of
     even = calibrate.calibration(rows[:1], real_skills=3, distractors=2)
     assert even["ratio"] == pytest.approx(1.0)
     assert even["as_hard"] is True
+
+
+def test_the_bench_refuses_an_unknown_distractor_family_before_running() -> None:
+    import findability_real
+
+    with pytest.raises(SystemExit):
+        findability_real.main(["--distractors", "blended:donors=zero", "--sizes", "corpus"])
+
+
+@pytest.mark.slow
+def test_a_run_with_distractors_saves_and_prints_how_hard_they_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    import findability_real
+
+    out = tmp_path / "results.json"
+    assert findability_real.main(["--split", "dev", "--sizes", "800", "--out", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["distractors"] == distractors.DEFAULT_KIND
+    (run,) = report["runs"]
+    found = run["calibration"]
+    assert found["requests"] == run["requests"]
+    assert found["real_skills"] == report["corpus_skills"]
+    assert found["distractors"] == 800 - report["corpus_skills"]
+    assert found["real_rate_permille"] > 0
+    assert found["ratio"] is not None
+    assert "how hard they are" in capsys.readouterr().out
