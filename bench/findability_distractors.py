@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import request_shape  # bench/request_shape.py
+
 from s3skills.testing import MemoryObjectStore
 
 __all__ = [
@@ -329,20 +331,7 @@ def copied(text: str, source: str, run: int = 4) -> tuple[int, int]:
     """How much of `source` is in `text`: the longest run of words they share, and how many of
     `source`'s words lie in a shared run of at least `run` words (case and the punctuation
     around words ignored)."""
-    a, b = _plain_words(text), _plain_words(source)
-    covered = [False] * len(b)
-    longest = 0
-    previous = [0] * (len(b) + 1)
-    for word in a:
-        current = [0] * (len(b) + 1)
-        for j, other in enumerate(b, 1):
-            if word == other:
-                current[j] = previous[j - 1] + 1
-                longest = max(longest, current[j])
-                if current[j] >= run:
-                    covered[j - current[j] : j] = [True] * current[j]
-        previous = current
-    return longest, sum(covered)
+    return request_shape.common_runs(_plain_words(text), _plain_words(source), run)
 
 
 def _plain_words(text: str) -> list[str]:
