@@ -11,11 +11,29 @@ from __future__ import annotations
 import json
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import request_shape  # bench/request_shape.py
 
 from s3skills.testing import MemoryObjectStore
 
-__all__ = ["PREFIX", "put_distractors", "put_real_distractors", "skill_md"]
+__all__ = [
+    "BLEND_CHUNK",
+    "BLEND_DONORS",
+    "BLEND_SCOPE",
+    "DEFAULT_KIND",
+    "KINDS",
+    "PREFIX",
+    "blend_body",
+    "blend_description",
+    "copied",
+    "maker",
+    "put_blended_distractors",
+    "put_distractors",
+    "put_real_distractors",
+    "skill_md",
+]
 
 PREFIX = "bench/skills/"
 """Where the benches' library lives (user `bench`, the seeds layout)."""
@@ -197,6 +215,22 @@ def _sections(body: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+def _parse_real(skills: Sequence[tuple[str, str]]) -> dict[str, list[tuple[str, str, str]]]:
+    """Category -> (folder name, description, body) of each of `skills` that parses with a description."""
+    from s3skills.skills import InvalidSkill, parse_skill_md
+
+    parsed: dict[str, list[tuple[str, str, str]]] = {}
+    for sid, text in skills:
+        leaf = sid.rsplit("/", 1)[-1]
+        try:
+            skill = parse_skill_md(text, folder=leaf)
+        except InvalidSkill:
+            continue
+        if skill.metadata.description:
+            parsed.setdefault(sid.split("/")[0], []).append((leaf, skill.metadata.description, skill.body))
+    return parsed
+
+
 def put_real_distractors(
     store: MemoryObjectStore, skills: Sequence[tuple[str, str]], count: int, rng: random.Random
 ) -> None:
@@ -209,17 +243,7 @@ def put_real_distractors(
     phrasing and body shape, and it competes with the skills it was made from: a request for
     either may find it. `skills` are (id, SKILL.md text) pairs.
     """
-    from s3skills.skills import InvalidSkill, parse_skill_md
-
-    parsed: dict[str, list[tuple[str, str, str]]] = {}
-    for sid, text in skills:
-        leaf = sid.rsplit("/", 1)[-1]
-        try:
-            skill = parse_skill_md(text, folder=leaf)
-        except InvalidSkill:
-            continue
-        if skill.metadata.description:
-            parsed.setdefault(sid.split("/")[0], []).append((leaf, skill.metadata.description, skill.body))
+    parsed = _parse_real(skills)
     categories = sorted(parsed)
     weights = [len(parsed[c]) for c in categories]
     used = {w for sid, _ in skills for w in re.split(r"[/-]", sid)} | {sid.rsplit("/", 1)[-1] for sid, _ in skills}
@@ -244,3 +268,180 @@ def put_real_distractors(
         words = [rng.choice(leaf_a.split("-")), rng.choice(leaf_b.split("-"))]
         leaf = "-".join(dict.fromkeys([*words, _invented(rng, used)]))
         store.put_object(f"{PREFIX}{category}/{leaf}/SKILL.md", skill_md(leaf, description, body))
+
+
+BLEND_DONORS = 2
+"""How many real skills a blended distractor is made of (`put_blended_distractors`): chosen on
+the dev splits by the calibration metric (`findability_calibrate.py`, bench/README.md
+"Realistic distractors: how hard they are")."""
+BLEND_SCOPE = "repo"
+"""Where a blended distractor's donors come from: `repo` (one repository) or `any`."""
+BLEND_CHUNK = 8
+"""The longest run of words a blended description takes from one donor at a time."""
+
+
+def _pieces(description: str, chunk: int) -> list[list[str]]:
+    """A description's clauses (split after `.!?;:,`), each cut into runs of at most `chunk` words."""
+    out: list[list[str]] = []
+    for clause in re.split(r"(?<=[.!?;:,])\s+", " ".join(description.split())):
+        words = clause.split()
+        out.extend(words[i : i + chunk] for i in range(0, len(words), chunk))
+    return [p for p in out if p]
+
+
+def _rotated(items: list[Any], rng: random.Random) -> list[Any]:
+    start = rng.randrange(len(items)) if items else 0
+    return items[start:] + items[:start]
+
+
+def blend_description(descriptions: Sequence[str], rng: random.Random, chunk: int = BLEND_CHUNK) -> str:
+    """A description taken in turn from each of `descriptions` (its donors).
+
+    Each donor contributes clauses (cut into runs of at most `chunk` words, from a random
+    clause on) in rotation, and at most `ceil(its words / len(descriptions))` words: no real
+    description gives more than its share, and the result is about as long as the donors'
+    mean. The blend stops when only one donor has words left to give, so no two runs of one
+    donor are ever next to each other. At most 1,024 characters, ending with a full stop.
+    """
+    caps = [-(-len(d.split()) // len(descriptions)) for d in descriptions]
+    queues = [_rotated(_pieces(d, chunk), rng) for d in descriptions]
+    taken = [0] * len(descriptions)
+    words: list[str] = []
+    last = -1
+    while True:
+        open_ = [n for n, queue in enumerate(queues) if queue and taken[n] < caps[n]]
+        if not open_ or (len(descriptions) > 1 and open_ == [last]):
+            break
+        for n in open_:
+            if n == last or taken[n] >= caps[n]:
+                continue
+            piece = queues[n].pop(0)[: caps[n] - taken[n]]
+            taken[n] += len(piece)
+            words.extend(piece)
+            last = n
+    text = " ".join(words)
+    if len(text) > _MAX_DESCRIPTION - 1:
+        text = text[: _MAX_DESCRIPTION - 1].rsplit(" ", 1)[0]
+    text = text.rstrip(",;: ")
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def copied(text: str, source: str, run: int = 4) -> tuple[int, int]:
+    """How much of `source` is in `text`: the longest run of words they share, and how many of
+    `source`'s words lie in a shared run of at least `run` words (case and the punctuation
+    around words ignored)."""
+    return request_shape.common_runs(_plain_words(text), _plain_words(source), run)
+
+
+def _plain_words(text: str) -> list[str]:
+    return [w for w in (w.strip(".,;:!?()[]\"'`").casefold() for w in text.split()) if w]
+
+
+def blend_body(bodies: Sequence[str], rng: random.Random) -> str:
+    """A body of about the first one's length: `##` sections taken in turn from each of `bodies`,
+    each giving at most its share of the characters (and at least one section)."""
+    length = len(bodies[0])
+    cap = -(-length // len(bodies))
+    queues = [_rotated(_sections(b), rng) for b in bodies]
+    taken = [0] * len(bodies)
+    out: list[str] = []
+    total = 0
+    while total < length and any(queues):
+        for n, queue in enumerate(queues):
+            if not queue or total >= length:
+                continue
+            section = queue.pop(0)
+            if taken[n] and taken[n] + len(section) > cap:
+                queue.clear()
+                continue
+            taken[n] += len(section)
+            total += len(section)
+            out.append(section)
+    return "\n\n".join(out)
+
+
+def put_blended_distractors(
+    store: MemoryObjectStore,
+    skills: Sequence[tuple[str, str]],
+    count: int,
+    rng: random.Random,
+    donors: int = BLEND_DONORS,
+    scope: str = BLEND_SCOPE,
+    chunk: int = BLEND_CHUNK,
+) -> None:
+    """Put `count` distractors blended from `donors` real skills each in `store`.
+
+    Each one takes its donors from one category (repository), or with `scope="any"` from the
+    whole library (it keeps the first donor's category): its description interleaves
+    clauses of all of them (`blend_description`: runs of at most `chunk` words, no donor
+    more than its share), its body their `##` sections (`blend_body`), and its name joins
+    a word of two donors' names with an invented syllable word (never an id of `skills`,
+    at most 64 characters). So it speaks a real domain's vocabulary, but carries no large
+    share of any one real skill's text. `skills` are (id, SKILL.md text) pairs.
+
+    Raises:
+        ValueError: `donors` is below 1, `scope` is not `repo` or `any`, or no skill parses.
+    """
+    if donors < 1 or scope not in ("repo", "any") or chunk < 1:
+        raise ValueError(f"donors and chunk must be >= 1 and scope repo or any (got {donors}, {scope!r}, {chunk})")
+    parsed = _parse_real(skills)
+    if not parsed:
+        raise ValueError("no skill with a description to blend")
+    categories = sorted(parsed)
+    weights = [len(parsed[c]) for c in categories]
+    everything = [(c, *item) for c in categories for item in parsed[c]]
+    used = {w for sid, _ in skills for w in re.split(r"[/-]", sid)} | {sid.rsplit("/", 1)[-1] for sid, _ in skills}
+    for _ in range(count):
+        category = rng.choices(categories, weights)[0]
+        pool = [(category, *item) for item in parsed[category]] if scope == "repo" else everything
+        first = rng.choice(pool)
+        others = [p for p in pool if p[2] != first[2]]
+        picked = [first[1:], *(p[1:] for p in rng.sample(others, min(donors - 1, len(others))))]
+        description = blend_description([d for _, d, _ in picked], rng, chunk)
+        body = blend_body([b for _, _, b in picked], rng)
+        words = [rng.choice(leaf.split("-")) for leaf, _, _ in picked[:2]]
+        invented = _invented(rng, used)
+        leaf = "-".join(dict.fromkeys([*words, invented]))
+        if len(leaf) > 64:
+            leaf = f"{words[0][:40]}-{invented}"
+        store.put_object(f"{PREFIX}{category}/{leaf}/SKILL.md", skill_md(leaf, description, body))
+
+
+KINDS = ("blended", "real", "generated")
+"""The distractor families: `blended` (`put_blended_distractors`), `real` (two skills of one
+repository re-combined, `put_real_distractors`), `generated` (`put_distractors`, synthetic)."""
+DEFAULT_KIND = "blended"
+"""The family the real-skills bench grows its library with unless told otherwise."""
+
+Put = Callable[[MemoryObjectStore, Sequence[tuple[str, str]], int, random.Random], None]
+
+
+def maker(kind: str) -> Put:
+    """The function that puts distractors of `kind`: a name of `KINDS`, or `blended:` with any of
+    `donors=N`, `scope=repo|any`, `chunk=N` (comma-separated) to try another blend.
+
+    Raises:
+        ValueError: An unknown kind or setting, or a value that is not one.
+    """
+    name, _, spec = kind.partition(":")
+    if name not in KINDS or (spec and name != "blended"):
+        raise ValueError(f"unknown distractors {kind!r}: one of {', '.join(KINDS)} or blended:donors=N,scope=repo|any")
+    if name == "generated":
+        return put_distractors
+    if name == "real":
+        return put_real_distractors
+    options: dict[str, Any] = {}
+    for part in filter(None, spec.split(",")):
+        key, _, value = part.partition("=")
+        if key in ("donors", "chunk") and value.isdigit() and int(value) >= 1:
+            options[key] = int(value)
+        elif key == "scope" and value in ("repo", "any"):
+            options[key] = value
+        else:
+            raise ValueError(f"bad distractor setting {part!r} in {kind!r}")
+
+    def put(store: MemoryObjectStore, skills: Sequence[tuple[str, str]], count: int, rng: random.Random) -> None:
+        put_blended_distractors(store, skills, count, rng, **options)
+
+    return put

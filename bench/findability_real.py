@@ -6,9 +6,13 @@ names are in the request file): a skill's id is `<short>/<folder name>`, as `s3s
 maps it (`s3skills.transfer.localtree.scan_tree`). Skills that push leaves out (ambiguous
 folders) are left out and listed in the results (`excluded_skills`); byte-identical copies
 are pushed once. The library is then grown to each `--sizes` entry with the synthetic
-distractors: by default real skills' texts re-combined within a repository
-(`findability_distractors.put_real_distractors`, as hard as real skills), or with
-`--distractors generated` the synthetic bench's (`put_distractors`).
+distractors: by default each blended from several real skills' texts
+(`findability_distractors.put_blended_distractors`, calibrated to be as hard as real skills:
+`findability_calibrate.py`), with `--distractors real` two skills of one repository
+re-combined (`put_real_distractors`, harder), or with `--distractors generated` the synthetic
+bench's (`put_distractors`, easier). A run with distractors reports their calibration
+(`findability_calibrate.calibration`: how often they outrank a target, per skill, against
+real skills).
 
 The requests (`findability_real_data/requests.json`) are written by hand as users type them,
 split dev/test by skill; should-not requests (`target: null`) name the skill they sound
@@ -64,6 +68,8 @@ import findability  # the synthetic bench: its library layout, distractors and c
 import findability_distractors
 import record  # bench/record.py
 import request_shape
+from findability_calibrate import calibration, outranked
+from findability_calibrate import table as calibration_table
 from findability_corpus import Corpus, load_corpus
 from findability_robust import VARIANTS, conversation, long_message
 from findability_variants import PRESETS, FieldWeightsRanker, make_variant, settings, sketch_mode_of, sketches
@@ -73,6 +79,7 @@ from s3skills.fs import S3Backend
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.middleware.skills_prompt import ranked_for, recent_requests
 from s3skills.skills import usage
+from s3skills.skills.ranking.rankers import conversation_scores
 from s3skills.skills.ranking.sketch import SKETCH_MODES
 from s3skills.storage import RequestCounter
 from s3skills.testing import MemoryObjectStore
@@ -208,22 +215,24 @@ def overlaps(requests: Sequence[RealRequest]) -> dict[str, Any]:
 
 
 def build_real_library(
-    store: MemoryObjectStore, corpus: Corpus, size: int, seed: int, distractors: str = "real"
+    store: MemoryObjectStore,
+    corpus: Corpus,
+    size: int,
+    seed: int,
+    distractors: str = findability_distractors.DEFAULT_KIND,
 ) -> int:
     """Put every corpus skill, then distractors up to `size` skills, in `store`; returns the count.
 
-    `distractors`: `real` (`put_real_distractors`: real skills' texts re-combined within a
-    repository, as hard as real skills) or `generated` (`put_distractors`: the synthetic bench's).
+    `distractors`: a family of `findability_distractors.maker` (`blended`, `real`, `generated`,
+    or a `blended:` spec).
+
+    Raises:
+        ValueError: An unknown family.
     """
     for skill_id, text in corpus.skills.items():
         store.put_object(f"{findability.PREFIX}{skill_id}/SKILL.md", text)
     count = max(0, size - len(corpus.skills))
-    put = (
-        findability_distractors.put_real_distractors
-        if distractors == "real"
-        else findability_distractors.put_distractors
-    )
-    put(store, sorted(corpus.skills.items()), count, random.Random(seed))
+    findability_distractors.maker(distractors)(store, sorted(corpus.skills.items()), count, random.Random(seed))
     return len(corpus.skills) + count
 
 
@@ -255,7 +264,7 @@ async def measure(
     seed: int,
     variants: Sequence[str] = ("plain",),
     half: frozenset[str] | set[str] = frozenset(),
-    distractors: str = "real",
+    distractors: str = findability_distractors.DEFAULT_KIND,
     long_words: int = 0,
 ) -> dict[str, Any]:
     """Every measure of one ranker at one library size, per variant (`findability_robust`),
@@ -289,7 +298,8 @@ async def measure(
             described = index.split("Also relevant (ids only):")[0]
             skill = request.target or request.near_miss_of or ""
             turns = recent_requests(state, max_chars=limit)
-            order = [s.id for s in ranked_for(turns, library, set(), ranker=ranker)[:50]]
+            full = [s.id for s in ranked_for(turns, library, set(), ranker=ranker)]
+            order = full[:50]
             page = str(await list_tool.ainvoke({"query": turns[0]}))
             samples.append(
                 {
@@ -305,6 +315,9 @@ async def measure(
                     "cpu_ms": round(cpu_ms, 3),
                 }
             )
+            if variant == variants[0] and request.target is not None and skills > len(corpus.skills):
+                matched = conversation_scores(turns, library, ranker=ranker)[0]
+                samples[-1]["calibration"] = outranked(full, request.target, matched, corpus.skills)
     long_cpu: list[float] = []
     for request in requests[:LONG_REQUESTS] if long_words else []:
         text = long_message(request.query, request.id, request.split, long_words)
@@ -316,6 +329,9 @@ async def measure(
     run["variant"] = variants[0]
     if long_cpu:
         run["long_request"] = {"words": long_words, "requests": len(long_cpu), "cpu_ms": _spread(long_cpu)}
+    if skills > len(corpus.skills):  # how hard the distractors are, against the real skills
+        rows = [s["calibration"] for s in samples if "calibration" in s]
+        run["calibration"] = calibration(rows, len(corpus.skills), skills - len(corpus.skills))
     run["variants"] = {}
     run["least_overlapping_half"] = {}
     for v in variants:
@@ -471,9 +487,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--distractors",
-        choices=("real", "generated"),
-        default="real",
-        help="real: real skills' texts re-combined within a repository; generated: the synthetic bench's.",
+        default=findability_distractors.DEFAULT_KIND,
+        help="blended (default): each from several real skills; real: two of one repository re-combined; "
+        "generated: the synthetic bench's; or blended:donors=N,scope=repo|any.",
     )
     parser.add_argument(
         "--long-words",
@@ -497,6 +513,10 @@ def main(argv: list[str] | None = None) -> int:
             f"ids=0,qcap=0,idf=0,content=words  (any subset; content: {'|'.join(SKETCH_MODES)})"
         )
         return 0
+    try:
+        findability_distractors.maker(args.distractors)
+    except ValueError as exc:
+        parser.error(str(exc))
     for name in args.ranker or []:
         try:
             make_variant(name) if name != "hybrid" else None
@@ -517,6 +537,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{run['ranker']} at {run['skills']}: a {run['long_request']['words']}-word request: "
                 f"CPU {cpu['median']:.1f} ms median [{cpu['p10']:.1f}-{cpu['p90']:.1f}]"
             )
+    for run in report["runs"]:
+        if "calibration" in run:
+            print(f"{run['ranker']} at {run['skills']}, {args.distractors} distractors, how hard they are (per skill):")
+            print(calibration_table([(args.distractors, run["calibration"])]))
     if report["least_overlapping_half"]:
         print(f"least-overlapping half ({len(report['least_overlapping_half'])} requests, and the should-not ones):")
         print(table(report["runs"], key="least_overlapping_half"))

@@ -42,6 +42,7 @@ __all__ = [
     "Request",
     "Shape",
     "Turn",
+    "common_runs",
     "content_words",
     "idf_table",
     "least_overlapping_half",
@@ -280,8 +281,14 @@ def idf_table(documents: Iterable[str]) -> dict[str, float]:
 
 def longest_common_run(request: str, target: str) -> int:
     """The most consecutive words (stop words included) that `request` and `target` share."""
-    a, b = words_of(request), words_of(target)
+    return common_runs(words_of(request), words_of(target))[0]
+
+
+def common_runs(a: Sequence[str], b: Sequence[str], run: int = 1) -> tuple[int, int]:
+    """The longest run of words `a` and `b` share, and how many of `b`'s words lie in a shared
+    run of at least `run` words."""
     best = 0
+    covered = [False] * len(b)
     previous = [0] * (len(b) + 1)
     for word in a:
         current = [0] * (len(b) + 1)
@@ -289,8 +296,10 @@ def longest_common_run(request: str, target: str) -> int:
             if word == other:
                 current[j] = previous[j - 1] + 1
                 best = max(best, current[j])
+                if current[j] >= run:
+                    covered[j - current[j] : j] = [True] * current[j]
         previous = current
-    return best
+    return best, sum(covered)
 
 
 @dataclass(frozen=True)
