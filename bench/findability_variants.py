@@ -87,8 +87,10 @@ def sketches(mode: str) -> Iterator[None]:
 _SETTINGS = {
     "qstop": ("s3skills.skills.ranking.matching", "QUERY_STOPWORDS"),
     "code": ("s3skills.skills.ranking.query", "CODE_WEIGHT"),
+    "share": ("s3skills.skills.ranking.query", "CODE_SHARE"),
     "earlier": ("s3skills.skills.ranking.rankers", "EARLIER_WEIGHT"),
     "turns": ("s3skills.skills.ranking.rankers", "EARLIER_TURNS"),
+    "bg": ("s3skills.skills.ranking.background", "BACKGROUND"),
 }
 
 

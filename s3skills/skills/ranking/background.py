@@ -1,0 +1,96 @@
+"""Background language: how often a word occurs in general English, to tell chat from evidence.
+
+A word rare among skills is strong evidence in BM25 (a high IDF). Some such words are
+rare among skills only because skills are not written in the register of a chat: "friday",
+"deadline", "meeting", "morning", "boss" are everyday English, and a request that says who
+the user is and when the work is due names no skill with them. What sets them apart is
+the ratio of how often the library uses a word to how often English does (its
+*specificity*, the "weirdness" ratio of terminology extraction): "pandas", "terraform",
+"dataframe" are far more frequent among skills than in English, "week" and "boss" are not,
+and "test" or "review", common in both, are common among skills too.
+
+`specificity_weight` turns that ratio into the weight of a query word (1: full evidence).
+The English frequencies are `wordfreq`'s small English list (the optional `ranking` extra:
+`pip install "s3skills[ranking]"`), read once per process on the first request that
+needs them (about 30 ms; importing `wordfreq` itself is not needed). Without `wordfreq`
+every word weighs 1, as before this module existed.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import importlib.util
+import math
+import threading
+from pathlib import Path
+
+__all__ = ["BACKGROUND", "english_frequency", "has_background", "specificity_weight"]
+
+BACKGROUND: float | None = 300.0
+"""Specificity (share of skills holding a word / the word's share of English text) at and above
+which a query word counts whole; below it the word counts `(specificity / BACKGROUND) ** 0.5`.
+None: no background weighting. Chosen on the real-skills benches' dev splits (bench/README.md)."""
+
+_LIST = "small_en.msgpack.gz"
+_lock = threading.Lock()
+
+
+@functools.cache
+def _frequencies() -> dict[str, float] | None:
+    """Word -> share of English running text, from `wordfreq`'s small English list; None without it."""
+    spec = importlib.util.find_spec("wordfreq")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        import msgpack  # a dependency of wordfreq
+
+        path = Path(next(iter(spec.submodule_search_locations))) / "data" / _LIST
+        with gzip.open(path, "rb") as packed:
+            data = msgpack.load(packed, raw=False)
+        header = data[0]
+        if not isinstance(header, dict) or header.get("format") != "cB" or header.get("version") != 1:
+            raise ValueError(f"unexpected wordfreq list header {header!r}")
+        # cBpack: the n-th list holds the words of frequency 10 ** (-n / 100) (wordfreq.read_cBpack).
+        return {word: 10 ** (-n / 100) for n, bucket in enumerate(data[1:]) for word in bucket}
+    except (ImportError, OSError, ValueError, TypeError, IndexError):
+        import wordfreq  # the documented, slower way (it imports ftfy, langcodes, regex)
+
+        return dict(wordfreq.get_frequency_dict("en", "small"))
+
+
+def has_background() -> bool:
+    """Whether English word frequencies are available (`wordfreq` installed)."""
+    with _lock:
+        return _frequencies() is not None
+
+
+def english_frequency(word: str) -> float:
+    """`word`'s share of English running text (lower case, as `wordfreq` lists it); 0 when
+    the list does not have it (rarer than about once per million words) or without `wordfreq`."""
+    with _lock:
+        table = _frequencies()
+    return table.get(word, 0.0) if table else 0.0
+
+
+def specificity_weight(word: str, library_share: float, background: float | None = None) -> float:
+    """The weight of query word `word` (folded) as evidence for a skill, 0..1.
+
+    Args:
+        word: The query word, folded (lower case, no accents).
+        library_share: The share of the library's skills that hold the word (0..1).
+        background: The specificity at which a word counts whole (`BACKGROUND` by default;
+            None there: every word counts whole).
+
+    Returns:
+        1 for a word English rarely uses (or without `wordfreq`), else
+        `min(1, (library_share / english_frequency) / background) ** 0.5`.
+    """
+    level = BACKGROUND if background is None else background
+    if level is None or level <= 0:
+        return 1.0
+    english = english_frequency(word)
+    if english <= 0:
+        return 1.0
+    ratio = library_share / english / level
+    return 1.0 if ratio >= 1 else math.sqrt(ratio)
