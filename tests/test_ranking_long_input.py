@@ -4,7 +4,9 @@ Each behaviour is pinned both ways: switched on it ranks the right skill first, 
 (the constant or the option at its "off" value) the old ranking comes back, so a test fails
 when the behaviour is lost: query-only stop words and code keywords, pasted code counting
 less than prose, path words weighted by their rarity across ids, the body sketch damped
-for long requests (hub control), and the latest turn of a conversation over earlier ones.
+for long requests (hub control), the latest turn of a conversation over earlier ones,
+chat words weighed by their frequency in English (`background`), and a long paste scaled
+to the prose it comes with (`query.CODE_SHARE`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from s3skills.skills import SkillInfo, SkillMetadata
-from s3skills.skills.ranking import matching, query, rankers
+from s3skills.skills.ranking import background, matching, query, rankers
 from s3skills.skills.ranking.matching import Bm25Index
 from s3skills.skills.ranking.query import code_line, query_parts
 
@@ -140,3 +142,123 @@ def test_the_latest_turn_outweighs_an_earlier_turn_about_something_else(monkeypa
     monkeypatch.setattr(rankers, "EARLIER_WEIGHT", 0.0)  # off: earlier turns do not count
     scores, _ = rankers.conversation_scores(turns, library)
     assert "git/rename-branch" not in scores
+
+
+# Background language: chat words weigh less (s3skills.skills.ranking.background).
+
+PREAMBLE = (
+    "Hi! I've been working on this all week and my manager wants it by Friday, so I'm a bit stressed. "
+    "I have a meeting tomorrow morning with my colleague before the standup.\n\n"
+)
+
+
+def test_a_chatty_preamble_does_not_change_the_top_result_and_does_without_background_weighting() -> None:
+    library = _hub_library()
+    request = "parse genbank files into fasta records"
+    assert first(Bm25Index(library), request) == "bio/genbank"
+    assert first(Bm25Index(library, background=3000), PREAMBLE + request) == "bio/genbank"
+    assert first(Bm25Index(library, background=0), PREAMBLE + request) == "work/daily-prep"  # off
+
+
+def test_a_word_common_in_english_but_rare_among_skills_weighs_less_and_a_domain_word_weighs_whole() -> None:
+    assert background.has_background()
+    # "week": in 1 skill of 10, and about 1 word in 3,000 of English: little evidence.
+    assert 0 < background.specificity_weight("week", 0.1, 3000) < 0.5
+    # "genbank" is not in the English list; "files" is as common among these skills as needed.
+    assert background.specificity_weight("genbank", 0.1, 3000) == 1.0
+    assert background.specificity_weight("files", 0.5, 3000) == 1.0
+    # The more of the library uses a word, the more it counts; off at None and 0.
+    assert background.specificity_weight("week", 0.2, 3000) > background.specificity_weight("week", 0.1, 3000)
+    assert background.specificity_weight("week", 0.1, 0) == 1.0
+    assert background.english_frequency("week") > background.english_frequency("genbank") == 0.0
+
+
+def test_without_wordfreq_every_word_counts_whole_and_ranking_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
+    library = _hub_library()
+    off = [(s.id, round(v, 9)) for s, v in Bm25Index(library, background=0).rank(PREAMBLE + "parse genbank")]
+    monkeypatch.setattr(background.importlib.util, "find_spec", lambda name: None)
+    background._frequencies.cache_clear()
+    try:
+        assert not background.has_background()
+        assert background.specificity_weight("week", 0.1, 3000) == 1.0
+        absent = [(s.id, round(v, 9)) for s, v in Bm25Index(library, background=3000).rank(PREAMBLE + "parse genbank")]
+        assert absent == off
+    finally:
+        background._frequencies.cache_clear()
+
+
+UTILITY_CODE = """Here is my helper file:
+
+```javascript
+export function debounce(fn, wait = 200) {
+  let timer = null;
+  return (...args) => { clearTimeout(timer); timer = setTimeout(() => fn(...args), wait); };
+}
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+export function groupBy(list, keyOf) {
+  const out = {};
+  for (const item of list) { (out[keyOf(item)] ||= []).push(item); }
+  return out;
+}
+export function chunk(list, size) {
+  const out = [];
+  for (let i = 0; i < list.length; i += size) out.push(list.slice(i, i + size));
+  return out;
+}
+```"""
+
+
+def _code_hub_library() -> list[SkillInfo]:
+    generic = "function export promise resolve settimeout cleartimeout timer list item push slice chunk size wait"
+    return [
+        skill("js/jest-testing", "write jest tests for javascript", sketch=generic),
+        skill("bio/genbank", "parse genbank files and fasta records", sketch="genbank fasta records parse"),
+        *[skill(f"misc/s{n}", f"topic{n} helper", sketch=f"topic{n}") for n in range(8)],
+    ]
+
+
+def test_a_skill_matching_only_generic_code_words_of_a_paste_is_not_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    library = _code_hub_library()
+    request = "parse genbank files into fasta records\n\n" + UTILITY_CODE
+    assert first(Bm25Index(library, background=0), request) == "bio/genbank"
+    monkeypatch.setattr(query, "CODE_SHARE", 0.0)  # off: the paste's length counts in full
+    assert first(Bm25Index(library, background=0), request) == "js/jest-testing"
+
+
+def test_pasted_code_is_scaled_to_the_prose_only_when_it_outnumbers_it() -> None:
+    prose = (["genbank", "fasta"], 1.0)
+    few = (["genbank", "parser"], query.CODE_WEIGHT)  # "genbank" is prose: it keeps 1
+    assert query.word_weights([prose, few]) == {"genbank": 1.0, "fasta": 1.0, "parser": query.CODE_WEIGHT}
+    many = ([f"name{n}" for n in range(8)], query.CODE_WEIGHT)
+    weights = query.word_weights([prose, many])
+    assert weights["name0"] == pytest.approx(query.CODE_WEIGHT * (2 / 8) ** query.CODE_SHARE)
+    assert weights["genbank"] == 1.0
+    # A request that is only a paste keeps the code weight (nothing to scale it to).
+    assert query.word_weights([many]) == dict.fromkeys(many[0], query.CODE_WEIGHT)
+    assert query.word_weights([]) == {}
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "",
+        "   \n\n  ",
+        "```\n```",
+        "the of and week friday",
+        "Ünïcödé wörds ñ 日本語 ✓ \x00 \ud800",
+        "```" + "x = 1\n" * 2000,
+        PREAMBLE * 50,
+    ],
+    ids=[
+        "empty",
+        "blank",
+        "empty-fence",
+        "stop-and-chat-words",
+        "unicode-and-lone-surrogate",
+        "huge-paste",
+        "long-chat",
+    ],
+)
+def test_odd_requests_rank_without_raising(request_text: str) -> None:
+    ranked = Bm25Index(_hub_library(), background=3000).rank(request_text)
+    assert all(score > 0 for _, score in ranked)
