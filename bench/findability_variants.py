@@ -91,14 +91,16 @@ _SETTINGS = {
     "earlier": ("s3skills.skills.ranking.rankers", "EARLIER_WEIGHT"),
     "turns": ("s3skills.skills.ranking.rankers", "EARLIER_TURNS"),
     "bg": ("s3skills.skills.ranking.background", "BACKGROUND"),
+    "bgpow": ("s3skills.skills.ranking.background", "BACKGROUND_POWER"),
 }
 
 
 @contextlib.contextmanager
 def settings(name: str) -> Iterator[None]:
     """While inside, the module settings a bm25 spec names hold its values: `qstop=0` (no
-    query-only stop words), `code=<w>` (`query.CODE_WEIGHT`), `earlier=<w>`
-    (`rankers.EARLIER_WEIGHT`), `turns=<n>` (`rankers.EARLIER_TURNS`); the old ones on the way out."""
+    query-only stop words), `code=<w>` (`query.CODE_WEIGHT`), `share=<p>` (`query.CODE_SHARE`),
+    `earlier=<w>` (`rankers.EARLIER_WEIGHT`), `turns=<n>` (`rankers.EARLIER_TURNS`), `bg=<x>` and
+    `bgpow=<p>` (`background.BACKGROUND`, `BACKGROUND_POWER`; `bg=0`: off); the old ones on the way out."""
     import importlib
 
     saved: list[tuple[Any, str, Any]] = []

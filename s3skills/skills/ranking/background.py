@@ -21,21 +21,21 @@ from __future__ import annotations
 import functools
 import gzip
 import importlib.util
-import math
-import threading
 from pathlib import Path
 
-__all__ = ["BACKGROUND", "english_frequency", "has_background", "specificity_weight"]
+__all__ = ["BACKGROUND", "BACKGROUND_POWER", "english_frequency", "has_background", "specificity_weight"]
 
 BACKGROUND: float | None = 3000.0
 """Specificity (share of skills holding a word / the word's share of English text) at and above
-which a query word counts whole; below it the word counts `(specificity / BACKGROUND) ** 0.5`
+which a query word counts whole; below it the word counts `(specificity / BACKGROUND) ** BACKGROUND_POWER`
 ("week" in 2 % of the skills: about 0.14; "dataframe", "terraform": 1). None or 0: no background
 weighting. 3000 was chosen on the real-skills benches' dev splits among 1000, 2000, 3000 and
-10000 (and the power 0.5 against 0.75 and 1; bench/README.md)."""
+10000 (bench/README.md)."""
+
+BACKGROUND_POWER = 0.5
+"""How steeply a word below `BACKGROUND` loses weight: 0.5 (chosen against 0.75 and 1 on the dev splits)."""
 
 _LIST = "small_en.msgpack.gz"
-_lock = threading.Lock()
 
 
 @functools.cache
@@ -63,15 +63,13 @@ def _frequencies() -> dict[str, float] | None:
 
 def has_background() -> bool:
     """Whether English word frequencies are available (`wordfreq` installed)."""
-    with _lock:
-        return _frequencies() is not None
+    return _frequencies() is not None
 
 
 def english_frequency(word: str) -> float:
     """`word`'s share of English running text (lower case, as `wordfreq` lists it); 0 when
     the list does not have it (rarer than about once per million words) or without `wordfreq`."""
-    with _lock:
-        table = _frequencies()
+    table = _frequencies()
     return table.get(word, 0.0) if table else 0.0
 
 
@@ -86,7 +84,7 @@ def specificity_weight(word: str, library_share: float, background: float | None
 
     Returns:
         1 for a word English rarely uses (or without `wordfreq`), else
-        `min(1, (library_share / english_frequency) / background) ** 0.5`.
+        `min(1, (library_share / english_frequency) / background) ** BACKGROUND_POWER`.
     """
     level = BACKGROUND if background is None else background
     if level is None or level <= 0:
@@ -95,4 +93,4 @@ def specificity_weight(word: str, library_share: float, background: float | None
     if english <= 0:
         return 1.0
     ratio = library_share / english / level
-    return 1.0 if ratio >= 1 else math.sqrt(ratio)
+    return 1.0 if ratio >= 1 else float(ratio**BACKGROUND_POWER)
