@@ -163,14 +163,25 @@ def test_a_chatty_preamble_does_not_change_the_top_result_and_does_without_backg
 def test_a_word_common_in_english_but_rare_among_skills_weighs_less_and_a_domain_word_weighs_whole() -> None:
     assert background.has_background()
     # "week": in 1 skill of 10, and about 1 word in 3,000 of English: little evidence.
-    assert 0 < background.specificity_weight("week", 0.1, 3000) < 0.5
-    # "genbank" is not in the English list; "files" is as common among these skills as needed.
-    assert background.specificity_weight("genbank", 0.1, 3000) == 1.0
-    assert background.specificity_weight("files", 0.5, 3000) == 1.0
-    # The more of the library uses a word, the more it counts; off at None and 0.
-    assert background.specificity_weight("week", 0.2, 3000) > background.specificity_weight("week", 0.1, 3000)
-    assert background.specificity_weight("week", 0.1, 0) == 1.0
+    assert 0 < background.specificity_weight("week", 1, 10, 3000) < 0.5
+    # "genbank" is not in the English list; "files" is held by as many of these skills as needed.
+    assert background.specificity_weight("genbank", 1, 10, 3000) == 1.0
+    assert background.specificity_weight("files", 5, 10, 3000) == 1.0
+    # The more skills hold a word, the more it counts; off at 0.
+    assert background.specificity_weight("week", 2, 10, 3000) > background.specificity_weight("week", 1, 10, 3000)
+    assert background.specificity_weight("week", 1, 10, 0) == 1.0
     assert background.english_frequency("week") > background.english_frequency("genbank") == 0.0
+
+
+def test_past_the_reference_size_a_word_is_judged_by_how_many_skills_hold_it_not_by_their_share() -> None:
+    # A word held by 5 skills is as much evidence in a library of 10,000 as in one of 670: as a
+    # share of 10,000 every topical word would look like chat (the synthetic bench lost 10 points).
+    reference = background.REFERENCE_SKILLS
+    at_reference = background.specificity_weight("meeting", 5, reference, 3000)
+    assert 0 < at_reference < 1
+    assert background.specificity_weight("meeting", 5, 10_000, 3000) == at_reference
+    assert background.specificity_weight("meeting", 5, 100, 3000) > at_reference  # a share below it
+    assert background.specificity_weight("meeting", 0, 0, 3000) == 0.0  # no skill, no division by zero
 
 
 def test_without_wordfreq_every_word_counts_whole_and_ranking_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,7 +191,7 @@ def test_without_wordfreq_every_word_counts_whole_and_ranking_is_unchanged(monke
     background._frequencies.cache_clear()
     try:
         assert not background.has_background()
-        assert background.specificity_weight("week", 0.1, 3000) == 1.0
+        assert background.specificity_weight("week", 1, 10, 3000) == 1.0
         absent = [(s.id, round(v, 9)) for s, v in Bm25Index(library, background=3000).rank(PREAMBLE + "parse genbank")]
         assert absent == off
     finally:

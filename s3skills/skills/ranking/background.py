@@ -4,10 +4,15 @@ A word rare among skills is strong evidence in BM25 (a high IDF). Some such word
 rare among skills only because skills are not written in the register of a chat: "friday",
 "deadline", "meeting", "morning", "boss" are everyday English, and a request that says who
 the user is and when the work is due names no skill with them. What sets them apart is
-the ratio of how often the library uses a word to how often English does (its
-*specificity*, the "weirdness" ratio of terminology extraction): "pandas", "terraform",
-"dataframe" are far more frequent among skills than in English, "week" and "boss" are not,
-and "test" or "review", common in both, are common among skills too.
+the ratio of how many skills use a word to how often English does (its *specificity*, after
+the "weirdness" ratio of terminology extraction): "pandas", "terraform", "dataframe" are far
+more frequent among skills than in English, "week" and "boss" are not, and "test" or
+"review", common in both, are common among skills too.
+
+The skills holding a word are taken as a share of the library up to `REFERENCE_SKILLS`
+skills (the size the level was chosen at) and counted against that size beyond it: a topical
+word is held by a few skills however large the library grows, so as a share of 10,000 it
+would look like chat (the synthetic findability bench at 10,000 lost 10 points that way).
 
 `specificity_weight` turns that ratio into the weight of a query word (1: full evidence).
 The English frequencies are `wordfreq`'s small English list (the optional `ranking` extra:
@@ -23,17 +28,29 @@ import gzip
 import importlib.util
 from pathlib import Path
 
-__all__ = ["BACKGROUND", "BACKGROUND_POWER", "english_frequency", "has_background", "specificity_weight"]
+__all__ = [
+    "BACKGROUND",
+    "BACKGROUND_POWER",
+    "REFERENCE_SKILLS",
+    "english_frequency",
+    "has_background",
+    "specificity_weight",
+]
 
 BACKGROUND: float | None = 3000.0
-"""Specificity (share of skills holding a word / the word's share of English text) at and above
-which a query word counts whole; below it the word counts `(specificity / BACKGROUND) ** BACKGROUND_POWER`
-("week" in 2 % of the skills: about 0.14; "dataframe", "terraform": 1). None or 0: no background
-weighting. 3000 was chosen on the real-skills benches' dev splits among 1000, 2000, 3000 and
-10000 (bench/README.md)."""
+"""Specificity (the share of skills holding a word, of at most `REFERENCE_SKILLS`, over the
+word's share of English text) at and above which a query word counts whole; below it the
+word counts `(specificity / BACKGROUND) ** BACKGROUND_POWER` ("week", held by 2 % of the
+skills: about 0.14; "dataframe", "terraform": 1). None or 0: no background weighting. 3000
+was chosen on the real-skills benches' dev splits among 1000, 2000, 3000 and 10000
+(bench/README.md)."""
 
 BACKGROUND_POWER = 0.5
 """How steeply a word below `BACKGROUND` loses weight: 0.5 (chosen against 0.75 and 1 on the dev splits)."""
+
+REFERENCE_SKILLS = 670
+"""The library size `BACKGROUND` was chosen at (the real-skills corpus): in a larger library the
+skills holding a word are counted against this many, not against the library's size."""
 
 _LIST = "small_en.msgpack.gz"
 
@@ -73,18 +90,19 @@ def english_frequency(word: str) -> float:
     return table.get(word, 0.0) if table else 0.0
 
 
-def specificity_weight(word: str, library_share: float, background: float | None = None) -> float:
+def specificity_weight(word: str, holding: int, skills: int, background: float | None = None) -> float:
     """The weight of query word `word` (folded) as evidence for a skill, 0..1.
 
     Args:
         word: The query word, folded (lower case, no accents).
-        library_share: The share of the library's skills that hold the word (0..1).
+        holding: How many of the library's skills hold the word.
+        skills: How many skills the library has.
         background: The specificity at which a word counts whole (`BACKGROUND` by default;
             None there: every word counts whole).
 
     Returns:
         1 for a word English rarely uses (or without `wordfreq`), else
-        `min(1, (library_share / english_frequency) / background) ** BACKGROUND_POWER`.
+        `min(1, (holding / min(skills, REFERENCE_SKILLS) / english_frequency) / background) ** BACKGROUND_POWER`.
     """
     level = BACKGROUND if background is None else background
     if level is None or level <= 0:
@@ -92,5 +110,5 @@ def specificity_weight(word: str, library_share: float, background: float | None
     english = english_frequency(word)
     if english <= 0:
         return 1.0
-    ratio = library_share / english / level
+    ratio = holding / max(1, min(skills, REFERENCE_SKILLS)) / english / level
     return 1.0 if ratio >= 1 else float(ratio**BACKGROUND_POWER)

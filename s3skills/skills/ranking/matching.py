@@ -306,8 +306,10 @@ class Bm25Index:
             found = [(self._idf(len(p)), stem) for stem in stems if (p := self._saturated.get(stem))]
             found = [(idf, stem) for idf, stem in found if idf >= self.min_idf]
             if found:
-                share = max(len(self._saturated[stem]) for _, stem in found) / len(self.skills)
-                terms.append((word, stems, weight * specificity_weight(word, share, self.background), found))
+                holding = max(len(self._saturated[stem]) for _, stem in found)
+                terms.append(
+                    (word, stems, weight * specificity_weight(word, holding, len(self.skills), self.background), found)
+                )
         if self.max_query_terms is not None and len(terms) > self.max_query_terms:
             rarest = sorted(terms, key=lambda term: -max(idf for idf, _ in term[3]))[: self.max_query_terms]
             kept = {id(term) for term in rarest}
