@@ -92,6 +92,7 @@ _SETTINGS = {
     "turns": ("s3skills.skills.ranking.rankers", "EARLIER_TURNS"),
     "bg": ("s3skills.skills.ranking.background", "BACKGROUND"),
     "bgpow": ("s3skills.skills.ranking.background", "BACKGROUND_POWER"),
+    "bgwords": ("s3skills.skills.ranking.background", "BACKGROUND_WORDS"),
 }
 
 
@@ -99,8 +100,9 @@ _SETTINGS = {
 def settings(name: str) -> Iterator[None]:
     """While inside, the module settings a bm25 spec names hold its values: `qstop=0` (no
     query-only stop words), `code=<w>` (`query.CODE_WEIGHT`), `share=<p>` (`query.CODE_SHARE`),
-    `earlier=<w>` (`rankers.EARLIER_WEIGHT`), `turns=<n>` (`rankers.EARLIER_TURNS`), `bg=<x>` and
-    `bgpow=<p>` (`background.BACKGROUND`, `BACKGROUND_POWER`; `bg=0`: off); the old ones on the way out."""
+    `earlier=<w>` (`rankers.EARLIER_WEIGHT`), `turns=<n>` (`rankers.EARLIER_TURNS`), `bg=<x>`,
+    `bgpow=<p>` and `bgwords=<n>` (`background.BACKGROUND`, `BACKGROUND_POWER`, `BACKGROUND_WORDS`;
+    `bg=0`: off); the old ones on the way out."""
     import importlib
 
     saved: list[tuple[Any, str, Any]] = []

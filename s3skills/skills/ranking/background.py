@@ -14,7 +14,10 @@ skills (the size the level was chosen at) and counted against that size beyond i
 word is held by a few skills however large the library grows, so as a share of 10,000 it
 would look like chat (the synthetic findability bench at 10,000 lost 10 points that way).
 
-`specificity_weight` turns that ratio into the weight of a query word (1: full evidence).
+`specificity_weight` turns that ratio into the weight of a query word (1: full evidence),
+and `background_strength` says how much of it applies: a short request is all ask (there is
+no room for chat in ten words, and "interview" or "budget" is the topic there), so the
+weighting grows with the request's length, whole from `BACKGROUND_WORDS` scored words.
 The English frequencies are `wordfreq`'s small English list (the optional `ranking` extra:
 `pip install "s3skills[ranking]"`), read once per process on the first request that
 needs them (about 30 ms; importing `wordfreq` itself is not needed). Without `wordfreq`
@@ -31,7 +34,9 @@ from pathlib import Path
 __all__ = [
     "BACKGROUND",
     "BACKGROUND_POWER",
+    "BACKGROUND_WORDS",
     "REFERENCE_SKILLS",
+    "background_strength",
     "english_frequency",
     "has_background",
     "specificity_weight",
@@ -47,6 +52,13 @@ was chosen on the real-skills benches' dev splits among 1000, 2000, 3000 and 100
 
 BACKGROUND_POWER = 0.5
 """How steeply a word below `BACKGROUND` loses weight: 0.5 (chosen against 0.75 and 1 on the dev splits)."""
+
+BACKGROUND_WORDS = 20
+"""A request of n scored words takes each word's `specificity_weight` to the power
+`min(1, n / BACKGROUND_WORDS)` (0: always whole). 20 was chosen on the dev splits of both
+real-skills sets and of the synthetic findability bench, against 30, 40 and none (applied at
+any length: the synthetic bench's short everyday requests, "which credit card should I pay
+off first", then lost their skill)."""
 
 REFERENCE_SKILLS = 670
 """The library size `BACKGROUND` was chosen at (the real-skills corpus): in a larger library the
@@ -112,3 +124,11 @@ def specificity_weight(word: str, holding: int, skills: int, background: float |
         return 1.0
     ratio = holding / max(1, min(skills, REFERENCE_SKILLS)) / english / level
     return 1.0 if ratio >= 1 else float(ratio**BACKGROUND_POWER)
+
+
+def background_strength(words: int) -> float:
+    """How much of the background weighting applies to a request of `words` scored words:
+    `min(1, words / BACKGROUND_WORDS)` (1 when `BACKGROUND_WORDS` is 0)."""
+    if words <= 0:
+        return 0.0
+    return 1.0 if BACKGROUND_WORDS <= 0 else min(1.0, words / BACKGROUND_WORDS)

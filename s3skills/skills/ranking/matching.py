@@ -38,7 +38,7 @@ from operator import attrgetter
 from typing import Any, Literal
 
 from s3skills.skills.format.model import SkillInfo
-from s3skills.skills.ranking.background import specificity_weight
+from s3skills.skills.ranking.background import background_strength, specificity_weight
 from s3skills.skills.ranking.identifiers import identifier_parts
 from s3skills.skills.ranking.identity import IdentityCache
 from s3skills.skills.ranking.query import (
@@ -306,15 +306,28 @@ class Bm25Index:
             found = [(self._idf(len(p)), stem) for stem in stems if (p := self._saturated.get(stem))]
             found = [(idf, stem) for idf, stem in found if idf >= self.min_idf]
             if found:
-                holding = max(len(self._saturated[stem]) for _, stem in found)
-                terms.append(
-                    (word, stems, weight * specificity_weight(word, holding, len(self.skills), self.background), found)
+                terms.append((word, stems, weight, found))
+        strength = background_strength(len(terms))
+        if strength > 0:  # words as common in English as among skills weigh less (`background`)
+            size = len(self.skills)
+            terms = [
+                (
+                    word,
+                    stems,
+                    weight * specificity_weight(word, self._holding(found), size, self.background) ** strength,
+                    found,
                 )
+                for word, stems, weight, found in terms
+            ]
         if self.max_query_terms is not None and len(terms) > self.max_query_terms:
             rarest = sorted(terms, key=lambda term: -max(idf for idf, _ in term[3]))[: self.max_query_terms]
             kept = {id(term) for term in rarest}
             terms = [term for term in terms if id(term) in kept]
         return terms
+
+    def _holding(self, found: list[tuple[float, str]]) -> int:
+        """How many skills hold a query word (its most common stem)."""
+        return max(len(self._saturated[stem]) for _, stem in found)
 
     def _sum(
         self, terms: list[tuple[str, frozenset[str], float, list[tuple[float, str]]]], table: Any
