@@ -301,13 +301,14 @@ class Bm25Index:
         """Each scored query word: (word, its stems, its weight in the query, (IDF, stem) per
         stem found), after `min_idf` and `max_query_terms`, in the query's order."""
         terms = []
-        for word, weight in _query_words(query, self.identifiers).items():
+        words = _query_words(query, self.identifiers)
+        for word, weight in words.items():
             stems = frozenset({_stem(word, "english"), _stem(word, "spanish")})
             found = [(self._idf(len(p)), stem) for stem in stems if (p := self._saturated.get(stem))]
             found = [(idf, stem) for idf, stem in found if idf >= self.min_idf]
             if found:
                 terms.append((word, stems, weight, found))
-        strength = background_strength(len(terms))
+        strength = background_strength(len(words))
         if strength > 0:  # words as common in English as among skills weigh less (`background`)
             size = len(self.skills)
             terms = [
