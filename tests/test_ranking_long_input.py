@@ -273,3 +273,24 @@ def test_pasted_code_is_scaled_to_the_prose_only_when_it_outnumbers_it() -> None
 def test_odd_requests_rank_without_raising(request_text: str) -> None:
     ranked = Bm25Index(_hub_library(), background=3000).rank(request_text)
     assert all(score > 0 for _, score in ranked)
+
+
+def test_a_short_everyday_request_keeps_most_of_its_words_weight_and_a_long_one_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    library = [
+        skill("personal/budget", "pay off credit card debt and plan a monthly budget"),
+        *[skill(f"misc/s{n}", f"topic{n} helper") for n in range(8)],
+    ]
+    index = Bm25Index(library, background=3000)
+    short = "which credit card should I pay off first"
+
+    def weight_of(text: str, word: str) -> float:
+        return next(w for term, _, w, _ in index._terms(text) if term == word)
+
+    assert background.background_strength(4) == pytest.approx(4 / background.BACKGROUND_WORDS)
+    assert background.background_strength(background.BACKGROUND_WORDS * 3) == 1.0
+    graded = weight_of(short, "pay")
+    assert weight_of(PREAMBLE * 2 + short, "pay") < graded < 1.0  # a long message: the whole weighting
+    monkeypatch.setattr(background, "BACKGROUND_WORDS", 0)  # off: the whole weighting at any length
+    assert weight_of(short, "pay") < graded
