@@ -11,6 +11,9 @@ to the prose it comes with (`query.CODE_SHARE`).
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from s3skills.skills import SkillInfo, SkillMetadata
@@ -294,3 +297,19 @@ def test_a_short_everyday_request_keeps_most_of_its_words_weight_and_a_long_one_
     assert weight_of(PREAMBLE * 2 + short, "pay") < graded < 1.0  # a long message: the whole weighting
     monkeypatch.setattr(background, "BACKGROUND_WORDS", 0)  # off: the whole weighting at any length
     assert weight_of(short, "pay") < graded
+
+
+def test_the_english_list_is_read_once_on_first_use_and_importing_the_ranking_reads_nothing() -> None:
+    code = (
+        "import sys\n"
+        "from s3skills.skills.ranking import background, matching\n"
+        "assert 'msgpack' not in sys.modules and 'wordfreq' not in sys.modules\n"
+        "assert background._frequencies.cache_info().currsize == 0\n"
+        "for _ in range(3):\n"
+        "    background.specificity_weight('week', 1, 10)\n"
+        "info = background._frequencies.cache_info()\n"
+        "assert (info.misses, info.hits) == (1, 2), info\n"
+        "assert 'wordfreq' not in sys.modules  # its data file is read without importing the package\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
