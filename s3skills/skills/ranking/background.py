@@ -20,7 +20,7 @@ no room for chat in ten words, and "interview" or "budget" is the topic there), 
 weighting grows with the request's length, whole from `BACKGROUND_WORDS` scored words.
 The English frequencies are `wordfreq`'s small English list (the optional `ranking` extra:
 `pip install "s3skills[ranking]"`), read once per process on the first request that
-needs them (about 30 ms; importing `wordfreq` itself is not needed). Without `wordfreq`
+needs them (about 10 ms; importing `wordfreq` itself is not needed). Without `wordfreq`
 every word weighs 1, as before this module existed.
 """
 
