@@ -79,6 +79,7 @@ from s3skills.fs import S3Backend
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.middleware.skills_prompt import ranked_for, recent_requests
 from s3skills.skills import usage
+from s3skills.skills.ranking.background import has_background
 from s3skills.skills.ranking.rankers import conversation_scores
 from s3skills.skills.ranking.sketch import SKETCH_MODES
 from s3skills.storage import RequestCounter
@@ -448,6 +449,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         "budget_chars": args.budget,
         "seed": args.seed,
         "distractors": args.distractors,
+        "background_frequencies": has_background(),  # wordfreq installed: chat words weigh less
         "corpus_skills": len(corpus.skills),
         "excluded_skills": corpus.excluded,
         "collapsed_copies": corpus.collapsed,
@@ -529,6 +531,8 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"split {args.split}; {report['corpus_skills']} corpus skills ({len(report['excluded_skills'])} left out)")
+    if not report["background_frequencies"]:
+        print("note: wordfreq is not installed: no background-language weighting (pip install 's3skills[ranking]')")
     print(table(report["runs"]))
     for run in report["runs"]:
         if "long_request" in run:

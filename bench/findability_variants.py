@@ -87,16 +87,22 @@ def sketches(mode: str) -> Iterator[None]:
 _SETTINGS = {
     "qstop": ("s3skills.skills.ranking.matching", "QUERY_STOPWORDS"),
     "code": ("s3skills.skills.ranking.query", "CODE_WEIGHT"),
+    "share": ("s3skills.skills.ranking.query", "CODE_SHARE"),
     "earlier": ("s3skills.skills.ranking.rankers", "EARLIER_WEIGHT"),
     "turns": ("s3skills.skills.ranking.rankers", "EARLIER_TURNS"),
+    "bg": ("s3skills.skills.ranking.background", "BACKGROUND"),
+    "bgpow": ("s3skills.skills.ranking.background", "BACKGROUND_POWER"),
+    "bgwords": ("s3skills.skills.ranking.background", "BACKGROUND_WORDS"),
 }
 
 
 @contextlib.contextmanager
 def settings(name: str) -> Iterator[None]:
     """While inside, the module settings a bm25 spec names hold its values: `qstop=0` (no
-    query-only stop words), `code=<w>` (`query.CODE_WEIGHT`), `earlier=<w>`
-    (`rankers.EARLIER_WEIGHT`), `turns=<n>` (`rankers.EARLIER_TURNS`); the old ones on the way out."""
+    query-only stop words), `code=<w>` (`query.CODE_WEIGHT`), `share=<p>` (`query.CODE_SHARE`),
+    `earlier=<w>` (`rankers.EARLIER_WEIGHT`), `turns=<n>` (`rankers.EARLIER_TURNS`), `bg=<x>`,
+    `bgpow=<p>` and `bgwords=<n>` (`background.BACKGROUND`, `BACKGROUND_POWER`, `BACKGROUND_WORDS`;
+    `bg=0`: off); the old ones on the way out."""
     import importlib
 
     saved: list[tuple[Any, str, Any]] = []

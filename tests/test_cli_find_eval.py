@@ -139,9 +139,12 @@ def test_eval_reports_recall_page_one_rank_and_false_triggers_per_query(real_lib
     assert [r["should_trigger"] for r in results] == [True, True, False, False]
     # Real descriptions are long: 31 skills do not fit a 6,000-character index whole.
     for should in results[:2]:
-        assert should["rank"] == 1
         assert should["described"]
         assert should["on_first_page"]
+    # The pytest request is a near tie with obra/test-driven-development (its name says "test"; the
+    # two scores are within 0.1 %): second since everyday words ("tried", "idea") weigh less (issue 35).
+    assert results[0]["rank"] <= 2
+    assert results[1]["rank"] == 1
     assert results[2]["rank"] is None
     assert not results[2]["described"]
     assert results[3]["rank"] > 1  # a should-not request that shares a word: not first

@@ -38,9 +38,16 @@ from operator import attrgetter
 from typing import Any, Literal
 
 from s3skills.skills.format.model import SkillInfo
+from s3skills.skills.ranking.background import background_strength, specificity_weight
 from s3skills.skills.ranking.identifiers import identifier_parts
 from s3skills.skills.ranking.identity import IdentityCache
-from s3skills.skills.ranking.query import ENGLISH_STOPWORDS, QUERY_STOPWORDS, SPANISH_STOPWORDS, query_parts
+from s3skills.skills.ranking.query import (
+    ENGLISH_STOPWORDS,
+    QUERY_STOPWORDS,
+    SPANISH_STOPWORDS,
+    query_parts,
+    word_weights,
+)
 
 __all__ = [
     "FIELD_B",
@@ -171,14 +178,14 @@ def tokenize(text: str, language: Language | None = None, *, identifiers: bool =
 
 def _query_words(query: str, identifiers: bool = False) -> dict[str, float]:
     """Each distinct scored word of `query` (folded, not stemmed) -> its weight: 1 in prose,
-    `query.CODE_WEIGHT` when it appears in pasted code or logs only; `QUERY_STOPWORDS` and
-    bare numbers left out."""
-    out: dict[str, float] = {}
-    for text, weight in query_parts(query):
-        for word in _words(text, identifiers):
-            if word not in QUERY_STOPWORDS and not word.isdigit() and out.get(word, 0.0) < weight:
-                out[word] = weight
-    return out
+    `query.CODE_WEIGHT` (scaled by `query.CODE_SHARE`) when it appears in pasted code or logs
+    only (`query.word_weights`); `QUERY_STOPWORDS` and bare numbers left out."""
+    return word_weights(
+        [
+            ([w for w in _words(text, identifiers) if w not in QUERY_STOPWORDS and not w.isdigit()], weight)
+            for text, weight in query_parts(query)
+        ]
+    )
 
 
 def _fields(skill: SkillInfo, identifiers: bool = False) -> dict[str, list[str]]:
@@ -215,6 +222,8 @@ class Bm25Index:
         sketch_cap: `SKETCH_CAP` for this index (None: the module's; negative: off).
         sketch_floor: `SKETCH_FLOOR` for this index (None: the module's).
         long_query_terms: `LONG_QUERY_TERMS` for this index (None: the module's; 0: off).
+        background: `background.BACKGROUND` for this index (None: the module's, read at each
+            query; 0: off): a query word as common in English as among skills counts less.
     """
 
     def __init__(
@@ -231,6 +240,7 @@ class Bm25Index:
         sketch_cap: float | None = None,
         sketch_floor: float | None = None,
         long_query_terms: int | None = None,
+        background: float | None = None,
     ) -> None:
         self.skills = list(skills)
         self.weights = dict(FIELD_WEIGHTS if weights is None else weights)
@@ -243,6 +253,7 @@ class Bm25Index:
         self.sketch_cap = SKETCH_CAP if sketch_cap is None else (sketch_cap if sketch_cap >= 0 else None)
         self.sketch_floor = SKETCH_FLOOR if sketch_floor is None else sketch_floor
         self.long_query_terms = LONG_QUERY_TERMS if long_query_terms is None else (long_query_terms or None)
+        self.background = background
         split = self.sketch_cap is not None or self.long_query_terms is not None
         docs = [_fields(skill, self.identifiers) for skill in self.skills]
         path_share: dict[str, float] = {}
@@ -290,17 +301,34 @@ class Bm25Index:
         """Each scored query word: (word, its stems, its weight in the query, (IDF, stem) per
         stem found), after `min_idf` and `max_query_terms`, in the query's order."""
         terms = []
-        for word, weight in _query_words(query, self.identifiers).items():
+        words = _query_words(query, self.identifiers)
+        for word, weight in words.items():
             stems = frozenset({_stem(word, "english"), _stem(word, "spanish")})
             found = [(self._idf(len(p)), stem) for stem in stems if (p := self._saturated.get(stem))]
             found = [(idf, stem) for idf, stem in found if idf >= self.min_idf]
             if found:
                 terms.append((word, stems, weight, found))
+        strength = background_strength(len(words))
+        if strength > 0:  # words as common in English as among skills weigh less (`background`)
+            size = len(self.skills)
+            terms = [
+                (
+                    word,
+                    stems,
+                    weight * specificity_weight(word, self._holding(found), size, self.background) ** strength,
+                    found,
+                )
+                for word, stems, weight, found in terms
+            ]
         if self.max_query_terms is not None and len(terms) > self.max_query_terms:
             rarest = sorted(terms, key=lambda term: -max(idf for idf, _ in term[3]))[: self.max_query_terms]
             kept = {id(term) for term in rarest}
             terms = [term for term in terms if id(term) in kept]
         return terms
+
+    def _holding(self, found: list[tuple[float, str]]) -> int:
+        """How many skills hold a query word (its most common stem)."""
+        return max(len(self._saturated[stem]) for _, stem in found)
 
     def _sum(
         self, terms: list[tuple[str, frozenset[str], float, list[tuple[float, str]]]], table: Any

@@ -9,7 +9,13 @@ which say nothing about the task. Identifiers stay (`parse_genbank`, `KeyError`)
 Pasted code and logs (`query_parts`): a fenced block, or a line indented as code or
 dense with code punctuation, counts at `CODE_WEIGHT` of the prose around it: the prose
 is where the user says what they want, the code and the stack trace add evidence
-(identifiers, error names) but should not outvote it.
+(identifiers, error names) but should not outvote it. Nor should its length: when the
+pasted part has more distinct words than the prose, each of its words counts
+`prose / code` less again (`CODE_SHARE`, `word_weights`), so 120 words of utility code
+after a one-line question weigh about as much as the question, however long the paste.
+
+Chat (who the user is, a deadline, a meeting) is handled by the words' background
+frequency in English (`s3skills.skills.ranking.background`).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ __all__ = [
     "STOPWORDS",
     "code_line",
     "query_parts",
+    "word_weights",
 ]
 
 
@@ -63,6 +70,14 @@ QUERY_STOPWORDS = _set(
 
 CODE_WEIGHT = 0.5
 """How much a word of pasted code or logs counts against a word of prose (1: the same)."""
+
+CODE_SHARE = 1.0
+"""Hub control for pasted code: when a request's code and logs hold n distinct scored words
+(not also in its prose) and its prose p < n, each of those words counts `(p / n) ** CODE_SHARE`
+of `CODE_WEIGHT` (0: no length scaling). A request with no prose keeps `CODE_WEIGHT`. 1 was
+chosen on the real-skills benches' dev splits (bench/README.md): without it, a skill whose
+body shares generic code words (`function`, `promise`, `settimeout`) with any pasted file
+was first for 4 to 6 % of the requests aimed at other skills."""
 
 _FENCE_RE = re.compile(r"^[^\S\n]*(```|~~~)[^\n]*\n.*?(?:^[^\S\n]*\1[^\n]*$|\Z)", re.DOTALL | re.MULTILINE)
 _CODE_PUNCTUATION = frozenset("{}[]()<>=;:$\"'`|\\/#@*&%.,_")
@@ -110,3 +125,24 @@ def query_parts(query: str) -> list[tuple[str, float]]:
 def _lines(text: str, add: object) -> None:
     for line in text.split("\n"):
         add(line, CODE_WEIGHT if code_line(line) else 1.0)  # type: ignore[operator]
+
+
+def word_weights(parts: list[tuple[list[str], float]]) -> dict[str, float]:
+    """Each distinct word of a request -> its weight: the highest weight of a part it is in,
+    a code part's words scaled down when the code outnumbers the prose (`CODE_SHARE`).
+
+    Args:
+        parts: Each part's scored words and its weight (`query_parts`: 1 for prose).
+    """
+    prose: dict[str, float] = {}
+    code: dict[str, float] = {}
+    for words, weight in parts:
+        into = prose if weight >= 1 else code
+        for word in words:
+            if into.get(word, 0.0) < weight:
+                into[word] = weight
+    only = {word: weight for word, weight in code.items() if word not in prose}
+    if prose and CODE_SHARE > 0 and len(only) > len(prose):
+        scale = (len(prose) / len(only)) ** CODE_SHARE
+        only = {word: weight * scale for word, weight in only.items()}
+    return {**only, **prose}
