@@ -16,7 +16,8 @@ benches' dev splits, the real-skills one deciding: bench/README.md): its name (i
 description, and its body sketch (`SkillInfo.sketch`, stored in the manifest by the
 writers: ranking costs no request). The index is built once per library version and
 shared by every call and tenant that sees that version (`bm25_index`); a query only
-touches the skills that contain one of its words (an inverted index).
+touches the skills that contain one of its words (an inverted index, each word's skills
+two flat arrays), and adds their scores into one list of floats in library order.
 
 Why not `bm25s`: it scores one field per document (no BM25F), and it would bring numpy
 and scipy into every install; the inverted index here ranks 10,000 skills in a few
@@ -316,9 +317,7 @@ class Bm25Index:
             terms = [term for term in terms if id(term) in kept]
         return terms
 
-    def _sum(
-        self, terms: list[tuple[str, frozenset[str], float, list[tuple[float, str]]]], table: Any
-    ) -> list[float]:
+    def _sum(self, terms: list[tuple[str, frozenset[str], float, list[tuple[float, str]]]], table: Any) -> list[float]:
         # One float per skill, in library order: adding into a list is about three times
         # cheaper than into a dict, and a float is no object the garbage collector tracks.
         scores = [0.0] * len(self.skills)
