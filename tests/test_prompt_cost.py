@@ -11,9 +11,12 @@ order is the one the pair path (any other ranker's) gives, ties, turns and prior
 from __future__ import annotations
 
 import gc
+import json
 import random
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,6 +32,7 @@ from s3skills.skills.ranking.matching import Bm25Index
 from s3skills.skills.ranking.rankers import order_for, prior_for
 from s3skills.testing import MemoryObjectStore
 
+BENCH = Path(__file__).resolve().parent.parent / "bench"
 USER = "ana"
 SEEDS = KeyLayout.seeds()
 PREFIX = f"{USER}/skills/"
@@ -219,3 +223,26 @@ def test_through_pairs_a_prompt_ranks_each_turn_into_pairs(
     ranked = count_calls(monkeypatch, Bm25Index, "rank")
     run_sync(middleware.build_prompt({"messages": [HumanMessage(long_request())]}))
     assert len(ranked) == 1
+
+
+@pytest.mark.slow  # the real-skills corpus, pushed in memory: about half a minute
+def test_the_prompt_cpu_bench_measures_both_ways_on_the_same_prompts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sys.path.insert(0, str(BENCH))
+    import prompt_cpu
+
+    out = tmp_path / "results.json"
+    assert prompt_cpu.main(["--size", "700", "--words", "300", "--requests", "3", "--out", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["skills"] == 700
+    assert report["ways"] == ["score lists", "pairs"]
+    assert [s["kind"] for s in report["samples"]] == ["long", "plain"] * 3
+    assert all(s["same_prompt"] for s in report["samples"])
+    for kind in ("long", "plain"):
+        summary = report["summary"][kind]
+        assert summary["requests"] == summary["same_prompt"] == 3
+        assert {"median", "p10", "p90"} <= set(summary["score lists"]["cpu_ms"])
+        assert summary["cpu_ratio"]["per_request"]["n"] == 3
+    assert str(out) in capsys.readouterr().out
+    assert rankers.DENSE_ORDER  # the bench puts the setting back
