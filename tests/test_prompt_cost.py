@@ -119,6 +119,14 @@ def test_the_default_ranking_gives_the_order_the_pair_path_gives(
     assert sorted(dense) == sorted(s.id for s in skills if s.id not in exclude)
 
 
+@pytest.mark.parametrize("turns", [[], [""], ["   ", "earlier"], ["\x00\ud800 ```"], ["a" * 20_000]])
+def test_empty_blank_and_odd_turns_give_the_library_by_id_either_way(turns: list[str]) -> None:
+    skills = library(50)
+    dense, through_pairs = both_ways(turns, skills)
+    assert dense == through_pairs == [s.id for s in skills]
+    assert both_ways(turns, []) == ([], [])
+
+
 def test_equal_scores_are_ordered_by_id_in_the_ranking_and_in_the_index() -> None:
     twins = [info(f"t/{name}", "Ledger totals for the month.") for name in ("delta", "alpha", "charlie", "bravo")]
     skills = sorted([*twins, info("t/other", "Resize an image.")], key=lambda s: s.id)
