@@ -249,8 +249,7 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
         except S3SkillsError as exc:
             logger.warning("skill index unavailable: %s", exc)
             return f"{_HEADER}\n\n(The skill index is unavailable right now: {exc}. Try again later.)"
-        by_id = {s.id: s for s in everything}
-        skills = [s for s in everything if not self.category or s.category == self.category]
+        skills = [s for s in everything if s.category == self.category] if self.category else everything
         parts = [_HEADER]
         if self.mode == "preload":
             parts.append(await self._preloaded(skills))
@@ -288,7 +287,8 @@ class SkillsPromptMiddleware(AgentMiddleware[SkillsState, Any]):
             ]
             parts.append("### Loaded skills\n" + "\n".join(lines))
         if current is not None:
-            parts.append(await self._current(current, by_id.get(current), pins.get(current)))
+            skill = next((s for s in everything if s.id == current), None)
+            parts.append(await self._current(current, skill, pins.get(current)))
         return "\n\n".join(parts)
 
     def _is_code(self, skill_id: str) -> bool:

@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from s3skills.skills import SkillInfo, SkillMetadata
-from s3skills.skills.ranking.matching import closest_ids, language_of, rank, tokenize
+from s3skills.skills.ranking.matching import language_of, rank, tokenize
+from s3skills.skills.ranking.suggest import closest_ids
 
 
 def skill(skill_id: str, description: str, **fields: Any) -> SkillInfo:

@@ -257,7 +257,7 @@ def _evaluate(
 
 
 def _resolve(ctx: Context, agent: _Agent, name: str) -> str:
-    from s3skills.skills.ranking.matching import closest_ids
+    from s3skills.skills.ranking.suggest import closest_ids
 
     ids = {s.id for s in agent.skills}
     if name in ids:

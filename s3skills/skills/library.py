@@ -37,8 +37,8 @@ from s3skills.skills.index.catalog import SkillCatalog
 from s3skills.skills.index.folders import FolderCache
 from s3skills.skills.index.served import ChannelServer
 from s3skills.skills.index.writers import LibraryWriter
-from s3skills.skills.ranking.matching import closest_ids
 from s3skills.skills.ranking.rankers import Ranker, order_for
+from s3skills.skills.ranking.suggest import closest_ids
 from s3skills.skills.reads import SkillReads
 from s3skills.skills.results import (
     Known,
