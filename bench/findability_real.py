@@ -68,8 +68,8 @@ import findability  # the synthetic bench: its library layout, distractors and c
 import findability_distractors
 import record  # bench/record.py
 import request_shape
-from findability_calibrate import calibration, outranked
-from findability_calibrate import table as calibration_table
+from calibration import calibration, outranked
+from calibration import table as calibration_table
 from findability_corpus import Corpus, load_corpus
 from findability_robust import VARIANTS, conversation, long_message
 from findability_variants import PRESETS, FieldWeightsRanker, make_variant, settings, sketch_mode_of, sketches
