@@ -17,13 +17,9 @@ the dev splits to choose one.
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 __all__ = ["TOLERANCE", "calibration", "outranked", "summary", "table"]
 
