@@ -1,16 +1,7 @@
 """How hard are the distractors? Each family measured on the dev splits (issue 35).
 
-A distractor family stands in for the rest of a big library, so it should compete with the
-targets as much as real skills do, no more and no less. For each should-trigger request the
-bench counts the non-target **real** skills ranked above its target and the **distractors**
-ranked above it (only skills the request matches can be above: `conversation_scores`). The
-per-skill outranking rate of a kind is those outrankings / (requests x skills of that kind);
-the real skills' rate is the reference, and a family is **as hard as real skills** when its
-rate is within `TOLERANCE` (a factor) of it. Also reported: the per-skill rate at which the
-top 1 is a real non-target or a distractor, and the largest share of the requests that any one
-distractor (or real skill) is first for.
-
-`findability_real.py` computes it for every run with distractors (the run's `calibration`);
+What is measured, and when a family counts as "as hard as real skills", is in
+`calibration.py`. `findability_real.py` computes it for every run with distractors (the run's `calibration`);
 this command runs the dev splits of both request sets at the corpus plus `--count`
 distractors for each family asked, to choose a family on dev only:
 
