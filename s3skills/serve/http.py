@@ -322,7 +322,7 @@ class _Manager(Multiprocess):
         self._announce_if_listening()
 
     def _announce_if_listening(self) -> bool:
-        if self._announce is None:
+        if self._announce is None or self.should_exit.is_set():
             return True
         count = reuseport.listening(self._port)
         if count is not None and count < self.processes_num:
