@@ -314,22 +314,20 @@ class _Manager(Multiprocess):
         while self._announce is not None and not self.signal_queue and time.monotonic() < deadline:
             if any(process.exitcode is not None for process in self.processes):
                 return
-            if not self._announce_if_listening():
-                time.sleep(0.05)
+            self._announce_if_listening()
+            time.sleep(0.05)
 
     def keep_subprocess_alive(self) -> None:
         super().keep_subprocess_alive()
         self._announce_if_listening()
 
-    def _announce_if_listening(self) -> bool:
+    def _announce_if_listening(self) -> None:
         if self._announce is None or self.should_exit.is_set():
-            return True
+            return
         count = reuseport.listening(self._port)
-        if count is not None and count < self.processes_num:
-            return False
-        announce, self._announce = self._announce, None
-        announce()
-        return True
+        if count is None or count >= self.processes_num:
+            announce, self._announce = self._announce, None
+            announce()
 
     def status(self) -> int:
         """0 when every worker exited 0 (each is named on stderr otherwise), else 1."""
