@@ -543,15 +543,15 @@ def _tcp_sockets() -> list[tuple[int, int, str, str]]:
     return found
 
 
-def _holders(inodes: dict[str, int], pids: set[int]) -> dict[int, int]:
-    """{value of `inodes` (keyed by socket inode): the pid among `pids` that holds that socket}."""
-    held: dict[int, int] = {}
+def _holders(inodes: dict[str, int], pids: set[int]) -> list[tuple[int, int]]:
+    """(the value `inodes` gives a socket's inode, pid) for every descriptor `pids` hold on one."""
+    held: list[tuple[int, int]] = []
     for pid in pids:
         for fd in Path(f"/proc/{pid}/fd").iterdir():
             with contextlib.suppress(OSError):
                 link = os.readlink(fd)
                 if link.startswith("socket:[") and link[8:-1] in inodes:
-                    held[inodes[link[8:-1]]] = pid
+                    held.append((inodes[link[8:-1]], pid))
     return held
 
 
@@ -575,18 +575,18 @@ async def _connections_per_worker(port: int, count: int, pids: set[int]) -> dict
             if local == port and peer in clients and state == "01"
         }
         held = _holders(served, pids)
-        assert sorted(held) == sorted(clients)  # every connection is a worker's
-        return {pid: list(held.values()).count(pid) for pid in pids}
+        assert sorted(peer for peer, _ in held) == sorted(clients)  # each connection is one worker's
+        return {pid: [owner for _, owner in held].count(pid) for pid in pids}
     finally:
         for writer in writers:
             writer.close()
 
 
 def _listeners(port: int, pids: set[int]) -> dict[int, int]:
-    """{pid: listening sockets on `port` it holds} for `pids`."""
+    """{pid: the listening sockets on `port` it holds} for `pids` (a shared one counts for each)."""
     inodes = {inode: n for n, (local, _, state, inode) in enumerate(_tcp_sockets()) if local == port and state == "0A"}
     held = _holders(inodes, pids)
-    return {pid: list(held.values()).count(pid) for pid in pids}
+    return {pid: [owner for _, owner in held].count(pid) for pid in pids}
 
 
 @pytest.mark.slow
