@@ -11,10 +11,14 @@ client's multiprocess mode writes one set per process, named by its pid):
 - SIGKILL of the manager leaves no worker serving (the kernel's parent-death signal makes
   them drain), the port is released, and the metrics directory it could not remove does not
   leak into the next run's figures;
-- the watchdog used where the kernel cannot signal ends a process whose parent was killed.
+- the watchdog used where the kernel cannot signal ends a process whose parent was killed;
+- each worker listens on a socket of its own (`SO_REUSEPORT`), the manager on none, and each
+  holds a fair share of 60 keep-alive connections opened at once (found through
+  /proc/net/tcp and the processes' descriptors), also after a killed worker was replaced.
 
 The fast tests give `--workers` and `PROMETHEUS_MULTIPROC_DIR` bad values: clear errors, no
-server started.
+server started; and pin the sockets on loopback: the manager's bound socket gets no
+connection, a port another process listens on is busy, each worker binds its own.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import asyncio
 import contextlib
 import json
 import os
+import pickle
 import shutil
 import signal
 import socket
@@ -43,7 +48,8 @@ from procs import alive, eventually
 from prometheus_client.parser import text_string_to_metric_families
 
 from s3skills.cli import main
-from s3skills.serve.http import MAX_WORKERS, HttpSettings, ServerError, metrics_dir, worker_count
+from s3skills.serve import reuseport
+from s3skills.serve.http import MAX_WORKERS, HttpSettings, ServerError, bind, metrics_dir, worker_count
 from s3skills.serve.lifeline import follow_parent, worker_factory
 from s3skills.testing import make_client, skill_md
 
@@ -206,6 +212,69 @@ def _dead_pid() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
     return child.pid
+
+
+# -- fast: the workers' own sockets (SO_REUSEPORT) ---------------------------------------------
+
+
+def test_the_managers_socket_that_never_listens_gets_no_connection_of_the_port() -> None:
+    assert reuseport.available() == sys.platform.startswith("linux")
+    with contextlib.ExitStack() as stack:
+        held = stack.enter_context(bind("127.0.0.1", 0, reuse_port=True))  # as the manager holds the port
+        port = held.getsockname()[1]
+        with pytest.raises(ConnectionRefusedError), socket.create_connection(("127.0.0.1", port), timeout=10):
+            pass  # bound, not listening: nothing answers
+        worker = stack.enter_context(reuseport.own_socket(held.family, held.getsockname()))
+        worker.listen(64)
+        clients = [stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=10)) for _ in range(30)]
+        worker.settimeout(10)
+        accepted = [stack.enter_context(worker.accept()[0]) for _ in clients]  # every one: none went to `held`
+        assert sorted(a.getpeername() for a in accepted) == sorted(c.getsockname() for c in clients)
+        assert reuseport.listening(port) == 1
+
+
+@pytest.mark.parametrize("reuse", [False, True], ids=["plain-listener", "reuseport-listener"])
+def test_a_port_another_process_listens_on_is_busy_even_for_a_reuseport_socket(reuse: bool) -> None:
+    with socket.socket() as other:
+        if reuse:  # the same user's: without the check the manager would join its listeners
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("127.0.0.1", 0))
+        other.listen(8)
+        port = other.getsockname()[1]
+        with pytest.raises(ServerError, match=f"port {port} on 127.0.0.1 is busy"):
+            bind("127.0.0.1", port, reuse_port=True)
+        assert reuseport.listening(port) == 1
+
+
+def test_every_worker_started_binds_a_socket_of_its_own_on_the_managers_port() -> None:
+    with bind("127.0.0.1", 0, reuse_port=True) as held:
+        port = held.getsockname()[1]
+        handed = reuseport.WorkerSockets(held.family, held.getsockname())
+        assert list(handed) == []  # the manager holds no listening socket
+        firsts = [pickle.loads(pickle.dumps(handed)) for _ in range(2)]  # what each worker started unpickles
+        try:
+            assert [[s.getsockname() for s in got] for got in firsts] == [[("127.0.0.1", port)]] * 2
+            assert firsts[0][0].fileno() != firsts[1][0].fileno()
+            assert reuseport.listening(port) == 0  # a worker's server listens once its app has started
+            for got in firsts:
+                got[0].listen(8)
+            assert reuseport.listening(port) == 2
+        finally:
+            for got in firsts:
+                got[0].close()
+
+
+def test_a_worker_that_cannot_bind_the_port_exits_with_the_startup_failure_status(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as other:  # a listener without SO_REUSEPORT holds the address
+        other.bind(("127.0.0.1", 0))
+        other.listen(8)
+        handed = reuseport.WorkerSockets(other.family, other.getsockname())
+        with pytest.raises(SystemExit) as ended:
+            pickle.loads(pickle.dumps(handed))
+    assert ended.value.code == 3  # uvicorn's manager stops instead of starting it again
+    assert "cannot bind ('127.0.0.1'," in capsys.readouterr().err
 
 
 # -- slow: real worker processes ----------------------------------------------------------------
@@ -462,3 +531,80 @@ def test_a_worker_ends_when_its_manager_is_killed_with_either_mechanism(mechanis
         if alive(worker):
             os.kill(worker, signal.SIGKILL)
         parent.stdout.close()
+
+
+def _tcp_sockets() -> list[tuple[int, int, str, str]]:
+    """(local port, remote port, state, inode) of every TCP socket of this network namespace."""
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text().splitlines()[1:]:
+            f = row.split()
+            found.append((int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16), f[3], f[9]))
+    return found
+
+
+def _holders(inodes: dict[str, int], pids: set[int]) -> list[tuple[int, int]]:
+    """(the value `inodes` gives a socket's inode, pid) for every descriptor `pids` hold on one."""
+    held: list[tuple[int, int]] = []
+    for pid in pids:
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                link = os.readlink(fd)
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    held.append((inodes[link[8:-1]], pid))
+    return held
+
+
+async def _connections_per_worker(port: int, count: int, pids: set[int]) -> dict[int, int]:
+    """Open `count` keep-alive connections at once, one `/healthz` answered on each (so a
+    worker has accepted it), and count, while all are open, the ones each pid holds."""
+
+    async def one() -> asyncio.StreamWriter:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        status = await asyncio.wait_for(reader.readline(), 60)
+        assert status.startswith(b"HTTP/1.1 200"), status
+        return writer
+
+    writers = await asyncio.gather(*(one() for _ in range(count)))
+    try:
+        clients = {w.get_extra_info("sockname")[1] for w in writers}
+        served = {
+            inode: peer
+            for local, peer, state, inode in _tcp_sockets()
+            if local == port and peer in clients and state == "01"
+        }
+        held = _holders(served, pids)
+        assert sorted(peer for peer, _ in held) == sorted(clients)  # each connection is one worker's
+        return {pid: [owner for _, owner in held].count(pid) for pid in pids}
+    finally:
+        for writer in writers:
+            writer.close()
+
+
+def _listeners(port: int, pids: set[int]) -> dict[int, int]:
+    """{pid: the listening sockets on `port` it holds} for `pids` (a shared one counts for each)."""
+    inodes = {inode: n for n, (local, _, state, inode) in enumerate(_tcp_sockets()) if local == port and state == "0A"}
+    held = _holders(inodes, pids)
+    return {pid: [owner for _, owner in held].count(pid) for pid in pids}
+
+
+@pytest.mark.slow
+def test_two_workers_each_hold_a_fair_share_of_keep_alive_connections_also_after_a_restart(
+    seeded: tuple[str, str], tmp_path: Path
+) -> None:
+    with manager(seeded, tmp_path) as server:
+        workers = server.workers()
+        everyone = {server.proc.pid, *workers}
+        assert _listeners(server.port, everyone) == {server.proc.pid: 0, **dict.fromkeys(workers, 1)}
+        shares = asyncio.run(_connections_per_worker(server.port, 60, workers))
+        assert min(shares.values()) >= 15, shares  # >= 25 % each (a hash, not a rotation); shared: 59 and 1
+
+        victim = min(workers)
+        os.kill(victim, signal.SIGKILL)  # uvicorn's manager starts another, which binds a socket of its own
+        assert eventually(lambda: len(server.workers() - workers) == 1 and len(server.workers()) == 2, 120)
+        again = server.workers()
+        assert eventually(lambda: reuseport.listening(server.port) == 2, 120)
+        assert _listeners(server.port, {server.proc.pid, *again}) == {server.proc.pid: 0, **dict.fromkeys(again, 1)}
+        shares = asyncio.run(_connections_per_worker(server.port, 60, again))
+        assert min(shares.values()) >= 15, shares

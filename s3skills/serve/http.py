@@ -9,17 +9,22 @@
 - SIGTERM drains (`s3skills.serve.probes.Drain`): unready at once, `unready_seconds` more
   of serving, then stop accepting and finish the calls in flight; the process exits within
   `drain_seconds` of the signal (status 0), whatever a call waits on;
-- with `workers > 1`, uvicorn's process manager starts that many worker processes on one
-  listening socket (each a whole server, built by the factory named by import string, so
-  a worker that dies is started again), and `PROMETHEUS_MULTIPROC_DIR` points at a private
-  directory of the run (`metrics_dir`) so that `/metrics` answers for every worker;
+- with `workers > 1`, uvicorn's process manager starts that many worker processes (each a
+  whole server, built by the factory named by import string, so a worker that dies is
+  started again), each listening on a socket of its own bound to the port with
+  `SO_REUSEPORT`, so that the kernel spreads the connections over them
+  (`s3skills.serve.reuseport`; where the option is missing, on one shared listening socket,
+  as a warning says); `PROMETHEUS_MULTIPROC_DIR` points at a private directory of the run
+  (`metrics_dir`) so that `/metrics` answers for every worker;
 - each worker follows the manager (`s3skills.serve.lifeline`): a manager killed with
   SIGKILL leaves no worker serving (they drain and exit, the port is released); on
   SIGTERM the manager passes the signal on, and exits 0 once every worker has exited 0.
 
-The socket is bound and listening before the first worker starts; `listening on
-http://HOST:PORT/mcp` is printed on stderr then (connections wait in the backlog until a
-worker takes them).
+`listening on http://HOST:PORT/mcp` is printed on stderr once connections are taken: in
+one process, once the server listens; with workers on sockets of their own, once every
+worker listens (the manager holds the port from the start, with a socket that never
+listens); on one shared socket, once it listens, before the first worker starts
+(connections wait in its backlog until a worker takes them).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
@@ -42,7 +48,7 @@ import uvicorn
 from uvicorn.supervisors import Multiprocess
 
 from s3skills.aio import serve_on_running_loop
-from s3skills.serve import lifeline
+from s3skills.serve import lifeline, reuseport
 from s3skills.serve.lifeline import FACTORY_ENV, PARENT_ENV
 from s3skills.serve.metrics import ServerMetrics, multiprocess_dir
 from s3skills.serve.probes import DRAIN_SECONDS, Drain, Probes, Readiness
@@ -187,8 +193,12 @@ def _exit_normally() -> None:
         server._captured_signals.clear()
 
 
-def bind(host: str, port: int) -> socket.socket:
+def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
     """A TCP socket bound to `host:port` (not yet listening).
+
+    With `reuse_port`, bound with `SO_REUSEPORT` (`s3skills.serve.reuseport`), so that other
+    sockets of this user may bind the port too; a port another process listens on is still
+    refused as busy (a socket with the option would join that process's listeners).
 
     Raises:
         ServerError: The port is busy (another process listens there), or the address
@@ -202,7 +212,11 @@ def bind(host: str, port: int) -> socket.socket:
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind(address)
+        if reuse_port:
+            _nobody_listens(sock.family, sock.getsockname())
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
@@ -213,6 +227,14 @@ def bind(host: str, port: int) -> socket.socket:
         raise ServerError(f"cannot bind to {host}:{port}: {exc.strerror or exc}") from None
     sock.set_inheritable(True)
     return sock
+
+
+def _nobody_listens(family: int, address: tuple[Any, ...]) -> None:
+    """Raise EADDRINUSE when a socket listens on `address`: a plain socket (`SO_REUSEADDR`
+    alone) may bind beside a bound socket that does not listen, never beside a listening one."""
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(address)
 
 
 def _announce(sock: socket.socket, path: str) -> None:
@@ -275,7 +297,37 @@ async def _no_app(scope: Any, receive: Any, send: Any) -> None:  # pragma: no co
 
 
 class _Manager(Multiprocess):
-    """uvicorn's process manager, reporting how its workers ended."""
+    """uvicorn's process manager, reporting how its workers ended; with workers on sockets of
+    their own, it calls `announce` once as many sockets listen on `port` as it runs workers."""
+
+    def __init__(
+        self, config: uvicorn.Config, sockets: list[socket.socket], announce: Callable[[], None] | None, port: int
+    ) -> None:
+        super().__init__(config, sockets)
+        self._announce, self._port = announce, port
+
+    def init_processes(self) -> None:
+        """Start the workers and, for up to a minute, wait until they listen (a signal, or a
+        worker that ended, leaves it to the run loop, which looks again every half second)."""
+        super().init_processes()
+        deadline = time.monotonic() + 60.0
+        while self._announce is not None and not self.signal_queue and time.monotonic() < deadline:
+            if any(process.exitcode is not None for process in self.processes):
+                return
+            self._announce_if_listening()
+            time.sleep(0.05)
+
+    def keep_subprocess_alive(self) -> None:
+        super().keep_subprocess_alive()
+        self._announce_if_listening()
+
+    def _announce_if_listening(self) -> None:
+        if self._announce is None or self.should_exit.is_set():
+            return
+        count = reuseport.listening(self._port)
+        if count is None or count >= self.processes_num:
+            announce, self._announce = self._announce, None
+            announce()
 
     def status(self) -> int:
         """0 when every worker exited 0 (each is named on stderr otherwise), else 1."""
@@ -291,7 +343,9 @@ def serve_workers(settings: HttpSettings, factory: str) -> int:
     Each worker follows this process (`s3skills.serve.lifeline`): if this process is killed
     (SIGKILL), its workers get SIGTERM from the kernel and drain, and the port is released.
     With metrics, the workers' figures live in a private directory for this run, removed
-    at the end (`s3skills.serve.metrics.multiprocess_dir`).
+    at the end (`s3skills.serve.metrics.multiprocess_dir`). On Linux each worker listens on
+    a socket of its own (`s3skills.serve.reuseport`), a worker started again binds a new
+    one, and this process only holds the port.
 
     Args:
         settings: Where and how.
@@ -305,14 +359,26 @@ def serve_workers(settings: HttpSettings, factory: str) -> int:
         ServerError: The port is busy or cannot be bound, or the metrics directory
             (`PROMETHEUS_MULTIPROC_DIR`) cannot be used (status 2).
     """
-    sock = bind(settings.host, settings.port)
+    own = reuseport.available()
+    if not own:
+        logger.warning(
+            "SO_REUSEPORT is not available here: the %d workers share one listening socket, "
+            "and one of them may take most connections",
+            settings.workers,
+        )
+    sock = bind(settings.host, settings.port, reuse_port=own)
     try:
         with metrics_dir(settings):
-            sock.listen(2048)  # connections wait here until a worker takes them
             os.environ[PARENT_ENV], os.environ[FACTORY_ENV] = str(os.getpid()), factory
             config = _config(f"{lifeline.__name__}:worker_factory", settings, factory=True, workers=settings.workers)
-            _announce(sock, settings.path)
-            manager = _Manager(config, sockets=[sock])
+            port = sock.getsockname()[1]
+            if own:  # sock only holds the port: it never listens, so it gets no connections
+                sockets = reuseport.WorkerSockets(sock.family, sock.getsockname())
+                manager = _Manager(config, sockets, lambda: _announce(sock, settings.path), port)
+            else:
+                sock.listen(2048)  # connections wait here until a worker takes them
+                _announce(sock, settings.path)
+                manager = _Manager(config, [sock], None, port)
             manager.run()
             return manager.status()
     finally:
