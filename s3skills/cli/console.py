@@ -12,12 +12,8 @@ flight within `--drain-seconds`, and exits 0; a second signal stops it at once.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import socket
-import threading
-from collections.abc import AsyncIterator
-from typing import Any
 
 import click
 
@@ -78,6 +74,7 @@ def console_command(
     import uvicorn
 
     from s3skills.console import ConsoleSource, TokenRoles, create_app
+    from s3skills.serve.probes import Drain, drain_lifespan
 
     roles = TokenRoles(tokens)
     source = ConsoleSource(ctx.settings)
@@ -101,44 +98,9 @@ def console_command(
     shown = f"[{host}]" if family == socket.AF_INET6 else host
     ctx.print(f"s3skills console of {source.owner} on http://{shown}:{bound}/ (Ctrl-C to stop)")
     ctx.stdout.flush()
-    drain = _drained(app, drain_seconds)
-    config = uvicorn.Config(
-        app, log_level="warning", server_header=False, timeout_graceful_shutdown=drain.graceful_seconds
-    )  # type: ignore[arg-type]
-    _run(config, sock)
+    drain = Drain(app.state.readiness, deadline=drain_seconds)
+    drain_lifespan(app, drain)
+    graceful = drain.graceful_seconds
+    config = uvicorn.Config(app, log_level="warning", server_header=False, timeout_graceful_shutdown=graceful)  # type: ignore[arg-type]
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
-
-
-def _drained(app: Any, deadline: float) -> Any:
-    """Extend `app`'s lifespan with a `Drain` of its readiness, installed once uvicorn's own
-    signal handlers are (so chained in front of them); returns the drain."""
-    from s3skills.serve.probes import Drain
-
-    drain = Drain(app.state.readiness, deadline=deadline)
-    inner = app.router.lifespan_context
-
-    @contextlib.asynccontextmanager
-    async def lifespan(owner: Any) -> AsyncIterator[Any]:
-        if threading.current_thread() is threading.main_thread():
-            drain.install()
-        try:
-            async with inner(owner) as state:
-                yield state
-        finally:
-            drain.uninstall()
-
-    app.router.lifespan_context = lifespan
-    return drain
-
-
-def _run(config: Any, sock: socket.socket) -> None:
-    """Serve until a signal; end with status 0 after a drained SIGTERM (uvicorn would raise
-    the signal again once shut down, and the process would die of it: status -15)."""
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: Any) -> None:
-            super().handle_exit(sig, frame)
-            self._captured_signals.clear()
-
-    Server(config).run(sockets=[sock])

@@ -34,10 +34,8 @@ import contextlib
 import errno
 import logging
 import os
-import signal
 import socket
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -51,7 +49,7 @@ from s3skills.aio import serve_on_running_loop
 from s3skills.serve import lifeline, reuseport
 from s3skills.serve.lifeline import FACTORY_ENV, PARENT_ENV
 from s3skills.serve.metrics import ServerMetrics, multiprocess_dir
-from s3skills.serve.probes import DRAIN_SECONDS, Drain, Probes, Readiness
+from s3skills.serve.probes import DRAIN_SECONDS, Drain, Probes, Readiness, drain_lifespan
 
 __all__ = [
     "MAX_WORKERS",
@@ -151,23 +149,21 @@ def _cpus() -> int:
 
 
 def probed_app(served: Served, settings: HttpSettings) -> Any:
-    """`served.app` behind the probes (and metrics), its lifespan extended with the loop, the drain
-    and the clean-up (bounded by the drain deadline)."""
+    """`served.app` behind the probes (and metrics), its lifespan extended with the drain
+    (`drain_lifespan`), the loop and the clean-up (bounded by the drain deadline)."""
     app = served.app
-    inner = app.router.lifespan_context
-    drain = Drain(served.readiness, deadline=settings.drain_seconds, unready_seconds=settings.unready_seconds)
+    drain_lifespan(
+        app, Drain(served.readiness, deadline=settings.drain_seconds, unready_seconds=settings.unready_seconds)
+    )
+    drained = app.router.lifespan_context
 
     @contextlib.asynccontextmanager
     async def lifespan(owner: Any) -> AsyncIterator[Any]:
         with serve_on_running_loop():  # library calls run on this loop: no hop to another thread
-            if threading.current_thread() is threading.main_thread():
-                drain.install()  # after the server's own handlers: chained in front of them
             try:
-                async with inner(owner) as state:
+                async with drained(owner) as state:
                     yield state
             finally:
-                drain.uninstall()
-                _exit_normally()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(5.0):  # a stalled S3 cannot hold the exit
                         await served.close()
@@ -178,19 +174,6 @@ def probed_app(served: Served, settings: HttpSettings) -> Any:
     wrapped = served.metrics.asgi(app) if served.metrics is not None else app
     metrics = served.metrics.exposition if served.metrics is not None else None
     return Probes(wrapped, served.readiness, metrics=metrics)
-
-
-def _exit_normally() -> None:
-    """Make the uvicorn server whose handler is in place end with status 0 after a SIGTERM.
-
-    uvicorn raises a signal it shut down for again once it is done, which kills the process
-    (status -15); a worker of `serve_workers` is a plain `uvicorn.Server`, so this is where
-    its drained end is made a normal one (in this process, `_AnnouncingServer` does the same).
-    """
-    handler = signal.getsignal(signal.SIGTERM)
-    server = getattr(handler, "__self__", None)
-    if isinstance(server, uvicorn.Server):
-        server._captured_signals.clear()
 
 
 def bind(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:

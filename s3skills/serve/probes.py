@@ -29,14 +29,14 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import FrameType
 from typing import Any
 
 from s3skills.errors import AccessDenied, S3SkillsError
 from s3skills.skills import SkillLibrary
 
-__all__ = ["DRAIN_SECONDS", "Drain", "Probes", "Readiness", "bucket_check"]
+__all__ = ["DRAIN_SECONDS", "Drain", "Probes", "Readiness", "bucket_check", "drain_lifespan", "exit_normally"]
 
 logger = logging.getLogger(__name__)
 
@@ -273,3 +273,37 @@ def _call(handler: Any, sig: int, frame: FrameType | None) -> None:
         with contextlib.suppress(OSError):
             signal.signal(sig, signal.SIG_DFL)
             os.kill(os.getpid(), sig)
+
+
+def drain_lifespan(app: Any, drain: Drain) -> None:
+    """Extend a Starlette `app`'s lifespan with `drain`: installed at start-up, once the server's
+    own signal handlers are in place (so chained in front of them; main thread only), put back
+    at shut-down, and the drained end made a normal one (`exit_normally`)."""
+    inner = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(owner: Any) -> AsyncIterator[Any]:
+        if threading.current_thread() is threading.main_thread():
+            drain.install()
+        try:
+            async with inner(owner) as state:
+                yield state
+        finally:
+            drain.uninstall()
+            exit_normally()
+
+    app.router.lifespan_context = lifespan
+
+
+def exit_normally() -> None:
+    """Make the uvicorn server whose handler is in place end with status 0 after a SIGTERM.
+
+    uvicorn raises a signal it shut down for again once it is done, which kills the process
+    (status -15, which an orchestrator reads as a crash); a drained end is a normal one.
+    """
+    import uvicorn
+
+    handler = signal.getsignal(signal.SIGTERM)
+    server = getattr(handler, "__self__", None)
+    if isinstance(server, uvicorn.Server):
+        server._captured_signals.clear()
