@@ -11,6 +11,13 @@ listing is fresh. An invalidation of the library (`SkillLibrary.invalidate`, whi
 library's own writers call) ends every listing taken before it, and a body is only served
 for the ETag a fresh listing names: nothing is served that is older than the TTL promises.
 
+A small library is listed whole: on a miss in a library of at most `WHOLE_LIBRARY_SKILLS`
+skill folders whose files fit one LIST page (`MAX_LISTED`), one LIST of the library's prefix
+gives every skill folder its listing, with the same stamp (so `load_skill` across 20 skills
+costs 1 LIST per TTL, not 20), and concurrent misses of that library share the one LIST. A
+larger library is listed folder by folder, as a library found over one page is for the rest
+of its index's generation (its second page, read once, says so).
+
 Without a TTL the library's index is refreshed by every call, and `SkillReads.aopen` reads
 the bucket as before (no listing is kept); reads pinned to a version (a thread's or a
 channel's) never use this cache.
@@ -18,6 +25,7 @@ channel's) never use this cache.
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable
@@ -28,13 +36,16 @@ from s3skills.ids import SKILL_FILE
 from s3skills.skills.index.catalog import LibraryIndex
 from s3skills.storage import ObjectBody, ObjectInfo, ObjectStore
 
-__all__ = ["MAX_FOLDERS", "MAX_LISTED", "FolderCache", "FolderStamp"]
+__all__ = ["MAX_FOLDERS", "MAX_LISTED", "WHOLE_LIBRARY_SKILLS", "FolderCache", "FolderStamp"]
 
 MAX_FOLDERS = 4096
 """Listings kept at most (least recently used out first)."""
 
 MAX_LISTED = 1000
 """A folder listing more objects than this (more than one LIST page) is not kept."""
+
+WHOLE_LIBRARY_SKILLS = 100
+"""A library with at most this many skill folders is listed whole on a miss (0: never)."""
 
 FolderStamp = tuple["weakref.ref[LibraryIndex]", int, float]
 """When a listing was sent: its library's index, that index's generation, the catalog clock."""
@@ -64,15 +75,68 @@ class FolderCache:
         self._listings: OrderedDict[str, tuple[FolderStamp, dict[str, ObjectInfo]]] = OrderedDict()
         self._bodies: OrderedDict[tuple[str, str], ObjectBody] = OrderedDict()
         self._bytes = 0
+        self._flights: dict[tuple[str, asyncio.AbstractEventLoop], asyncio.Future[bool]] = {}
+        self._too_big: dict[str, tuple[weakref.ref[LibraryIndex], int]] = {}
 
     async def alist(self, library: LibraryIndex, folder: str) -> dict[str, ObjectInfo]:
-        """The objects under a skill folder of `library` by key: kept, or 1 LIST (then kept)."""
+        """The objects under a skill folder of `library` by key: kept, or listed (then kept).
+
+        A miss costs 1 LIST of the folder, or, in a small library, a share of 1 LIST of the
+        whole library that answers every skill folder of it.
+        """
         listed = self.listing(library, folder)
+        if listed is None and self._whole_worth(library) and await self._alist_library(library):
+            listed = self.listing(library, folder)
         if listed is None:
             stamp = self.stamp(library)  # before the LIST: its age counts from when it was sent
             objects, _ = await self.store.alist(folder)
             listed = self.keep_listing(stamp, folder, objects)
         return listed
+
+    def _whole_worth(self, library: LibraryIndex) -> bool:
+        """Whether a miss in `library` lists it whole: small, and not found over a page."""
+        big = self._too_big.get(library.prefix)
+        if big is not None and big[0]() is library and big[1] == library.generation:
+            return False
+        return len(library.entries) <= WHOLE_LIBRARY_SKILLS and len(library.skill_folders()) <= WHOLE_LIBRARY_SKILLS
+
+    async def _alist_library(self, library: LibraryIndex) -> bool:
+        """Share (or send) the one LIST of `library` in flight on this loop; False if too big."""
+        key = (library.prefix, asyncio.get_running_loop())
+        flight = self._flights.get(key)
+        if flight is None:
+            flight = asyncio.ensure_future(self._list_library(library))
+            self._flights[key] = flight
+            flight.add_done_callback(lambda done: self._flights.pop(key) if self._flights.get(key) is done else None)
+        return await asyncio.shield(flight)
+
+    async def _list_library(self, library: LibraryIndex) -> bool:
+        """List `library` whole in one page and keep every skill folder's listing from it."""
+        stamp = self.stamp(library)
+        pages = self.store.alist_pages(library.prefix, page_size=MAX_LISTED)
+        try:
+            first = await anext(pages, None)
+            more = first is not None and await anext(pages, None) is not None
+        finally:
+            await pages.aclose()  # type: ignore[attr-defined]
+        if more:
+            self._too_big[library.prefix] = (weakref.ref(library), library.generation)
+            return False
+        folders = library.skill_folders()
+        owned: dict[str, list[ObjectInfo]] = {f: [] for f in folders}
+        start = len(library.prefix)
+        for info in first.objects if first is not None else ():
+            if not info.key.startswith(library.prefix):
+                continue  # the store answered a key outside the prefix asked: never any folder's
+            cut = info.key.find("/", start)
+            while cut >= 0:  # every skill folder above the key, nested ones included
+                held = owned.get(info.key[start : cut + 1])
+                if held is not None:
+                    held.append(info)
+                cut = info.key.find("/", cut + 1)
+        for folder, objects in owned.items():
+            self.keep_listing(stamp, library.prefix + folder, objects)
+        return True
 
     async def aopen(self, library: LibraryIndex, folder: str, key: str, above: list[str], max_bytes: int) -> ObjectBody:
         """One file of a skill folder of `library`, as its listing names it (no request when kept).
