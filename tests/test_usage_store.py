@@ -235,6 +235,29 @@ async def test_the_mcp_servers_load_skill_counts_loads_and_failed_loads(
     assert doc["skills"] == {"notes": {"loads": 1}}  # "nope" is in no library: not counted anywhere
 
 
+async def test_a_host_reading_a_skill_md_through_the_extension_counts_a_load_and_other_files_do_not(
+    bucket: str, moto_endpoint: str, s3_client: Any
+) -> None:
+    from mcp.client.client import Client
+
+    s3_client.put_object(Bucket=bucket, Key=ANA + "notes/SKILL.md", Body=skill_md("notes", "Notes.").encode())
+    s3_client.put_object(Bucket=bucket, Key=ANA + "notes/references/a.md", Body=b"a\n")
+    skills = SkillsServer(library_source(bucket, endpoint_url=moto_endpoint), user_id="ana")
+    try:
+        async with Client(skills.server, mode="legacy") as client:
+            for _ in range(2):
+                await client.read_resource("skill://notes/SKILL.md")
+            await client.read_resource("skill://notes/references/a.md")
+            with pytest.raises(Exception, match="No resource"):
+                await client.read_resource("skill://nope/SKILL.md")
+    finally:
+        await aclose_server(skills)
+    keys = [o["Key"] for o in s3_client.list_objects_v2(Bucket=bucket, Prefix=ANA_USAGE).get("Contents", [])]
+    (key,) = keys
+    doc = json.loads(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read())
+    assert doc["skills"] == {"notes": {"loads": 2}}  # each SKILL.md read; a reference is not a load
+
+
 # -- reading: hostile documents ------------------------------------------------------------------
 
 HEAD = b'{"schema":"s3skills.usage/1","day":"D","writer":"W",'

@@ -69,6 +69,14 @@ class LibrarySkillSource:
         """
         return self.library.config.check_tenant(Tenant(user_id=check_identity(user_id, "user id")))
 
+    def count_load(self, user_id: str, skill_id: str) -> None:
+        """Count a load in the usage of the library the user's index finds the skill in (no I/O)."""
+        try:
+            tenant = self.tenant_of(user_id)
+        except S3SkillsError:
+            return  # the server only serves checked users: nothing to count for another id
+        self.library.count_use(skill_id, "skill_load", "ok", tenant=tenant)
+
     async def list_skills(self, user_id: str) -> list[SkillInfo]:
         """The user's enabled S3 skills (user library over shared), sorted by id."""
         skills = await self.library.aindex(tenant=self.tenant_of(user_id))

@@ -69,7 +69,7 @@ from s3skills.serve.protocol import (
     protocol_error,
     tailor_instructions,
 )
-from s3skills.serve.source import SkillFile, SkillSource
+from s3skills.serve.source import CountsLoads, SkillFile, SkillSource
 from s3skills.skills import Ranker, SkillInfo
 from s3skills.skills.format.naming import unservable_reason, unservable_skills
 
@@ -409,6 +409,8 @@ class SkillsServer:
             raise _invalid(f"No resource is served at {uri}", uri=uri)
         data, etag = read
         self.fingerprinter.note_read(user, skill.id, replace(listed[path], etag=etag, size=len(data)), data)
+        if path == SKILL_FILE and isinstance(self.source, CountsLoads):
+            self.source.count_load(user, skill.id)  # a host loads a skill by reading its SKILL.md
         mime, text = served(path, data)
         content: types.TextResourceContents | types.BlobResourceContents
         if text is not None:

@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 from s3skills.serve.entries import Fingerprint
 from s3skills.skills import SkillInfo
 
-__all__ = ["SkillFile", "SkillSource"]
+__all__ = ["CountsLoads", "SkillFile", "SkillSource"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,4 +86,18 @@ class SkillSource(Protocol):
 
         Best effort: a source may keep nothing, and must not raise for a failed write.
         """
+        ...
+
+
+@runtime_checkable
+class CountsLoads(Protocol):
+    """A source that counts a skill's loads (optional: the server counts with it if it has it).
+
+    The server calls `count_load` when a client reads a skill's `SKILL.md` through the skills
+    extension (`resources/read`), as the tools face's `load_skill` counts a load. It must cost
+    no request and never raise.
+    """
+
+    def count_load(self, user_id: str, skill_id: str) -> None:
+        """Count one load of `skill_id` by `user_id`."""
         ...
