@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import heapq
 import itertools
 import json
 import sys
@@ -113,12 +114,14 @@ class Screen:
         return self.lexical[text]
 
 
-def fuse(lexical: list[int], dense: list[int] | None, k: float, weight: float) -> dict[int, float]:
+def fuse(lexical: list[int], dense: list[int] | None, k: float, weight: float, tail: bool = True) -> dict[int, float]:
     scores: dict[int, float] = {}
     for r, p in enumerate(lexical[: embedding.LEXICAL_HEAD]):
         scores[p] = 1.0 / (k + r + 1)
     for r, p in enumerate(dense or []):
         scores[p] = scores.get(p, 0.0) + weight / (k + r + 1)
+    if not tail and len(scores) >= 50:  # the tail scores below every fused skill: never in a top 50
+        return scores
     floor = min(scores.values(), default=1.0)
     for r, p in enumerate(lexical[embedding.LEXICAL_HEAD :], start=embedding.LEXICAL_HEAD):
         scores.setdefault(p, min(floor, 1.0 / (k + r + 1)) * 0.999)
@@ -143,7 +146,7 @@ def order(
             top = np.argpartition(-sims, depth - 1)[:depth]
             dense = [int(i) for i in top[np.argsort(-sims[top], kind="stable")]]
         scores = (
-            fuse(lexical, dense, setting["k"], setting["weight"])
+            fuse(lexical, dense, setting["k"], setting["weight"], tail=len(texts) > 1)
             if dense
             else {p: 1.0 / (setting["k"] + r + 1) for r, p in enumerate(lexical)}
         )
@@ -151,7 +154,7 @@ def order(
             scores = dict(zip(lexical, screen.scores[text], strict=True))
         for p, s in scores.items():
             total[p] = total.get(p, 0.0) + (1.0 if n == 0 else EARLIER_WEIGHT) * s
-    return sorted(total, key=lambda p: (-total[p], screen.ids[p]))[:50]
+    return heapq.nsmallest(50, total, key=lambda p: (-total[p], screen.ids[p]))
 
 
 def figures(results: list[tuple[Any, list[str]]], half: set[str]) -> dict[str, Any]:

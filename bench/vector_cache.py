@@ -54,7 +54,7 @@ class CachedEncoder:
             rows = np.asarray(self.encoder.encode([by_key[k] for k in missing]), dtype=np.float32)
             self._rows.update(zip(missing, rows, strict=True))
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".tmp.npz")
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp.npz")  # two runs never write one file
             np.savez(tmp, keys=np.array(list(self._rows)), rows=np.vstack(list(self._rows.values())))
             tmp.replace(self.path)
         return np.vstack([self._rows[k] for k in keys])
