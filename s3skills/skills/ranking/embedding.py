@@ -6,8 +6,9 @@ is down, what do we do first" for an incident-response skill; "rental agreement"
 Spanish `arrendamiento` skill) needs meaning, not words. `HybridRanker` adds it: each
 skill's name and description are embedded once (`Encoder`), the request is embedded on
 each call, and the two rankings (BM25F and cosine similarity) are fused by reciprocal
-rank (`RRF_K`, `DENSE_WEIGHT`, chosen on the findability bench's dev split, never its test
-split: `bench/findability_tune.py --hybrid`).
+rank (`RRF_K`, `DENSE_WEIGHT`, `DENSE_DEPTH`: chosen on the real-skills benches' dev splits,
+never their test splits: `bench/recall_screen.py`, bench/README.md). The embedding side
+reads a request's prose, not its pasted code and logs (`PROSE_ONLY`).
 
     from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
 
@@ -60,15 +61,20 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RRF_K = 10
+RRF_K = 5
 """Reciprocal-rank fusion constant: a skill ranked r-th (from 1) by one side adds
-`weight / (RRF_K + r)` (chosen on the dev split with `DENSE_WEIGHT`)."""
+`weight / (RRF_K + r)`. 5 (was 10, chosen on the synthetic bench) with `DENSE_WEIGHT` and
+`DENSE_DEPTH` chosen on the real-skills benches' dev splits at 670 and 10,000 skills, for the
+most targets in the top 50 at 10,000 (bench/README.md, "Recall at 10,000")."""
 
 DENSE_WEIGHT = 1.0
 """Weight of the embedding side against the lexical side (1.0) in the fusion."""
 
-DENSE_DEPTH = 100
-"""How many of the most similar skills the embedding side contributes per query."""
+DENSE_DEPTH = 10
+"""How many of the most similar skills the embedding side contributes per query: 10 (was 100).
+The embedding side adds the few skills it is surest of; deeper, its guesses push lexical
+matches ranked 25 to 50 out of the top 50 (traffic set's dev split at 10,000 skills: 132 of 145
+targets in the top 50 with these constants, 130 with those before, 128 lexical only)."""
 
 LEXICAL_HEAD = 500
 """Lexical matches fused with the dense side; the ones below follow in lexical order."""
