@@ -61,20 +61,18 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RRF_K = 5
+RRF_K = 10
 """Reciprocal-rank fusion constant: a skill ranked r-th (from 1) by one side adds
-`weight / (RRF_K + r)`. 5 (was 10, chosen on the synthetic bench) with `DENSE_WEIGHT` and
-`DENSE_DEPTH` chosen on the real-skills benches' dev splits at 670 and 10,000 skills, for the
-most targets in the top 50 at 10,000 (bench/README.md, "Recall at 10,000")."""
+`weight / (RRF_K + r)`. Chosen with `DENSE_WEIGHT` and `DENSE_DEPTH` on the synthetic bench's
+dev split, and kept after a grid on the real-skills benches' dev splits at 670 and 10,000
+skills: a shallower embedding side (`DENSE_DEPTH` 10) puts 2 more traffic targets of 145 in
+the top 50 at 10,000 but 7 fewer in the prompt index (bench/README.md, "Recall at 10,000")."""
 
 DENSE_WEIGHT = 1.0
 """Weight of the embedding side against the lexical side (1.0) in the fusion."""
 
-DENSE_DEPTH = 10
-"""How many of the most similar skills the embedding side contributes per query: 10 (was 100).
-The embedding side adds the few skills it is surest of; deeper, its guesses push lexical
-matches ranked 25 to 50 out of the top 50 (traffic set's dev split at 10,000 skills: 132 of 145
-targets in the top 50 with these constants, 130 with those before, 128 lexical only)."""
+DENSE_DEPTH = 100
+"""How many of the most similar skills the embedding side contributes per query."""
 
 LEXICAL_HEAD = 500
 """Lexical matches fused with the dense side; the ones below follow in lexical order."""
