@@ -65,8 +65,8 @@ RRF_K = 10
 """Reciprocal-rank fusion constant: a skill ranked r-th (from 1) by one side adds
 `weight / (RRF_K + r)`. Chosen with `DENSE_WEIGHT` and `DENSE_DEPTH` on the synthetic bench's
 dev split, and kept after a grid on the real-skills benches' dev splits at 670 and 10,000
-skills: a shallower embedding side (`DENSE_DEPTH` 10) puts 2 more traffic targets of 145 in
-the top 50 at 10,000 but 7 fewer in the prompt index (bench/README.md, "Recall at 10,000")."""
+skills: a shallower embedding side (`DENSE_DEPTH` 10, `RRF_K` 5) puts 3 more traffic targets of 145 in
+the top 50 at 10,000 but 8 fewer in the prompt index (bench/README.md, "Recall at 10,000")."""
 
 DENSE_WEIGHT = 1.0
 """Weight of the embedding side against the lexical side (1.0) in the fusion."""
