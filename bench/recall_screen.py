@@ -137,6 +137,7 @@ def order(
     """Positions, best first (the top 50 at least), as `order_for` with a fused ranker."""
     texts = [t for t in turns[: 1 + EARLIER_TURNS] if t.strip()]
     total: dict[int, float] = {}
+    latest_dense: list[int] = []
     for n, text in enumerate([texts[0], " ".join(texts[1:])] if len(texts) > 1 else texts[:1]):
         lexical = screen.lex(text)
         dense = None
@@ -145,6 +146,7 @@ def order(
             depth = setting["depth"]
             top = np.argpartition(-sims, depth - 1)[:depth]
             dense = [int(i) for i in top[np.argsort(-sims[top], kind="stable")]]
+            latest_dense = dense if n == 0 else latest_dense
         scores = (
             fuse(lexical, dense, setting["k"], setting["weight"], tail=len(texts) > 1)
             if dense
@@ -154,7 +156,10 @@ def order(
             scores = dict(zip(lexical, screen.scores[text], strict=True))
         for p, s in scores.items():
             total[p] = total.get(p, 0.0) + (1.0 if n == 0 else EARLIER_WEIGHT) * s
-    return heapq.nsmallest(50, total, key=lambda p: (-total[p], screen.ids[p]))
+    head = heapq.nsmallest(50, total, key=lambda p: (-total[p], screen.ids[p]))
+    promote = setting.get("promote", 0)  # the dense side's first n kept in the top 50 (at its end)
+    missing = [p for p in latest_dense[:promote] if p not in head]
+    return head[: 50 - len(missing)] + missing if missing else head
 
 
 def figures(results: list[tuple[Any, list[str]]], half: set[str]) -> dict[str, Any]:
@@ -210,8 +215,10 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     )
     qrows = dict(zip(texts, encoder.encode(texts), strict=True))
     grid = [
-        {"skill": s, "query": q, "k": k, "weight": w, "depth": d, "earlier_dense": e}
-        for s, q, k, w, d, e in itertools.product(args.skill, args.query, args.k, args.weight, args.depth, args.earlier)
+        {"skill": s, "query": q, "k": k, "weight": w, "depth": d, "earlier_dense": e, "promote": n}
+        for s, q, k, w, d, e, n in itertools.product(
+            args.skill, args.query, args.k, args.weight, args.depth, args.earlier, args.promote
+        )
     ]
     grid.insert(0, {"skill": "desc", "query": "raw", "k": 10, "weight": 0.0, "depth": 100, "earlier_dense": True})
     rows = []
@@ -270,6 +277,9 @@ def main() -> int:
     parser.add_argument("--earlier", nargs="+", type=int, default=[1])
     parser.add_argument(
         "--variants", nargs="*", default=[], help="Also these robustness variants, at the smallest size."
+    )
+    parser.add_argument(
+        "--promote", nargs="+", type=int, default=[0], help="Keep the dense side's first n in the top 50."
     )
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out")
