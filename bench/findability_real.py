@@ -521,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(str(exc))
     for name in args.ranker or []:
         try:
-            make_variant(name) if name != "hybrid" else None
+            make_variant(name) if not name.startswith("hybrid") else None
         except ValueError as exc:
             parser.error(str(exc))
     report = asyncio.run(main_async(args))

@@ -55,7 +55,8 @@ PRESETS: dict[str, str] = {
     "default": "the ranker the middleware uses when given none (LexicalRanker: BM25F, today's weights)",
     "no-sketch": "bm25 with the sketch field's weight at 0 (name and description only)",
     "sketch-1": "bm25 with the sketch field's weight at 1.0",
-    "hybrid": "HybridRanker(MiniLMEncoder()): needs the embeddings extra",
+    "hybrid": "HybridRanker(MiniLMEncoder()): needs the embeddings extra; hybrid:k=<RRF_K>,w=<DENSE_WEIGHT>,"
+    "depth=<DENSE_DEPTH>,prose=0|1 (PROSE_ONLY) sets its constants (skill vectors from the bench cache)",
 }
 
 
@@ -93,6 +94,7 @@ _SETTINGS = {
     "bg": ("s3skills.skills.ranking.background", "BACKGROUND"),
     "bgpow": ("s3skills.skills.ranking.background", "BACKGROUND_POWER"),
     "bgwords": ("s3skills.skills.ranking.background", "BACKGROUND_WORDS"),
+    "prose": ("s3skills.skills.ranking.embedding", "PROSE_ONLY"),
 }
 
 
@@ -107,7 +109,7 @@ def settings(name: str) -> Iterator[None]:
 
     saved: list[tuple[Any, str, Any]] = []
     try:
-        for part in name[len("bm25:") :].split(",") if name.startswith("bm25:") else []:
+        for part in name.split(":", 1)[1].split(",") if name.startswith(("bm25:", "hybrid:")) else []:
             key, _, value = part.partition("=")
             if key.strip() in _SETTINGS:
                 module_name, attribute = _SETTINGS[key.strip()]
@@ -115,6 +117,8 @@ def settings(name: str) -> Iterator[None]:
                 saved.append((module, attribute, getattr(module, attribute)))
                 if key.strip() == "qstop":
                     new: Any = getattr(module, attribute) if float(value) else frozenset()
+                elif key.strip() == "prose":
+                    new = bool(float(value))
                 elif key.strip() == "turns":
                     new = int(float(value))
                 else:
@@ -124,6 +128,27 @@ def settings(name: str) -> Iterator[None]:
     finally:
         for module, attribute, old in reversed(saved):
             setattr(module, attribute, old)
+
+
+def _hybrid(name: str) -> Ranker:
+    """`hybrid` or `hybrid:k=..,w=..,depth=..,prose=..`: `HybridRanker` over MiniLM, its skill
+    vectors read from the bench-only cache (`vector_cache`: the same vectors, embedded once)."""
+    from vector_cache import CachedEncoder
+
+    from s3skills.skills.ranking import embedding
+
+    options: dict[str, Any] = {}
+    keys = {"k": ("k", float), "w": ("dense_weight", float), "depth": ("depth", int)}
+    for part in filter(None, name[len("hybrid:") :].split(",")) if ":" in name else []:
+        key, _, value = part.partition("=")
+        if key.strip() == "prose":
+            continue  # a module setting (`settings`)
+        if key.strip() not in keys:
+            raise ValueError(f"{name!r}: unknown hybrid option {key!r} (k, w, depth, prose)")
+        attribute, kind = keys[key.strip()]
+        options[attribute] = kind(value)
+    encoder = CachedEncoder(embedding.MiniLMEncoder())
+    return embedding.HybridRanker(encoder, background=False, **options)
 
 
 def make_variant(name: str) -> Ranker | None:
@@ -141,10 +166,8 @@ def make_variant(name: str) -> Ranker | None:
     options: dict[str, Any] = {}
     if name == "default":
         return None
-    if name == "hybrid":
-        from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
-
-        return HybridRanker(MiniLMEncoder(), background=False)
+    if name == "hybrid" or name.startswith("hybrid:"):
+        return _hybrid(name)
     if name == "no-sketch":
         return FieldWeightsRanker({**weights, "sketch": 0.0}, b, k1)
     if name == "sketch-1":

@@ -24,7 +24,8 @@ from s3skills.aio import run_sync
 from s3skills.layout import KeyLayout
 from s3skills.middleware import SkillsPromptMiddleware
 from s3skills.skills import LexicalRanker, Ranker, SkillInfo, SkillMetadata
-from s3skills.skills.ranking.embedding import HybridRanker, skill_text
+from s3skills.skills.ranking import embedding
+from s3skills.skills.ranking.embedding import HybridRanker, request_text, skill_text
 from s3skills.testing import MemoryObjectStore
 from s3skills.tools import skill_tools
 
@@ -84,6 +85,12 @@ def test_the_encoder_side_finds_a_skill_a_misspelt_request_shares_no_word_with()
     ranker = HybridRanker(TrigramEncoder(), background=False)
     ranked = [s.id for s, _ in ranker.rank(MISSPELT, LIBRARY)]
     assert ranked[0] == "ops/kubernetes-deployment"
+
+
+def test_the_encoder_side_adds_at_most_depth_skills_a_request_shares_no_word_with() -> None:
+    for depth in (10, 30):
+        ranker = HybridRanker(TrigramEncoder(), background=False, depth=depth)
+        assert len(ranker.rank(MISSPELT, LIBRARY)) == depth < len(LIBRARY)
 
 
 def test_a_word_match_stays_first_when_the_encoder_agrees() -> None:
@@ -155,6 +162,42 @@ def test_a_huge_request_is_cut_before_it_is_embedded() -> None:
     encoder.texts.clear()
     ranker.rank("deploy " * 100_000, LIBRARY)
     assert [len(t) for t in encoder.texts] == [2_000]
+
+
+PASTED = (
+    "our newsletter signup form drops the subject line, how do I fix it?\n\n"
+    "```python\ndef chunked(items, size):\n    batch = []\n    for item in items:\n"
+    "        batch.append(item)\n```\n"
+    "    Traceback (most recent call last): KeyError: 'subject'\n"
+)
+
+
+def test_the_encoder_reads_a_requests_prose_not_its_pasted_code_and_logs() -> None:
+    encoder = TrigramEncoder()
+    ranker = HybridRanker(encoder, background=False)
+    ranker.warm(LIBRARY)
+    encoder.texts.clear()
+    ranker.rank(PASTED, LIBRARY)
+    assert encoder.texts == ["our newsletter signup form drops the subject line, how do I fix it?"]
+
+
+def test_with_prose_only_off_the_encoder_reads_the_whole_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(embedding, "PROSE_ONLY", False)
+    encoder = TrigramEncoder()
+    ranker = HybridRanker(encoder, background=False)
+    ranker.warm(LIBRARY)
+    encoder.texts.clear()
+    ranker.rank(PASTED, LIBRARY)
+    assert encoder.texts == [PASTED]
+
+
+@pytest.mark.parametrize(
+    "request_",
+    ["```\nKeyError: 'subject'\n```", "    x = load(path)\n    y = x['subject']", "  \n\t\n"],
+    ids=["a-fence-only", "indented-code-only", "blank"],
+)
+def test_a_request_with_no_prose_is_embedded_whole(request_: str) -> None:
+    assert request_text(request_) == request_[:2_000]
 
 
 def _backend() -> S3Backend:

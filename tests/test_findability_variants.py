@@ -55,3 +55,65 @@ def test_a_sketch_variant_changes_the_sketch_only_inside_its_block() -> None:
     with pytest.raises(RuntimeError), variants.sketches("first"):
         raise RuntimeError("a failing bench")
     assert vars(heads)["make_sketch"] is make_sketch  # restored on the way out of a failure too
+
+
+def test_a_hybrid_variant_sets_its_fusion_constants_and_prose_only_inside_its_block(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import vector_cache
+
+    from s3skills.skills.ranking import embedding
+
+    monkeypatch.setattr(vector_cache, "CACHE_DIR", tmp_path)
+    ranker = variants.make_variant("hybrid:k=5,w=0.7,depth=10,prose=0")
+    assert isinstance(ranker, embedding.HybridRanker)
+    assert (ranker.k, ranker.dense_weight, ranker.depth) == (5.0, 0.7, 10)
+    plain = variants.make_variant("hybrid")
+    assert isinstance(plain, embedding.HybridRanker)
+    assert (plain.k, plain.dense_weight, plain.depth) == (
+        embedding.RRF_K,
+        embedding.DENSE_WEIGHT,
+        embedding.DENSE_DEPTH,
+    )
+    with variants.settings("hybrid:k=5,prose=0"):
+        assert embedding.PROSE_ONLY is False
+    assert embedding.PROSE_ONLY is True
+    with pytest.raises(ValueError, match="unknown hybrid option 'kk'"):
+        variants.make_variant("hybrid:kk=5")
+
+
+class CountingEncoder:
+    """Unit vectors from each text's letters (26 dimensions), counting what it is asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def encode(self, texts: list[str]) -> object:
+        import numpy as np
+
+        self.asked.extend(texts)
+        rows = np.zeros((len(texts), 26), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for ch in text.lower():
+                if "a" <= ch <= "z":
+                    rows[i, ord(ch) - 97] += 1
+            rows[i] /= float(np.linalg.norm(rows[i])) or 1.0
+        return rows
+
+
+def test_the_bench_vector_cache_embeds_a_text_once_across_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+    import vector_cache
+
+    monkeypatch.setattr(vector_cache, "CACHE_DIR", tmp_path)
+    texts = [f"skill number {n}: {'abc' * n}" for n in range(10)]
+    first = CountingEncoder()
+    rows = vector_cache.CachedEncoder(first).encode(texts)
+    assert first.asked == texts
+    again = CountingEncoder()
+    cached = vector_cache.CachedEncoder(again)  # a new run: reads the file
+    assert np.array_equal(cached.encode(list(reversed(texts))), rows[::-1])
+    assert again.asked == []
+    cached.encode(["a request"])  # fewer than min_batch: embedded, never cached
+    assert again.asked == ["a request"]
+    assert list(tmp_path.iterdir()) == [tmp_path / "minilm.npz"]

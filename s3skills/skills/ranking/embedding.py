@@ -6,8 +6,9 @@ is down, what do we do first" for an incident-response skill; "rental agreement"
 Spanish `arrendamiento` skill) needs meaning, not words. `HybridRanker` adds it: each
 skill's name and description are embedded once (`Encoder`), the request is embedded on
 each call, and the two rankings (BM25F and cosine similarity) are fused by reciprocal
-rank (`RRF_K`, `DENSE_WEIGHT`, chosen on the findability bench's dev split, never its test
-split: `bench/findability_tune.py --hybrid`).
+rank (`RRF_K`, `DENSE_WEIGHT`, `DENSE_DEPTH`: chosen on the real-skills benches' dev splits,
+never their test splits: `bench/recall_screen.py`, bench/README.md). The embedding side
+reads a request's prose, not its pasted code and logs (`PROSE_ONLY`).
 
     from s3skills.skills.ranking.embedding import HybridRanker, MiniLMEncoder
 
@@ -41,18 +42,31 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from s3skills.skills.format.model import SkillInfo
 from s3skills.skills.ranking.identity import IdentityCache
 from s3skills.skills.ranking.matching import bm25_index
+from s3skills.skills.ranking.query import query_parts
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-__all__ = ["DENSE_WEIGHT", "RRF_K", "Encoder", "HybridRanker", "MiniLMEncoder", "skill_text"]
+__all__ = [
+    "DENSE_WEIGHT",
+    "PROSE_ONLY",
+    "RRF_K",
+    "Encoder",
+    "HybridRanker",
+    "MiniLMEncoder",
+    "request_text",
+    "skill_text",
+]
 
 log = logging.getLogger(__name__)
 
 RRF_K = 10
 """Reciprocal-rank fusion constant: a skill ranked r-th (from 1) by one side adds
-`weight / (RRF_K + r)` (chosen on the dev split with `DENSE_WEIGHT`)."""
+`weight / (RRF_K + r)`. Chosen with `DENSE_WEIGHT` and `DENSE_DEPTH` on the synthetic bench's
+dev split, and kept after a grid on the real-skills benches' dev splits at 670 and 10,000
+skills: a shallower embedding side (`DENSE_DEPTH` 10, `RRF_K` 5) puts 3 more traffic targets of 145 in
+the top 50 at 10,000 but 8 fewer in the prompt index (bench/README.md, "Recall at 10,000")."""
 
 DENSE_WEIGHT = 1.0
 """Weight of the embedding side against the lexical side (1.0) in the fusion."""
@@ -66,6 +80,13 @@ LEXICAL_HEAD = 500
 MAX_QUERY_CHARS = 2_000
 """A request is cut to this many characters before it is embedded."""
 
+PROSE_ONLY = True
+"""Whether the embedding side reads only a request's prose: its pasted code and logs (a fenced
+block, a line indented as code or dense with code punctuation: `query.query_parts`) are left
+to the lexical side, which weighs them down (`CODE_WEIGHT`, `CODE_SHARE`). Embedded whole,
+~120 words of unrelated pasted code cost the hybrid 7.6 points of top 1 on the traffic set's
+dev split (bench/README.md, "Recall at 10,000")."""
+
 QUERY_CACHE = 1_024
 """Request vectors kept (by text)."""
 
@@ -77,6 +98,16 @@ class Encoder(Protocol):
     def encode(self, texts: Sequence[str]) -> Any:
         """A 2-D array (or a sequence of sequences of floats) of L2-normalised rows."""
         ...
+
+
+def request_text(query: str) -> str:
+    """What of a request is embedded: its prose (`PROSE_ONLY`), or the whole request when it
+    has no prose, cut to `MAX_QUERY_CHARS`."""
+    if PROSE_ONLY:
+        prose = "\n".join(text for text, weight in query_parts(query) if weight >= 1)
+        if prose.strip():
+            query = prose
+    return query[:MAX_QUERY_CHARS]
 
 
 def skill_text(skill: SkillInfo) -> str:
@@ -267,7 +298,7 @@ class HybridRanker:
             matrix = self._matrix(skills)
             if matrix is None:  # max_vectors is smaller than the library
                 return None
-        vector = self._query_vector(query[:MAX_QUERY_CHARS])
+        vector = self._query_vector(request_text(query))
         # einsum, not `matrix @ vector`: BLAS would wake its thread pool, whose spinning threads
         # cost ~20 ms of CPU per call (measured at 10,000 skills) for a 1 ms product.
         sims = np.einsum("ij,j->i", matrix, vector)
