@@ -65,7 +65,8 @@ import json, os, sys
 import aioboto3, boto3, pytest  # noqa: F401
 import s3skills.fs, s3skills.layout, s3skills.skills.usage_store, s3skills.storage, s3skills.testing  # noqa: F401
 import s3skills.testing.corpus, allowed_skips  # noqa: F401
-import hypothesis, _hypothesis_pytestplugin, anyio.pytest_plugin, langsmith.pytest_plugin, pytest_asyncio, xdist.plugin  # noqa: F401
+import hypothesis, _hypothesis_pytestplugin, anyio.pytest_plugin  # noqa: F401
+import langsmith.pytest_plugin, pytest_asyncio, xdist.plugin  # noqa: F401
 codes = []
 for case in json.loads(sys.argv[1]):
     sys.stdout.flush()
