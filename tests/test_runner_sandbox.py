@@ -265,10 +265,10 @@ def test_in_the_sandbox_even_a_setsid_escapee_is_killed(seeded: S3Backend) -> No
 
 @needs_bwrap
 def test_in_the_sandbox_the_timeout_and_the_limits_still_apply(seeded: S3Backend) -> None:
-    runner = _runner(seeded, BubblewrapLauncher(), timeout=2)
+    runner = _runner(seeded, BubblewrapLauncher(), timeout=1)
     slow = runner.run(SKILL, "sleeper.py", None, loaded=[SKILL])
     assert slow.timed_out
-    assert "longer than 2 s" in (slow.error or "")
+    assert "longer than 1 s" in (slow.error or "")
 
     hog = _runner(seeded, BubblewrapLauncher(), memory_mb=256).run(SKILL, "hog.py", None, loaded=[SKILL])
     assert hog.exit_code == 1

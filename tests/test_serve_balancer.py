@@ -9,7 +9,9 @@ SeaweedFS bucket, while 50 clients call `list_skills`, `load_skill` and `read_sk
   replica is out of the balancer (its `/readyz` failing) while its process still runs;
 - `kill -9` of a replica fails at most the calls in flight on it, none once HAProxy has
   marked it down;
-- a replica that cannot read the bucket any more is taken out by readiness (and comes back).
+- a replica that cannot read the bucket any more is taken out by readiness (and comes back);
+- replicas of 2 worker processes each (`--workers 2`) restart one by one failing no call, and
+  every worker of every replica serves calls (its own metrics files count them).
 
 Also, without a balancer: SIGTERM with a call stuck on a stalled S3 exits 0 within the drain
 deadline, and the container's entry point. All slow (server processes).
@@ -24,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -36,6 +39,7 @@ import aiohttp
 import pytest
 from mcp_harness import ServerLog, child_env
 from procs import alive, eventually
+from worker_metrics import per_worker, worker_pids
 
 from s3skills.testing import FaultProxy, SeaweedBucket, free_ports, make_client, skill_md
 
@@ -46,6 +50,7 @@ SKILLS = [f"skill-{i}" for i in range(5)]
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 HEADERS["MCP-Protocol-Version"] = "2025-11-25"
 CLIENTS = 50
+DRAIN = ("--unready-seconds", "1.5", "--drain-seconds", "15")
 
 
 @pytest.fixture(scope="module")
@@ -211,22 +216,27 @@ def cluster(haproxy: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         bucket = SeaweedBucket(weed.endpoint_url, name, weed.access_key, weed.secret_key)
         _seed(bucket)
         proxy = stack.enter_context(FaultProxy(weed.endpoint_url))
-        ports = free_ports(3)
-        drain = ("--unready-seconds", "1.5", "--drain-seconds", "15")
         replicas = [
             Replica(
-                port, _server_argv(bucket, tokens, proxy.url if i == 2 else weed.endpoint_url, *drain), _env(bucket)
+                port, _server_argv(bucket, tokens, proxy.url if i == 2 else weed.endpoint_url, *DRAIN), _env(bucket)
             )
-            for i, port in enumerate(ports)
+            for i, port in enumerate(free_ports(3))
         ]
-        for replica in replicas:
-            stack.callback(replica.stop)
-            replica.start()
-        balancer = HAProxy(haproxy, folder, ports)
-        stack.callback(balancer.stop)
-        made = Cluster(balancer, replicas, proxy, f"http://127.0.0.1:{balancer.port}/mcp")
-        assert eventually(made.all_up, 60), made.balancer.stats()
-        yield made
+        yield _behind_haproxy(stack, haproxy, folder, replicas, proxy)
+
+
+def _behind_haproxy(
+    stack: contextlib.ExitStack, haproxy: str, folder: Path, replicas: list[Replica], proxy: FaultProxy
+) -> Cluster:
+    """Start `replicas` and HAProxy in front of them (`stack` stops them all); once all are UP."""
+    for replica in replicas:
+        stack.callback(replica.stop)
+        replica.start()
+    balancer = HAProxy(haproxy, folder, [replica.port for replica in replicas])
+    stack.callback(balancer.stop)
+    made = Cluster(balancer, replicas, proxy, f"http://127.0.0.1:{balancer.port}/mcp")
+    assert eventually(made.all_up, 60), made.balancer.stats()
+    return made
 
 
 @dataclass
@@ -350,6 +360,57 @@ def test_a_replica_that_cannot_read_the_bucket_is_taken_out_by_readiness_and_com
         assert rule.fired > 0
         assert eventually(cluster.all_up, 60)  # its next check passes: back in
     assert after_down == []
+
+
+def _calls_per_worker(replica: Replica, scratch: Path) -> dict[int, float]:
+    """{worker pid: calls it counted} for the running manager of `replica` (`--workers --metrics`)."""
+    assert replica.proc is not None
+    (run_dir,) = Path(replica.env["PROMETHEUS_MULTIPROC_DIR"]).iterdir()  # a stopped run removed its own
+    counted = Path(tempfile.mkdtemp(dir=scratch))
+    return {pid: sum(per_worker(run_dir, pid, counted).values()) for pid in worker_pids(replica.proc.pid)}
+
+
+def _every_worker_served(replica: Replica, scratch: Path) -> bool:
+    calls = _calls_per_worker(replica, scratch)
+    return len(calls) == 2 and all(calls.values())
+
+
+def test_replicas_of_two_workers_behind_haproxy_restart_one_by_one_failing_no_call_and_every_worker_serves(
+    haproxy: str, seaweed_bucket: SeaweedBucket, tmp_path: Path
+) -> None:
+    _seed(seaweed_bucket)
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(json.dumps(USERS))
+    tokens.chmod(0o600)
+    replicas = []
+    for port in free_ports(2):
+        env = {**_env(seaweed_bucket), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / f"metrics-{port}")}
+        argv = _server_argv(seaweed_bucket, tokens, seaweed_bucket.endpoint_url, *DRAIN, "--workers", "2", "--metrics")
+        replicas.append(Replica(port, argv, env))
+    out_while_running: list[bool] = []
+    with contextlib.ExitStack() as stack:
+        proxy = stack.enter_context(FaultProxy(seaweed_bucket.endpoint_url))  # in no replica's path here
+        cluster = _behind_haproxy(stack, haproxy, tmp_path, replicas, proxy)
+        with Load(cluster.url) as load:
+            for i, replica in enumerate(replicas):
+                assert replica.proc is not None
+                served = eventually(lambda: _every_worker_served(replica, tmp_path), 60)
+                assert served, _calls_per_worker(replica, tmp_path)
+                workers = worker_pids(replica.proc.pid)
+                replica.proc.send_signal(signal.SIGTERM)
+                name = f"r{i}"
+                assert eventually(lambda: cluster.balancer.status(name).startswith("DOWN"), 30)
+                out_while_running.append(all(alive(pid) for pid in workers))  # out through /readyz first
+                assert replica.proc.wait(30) == 0
+                assert eventually(lambda: not any(alive(pid) for pid in workers), 10)
+                replica.start()
+                assert eventually(cluster.all_up, 60), cluster.balancer.stats()
+            for replica in replicas:  # the workers started again serve too
+                served = eventually(lambda: _every_worker_served(replica, tmp_path), 60)
+                assert served, _calls_per_worker(replica, tmp_path)
+    assert out_while_running == [True, True]
+    assert load.failures() == []
+    assert len(load.calls) > 5 * CLIENTS
 
 
 def test_sigterm_with_a_call_stuck_on_a_stalled_s3_exits_0_within_the_drain_deadline(

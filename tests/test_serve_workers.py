@@ -28,7 +28,6 @@ import contextlib
 import json
 import os
 import pickle
-import shutil
 import signal
 import socket
 import stat
@@ -39,13 +38,12 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
 from mcp_harness import ServerLog, child_env
 from procs import alive, eventually
-from prometheus_client.parser import text_string_to_metric_families
+from worker_metrics import calls_of, cmdline, families, per_worker, worker_pids
 
 from s3skills.cli import main
 from s3skills.serve import reuseport
@@ -291,11 +289,7 @@ class Manager:
 
     def workers(self) -> set[int]:
         """The pids of the manager's worker processes (its children running the server)."""
-        found: set[int] = set()
-        for task in Path(f"/proc/{self.proc.pid}/task").glob("*"):
-            with contextlib.suppress(OSError):
-                found |= {int(p) for p in (task / "children").read_text().split()}
-        return {p for p in found if "spawn_main" in _cmdline(p)}
+        return worker_pids(self.proc.pid)
 
     def run_dir(self) -> Path:
         (made,) = self.base.iterdir()
@@ -304,13 +298,6 @@ class Manager:
     def get(self, path: str) -> tuple[int, str]:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=30) as answer:
             return answer.status, answer.read().decode()
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
 
 
 @pytest.fixture
@@ -394,35 +381,6 @@ async def _calls(port: int, count: int) -> list[str]:
     return list(await asyncio.gather(*(one(i) for i in range(count))))
 
 
-def _calls_of(families: dict[str, Any]) -> dict[str, float]:
-    """`s3skills_mcp_calls_total` of tools/call, by tool (every status)."""
-    counted: dict[str, float] = {}
-    for sample in families["s3skills_mcp_calls"].samples:
-        if sample.name == "s3skills_mcp_calls_total" and sample.labels["method"] == "tools/call":
-            assert sample.labels["status"] == "ok", sample
-            tool = sample.labels["tool"]
-            counted[tool] = counted.get(tool, 0.0) + sample.value
-    return counted
-
-
-def _families(text: str) -> dict[str, Any]:
-    return {f.name: f for f in text_string_to_metric_families(text)}
-
-
-def _per_worker(run_dir: Path, pid: int, scratch: Path) -> dict[str, float]:
-    """The calls counted by one worker: its own files alone, merged by the client's collector."""
-    from prometheus_client import CollectorRegistry, generate_latest
-    from prometheus_client.multiprocess import MultiProcessCollector
-
-    own = scratch / str(pid)
-    own.mkdir(parents=True)
-    for file in run_dir.glob(f"*_{pid}.db"):
-        shutil.copy(file, own / file.name)
-    registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(own))  # type: ignore[no-untyped-call]
-    return _calls_of(_families(generate_latest(registry).decode()))
-
-
 def _port_free(port: int) -> bool:
     """Nothing listens on `port` any more: a new server can bind it (as servers do, with
     SO_REUSEADDR: the closed connections' TIME_WAIT does not count) and listen."""
@@ -451,7 +409,7 @@ def test_two_workers_both_answer_metrics_count_every_call_and_sigterm_ends_them_
         made: list[str] = []
         for _ in range(20):  # rounds of concurrent calls until each worker has answered some
             made += asyncio.run(_calls(server.port, 24))
-            answered = {pid for pid in workers if sum(_per_worker(run_dir, pid, tmp_path / f"s{len(made)}").values())}
+            answered = {pid for pid in workers if sum(per_worker(run_dir, pid, tmp_path / f"s{len(made)}").values())}
             if answered == workers:
                 break
         assert answered == workers, "one worker answered every call"
@@ -460,11 +418,11 @@ def test_two_workers_both_answer_metrics_count_every_call_and_sigterm_ends_them_
 
         status, text = server.get("/metrics")
         assert status == 200
-        counted = _calls_of(_families(text))
+        counted = calls_of(families(text))
         assert counted == {tool: float(made.count(tool)) for tool in TOOLS}
-        per_worker = [_per_worker(run_dir, pid, tmp_path / f"w{pid}") for pid in workers]
-        assert all(sum(figures.values()) > 0 for figures in per_worker)
-        assert sum(sum(figures.values()) for figures in per_worker) == len(made)
+        by_worker = [per_worker(run_dir, pid, tmp_path / f"w{pid}") for pid in workers]
+        assert all(sum(figures.values()) > 0 for figures in by_worker)
+        assert sum(sum(figures.values()) for figures in by_worker) == len(made)
 
         server.proc.send_signal(signal.SIGTERM)
         assert server.proc.wait(DRAIN + 10) == 0  # raises when the drain deadline did not end it
@@ -484,14 +442,14 @@ def test_kill_9_of_the_manager_ends_its_workers_frees_the_port_and_its_metrics_s
         server.proc.kill()
         server.proc.wait(30)
         gone = eventually(lambda: not any(alive(pid) for pid in workers), DRAIN + 10)
-        assert gone, [(pid, _cmdline(pid)) for pid in workers if alive(pid)]
+        assert gone, [(pid, cmdline(pid)) for pid in workers if alive(pid)]
         assert eventually(lambda: _port_free(server.port), 10)
         assert _pids_in(crashed_dir) == workers  # left behind by the killed manager
 
     with manager(seeded, tmp_path) as again:
         assert not crashed_dir.exists()  # the next run removed it
         second = asyncio.run(_calls(again.port, 9))
-        counted = _calls_of(_families(again.get("/metrics")[1]))
+        counted = calls_of(families(again.get("/metrics")[1]))
         assert sum(counted.values()) == len(second)  # nothing of the first run's len(first) calls
         assert len(first) == 12
 
