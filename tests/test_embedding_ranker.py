@@ -8,10 +8,8 @@ words cannot do. The MiniLM encoder itself is measured on the findability bench
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,28 +26,10 @@ from s3skills.skills.ranking import embedding
 from s3skills.skills.ranking.embedding import HybridRanker, request_text, skill_text
 from s3skills.testing import MemoryObjectStore
 from s3skills.tools import skill_tools
+from tests.encoders import TrigramEncoder
 
 USER = "ana"
 SEEDS = KeyLayout.seeds()
-
-
-class TrigramEncoder:
-    """Unit vectors of hashed character trigrams (256 dimensions): spelling, not meaning."""
-
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
-    def encode(self, texts: Sequence[str]) -> Any:
-        self.texts.extend(texts)
-        rows = np.zeros((len(texts), 256), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for word in re.findall(r"\w+", text.lower()):
-                padded = f" {word} "
-                for j in range(len(padded) - 2):
-                    rows[i, hashlib.blake2b(padded[j : j + 3].encode(), digest_size=2).digest()[0]] += 1.0
-            norm = float(np.linalg.norm(rows[i]))
-            rows[i] /= norm or 1.0
-        return rows
 
 
 class BrokenEncoder:

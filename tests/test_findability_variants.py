@@ -20,6 +20,7 @@ import findability_variants as variants
 from s3skills.skills.index import heads
 from s3skills.skills.ranking import matching
 from s3skills.skills.ranking.sketch import make_sketch
+from tests.encoders import TrigramEncoder
 
 
 def test_a_variant_spells_every_knob_and_keeps_the_defaults_it_does_not_name() -> None:
@@ -82,38 +83,19 @@ def test_a_hybrid_variant_sets_its_fusion_constants_and_prose_only_inside_its_bl
         variants.make_variant("hybrid:kk=5")
 
 
-class CountingEncoder:
-    """Unit vectors from each text's letters (26 dimensions), counting what it is asked."""
-
-    def __init__(self) -> None:
-        self.asked: list[str] = []
-
-    def encode(self, texts: list[str]) -> object:
-        import numpy as np
-
-        self.asked.extend(texts)
-        rows = np.zeros((len(texts), 26), dtype=np.float32)
-        for i, text in enumerate(texts):
-            for ch in text.lower():
-                if "a" <= ch <= "z":
-                    rows[i, ord(ch) - 97] += 1
-            rows[i] /= float(np.linalg.norm(rows[i])) or 1.0
-        return rows
-
-
 def test_the_bench_vector_cache_embeds_a_text_once_across_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import numpy as np
     import vector_cache
 
     monkeypatch.setattr(vector_cache, "CACHE_DIR", tmp_path)
     texts = [f"skill number {n}: {'abc' * n}" for n in range(10)]
-    first = CountingEncoder()
+    first = TrigramEncoder()
     rows = vector_cache.CachedEncoder(first).encode(texts)
-    assert first.asked == texts
-    again = CountingEncoder()
+    assert first.texts == texts
+    again = TrigramEncoder()
     cached = vector_cache.CachedEncoder(again)  # a new run: reads the file
     assert np.array_equal(cached.encode(list(reversed(texts))), rows[::-1])
-    assert again.asked == []
+    assert again.texts == []
     cached.encode(["a request"])  # fewer than min_batch: embedded, never cached
-    assert again.asked == ["a request"]
+    assert again.texts == ["a request"]
     assert list(tmp_path.iterdir()) == [tmp_path / "minilm.npz"]
