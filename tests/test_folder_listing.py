@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable
 
 import pytest
 
@@ -45,10 +46,10 @@ class _Library:
     async def read(self, name: str, path: str = "references/notes.md") -> bytes:
         return (await self.library.aopen(name, path)).data
 
-    async def lists(self, work: object) -> int:
-        """The LISTs `work` (an awaitable) sent."""
+    async def lists(self, work: Awaitable[object]) -> int:
+        """The LISTs `work` sent."""
         before = self.requests["ListObjectsV2"]
-        await work  # type: ignore[misc]
+        await work
         return self.requests["ListObjectsV2"] - before
 
 

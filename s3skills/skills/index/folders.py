@@ -76,7 +76,7 @@ class FolderCache:
         self._bodies: OrderedDict[tuple[str, str], ObjectBody] = OrderedDict()
         self._bytes = 0
         self._flights: dict[tuple[str, asyncio.AbstractEventLoop], asyncio.Future[bool]] = {}
-        self._too_big: dict[str, tuple[weakref.ref[LibraryIndex], int]] = {}
+        self._too_big: OrderedDict[str, tuple[weakref.ref[LibraryIndex], int]] = OrderedDict()
 
     async def alist(self, library: LibraryIndex, folder: str) -> dict[str, ObjectInfo]:
         """The objects under a skill folder of `library` by key: kept, or listed (then kept).
@@ -121,6 +121,8 @@ class FolderCache:
             await pages.aclose()  # type: ignore[attr-defined]
         if more:
             self._too_big[library.prefix] = (weakref.ref(library), library.generation)
+            while len(self._too_big) > MAX_FOLDERS:  # one per library: bounded like the listings
+                self._too_big.popitem(last=False)
             return False
         folders = library.skill_folders()
         owned: dict[str, list[ObjectInfo]] = {f: [] for f in folders}
