@@ -58,10 +58,16 @@ def cli(localstack_bucket: LocalStackBucket, capsys: pytest.CaptureFixture[str])
 
 
 def _listening_addresses(pid: int) -> list[str]:
-    """The local addresses of the TCP sockets that process `pid` listens on (from /proc)."""
+    """The local addresses of the TCP sockets that process `pid` listens on (from /proc).
+
+    A descriptor the server closes between the listing and its `readlink` is skipped: a listening
+    socket stays open for the server's life, so only a short-lived one can vanish that way."""
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd)
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:
+            continue
         if target.startswith("socket:["):
             inodes.add(target[len("socket:[") : -1])
     found = []
