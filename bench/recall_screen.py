@@ -21,6 +21,7 @@ import asyncio
 import heapq
 import itertools
 import json
+import re
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -41,6 +42,7 @@ from vector_cache import CachedEncoder
 from s3skills.fs import S3Backend
 from s3skills.middleware.skills_prompt import recent_requests
 from s3skills.skills.format.model import SkillInfo
+from s3skills.skills.format.parse import parse_skill_md
 from s3skills.skills.ranking import embedding
 from s3skills.skills.ranking.matching import bm25_index
 from s3skills.skills.ranking.rankers import EARLIER_TURNS, EARLIER_WEIGHT
@@ -55,12 +57,18 @@ def _turns(request: Any, variant: str = "plain") -> list[str]:
     return recent_requests(state, max_chars=QUERY_CHARS)
 
 
-async def _library(corpus: Any, size: int) -> list[SkillInfo]:
+async def _library(corpus: Any, size: int) -> tuple[list[SkillInfo], dict[str, str]]:
+    """The library's skills, and each one's SKILL.md body (what the `body` texts embed)."""
     store = MemoryObjectStore("bench")
     build_real_library(store, corpus, size, 7)
     backend = S3Backend("bench", user_id=findability.USER, store=store, layout=findability.LAYOUT)
     with sketches("words"):
-        return list(await backend.skills.aindex())
+        skills = list(await backend.skills.aindex())
+    bodies = {}
+    for skill in skills:
+        data = (await store.aget(f"{findability.PREFIX}{skill.id}/SKILL.md")).data
+        bodies[skill.id] = parse_skill_md(data, folder=skill.id).body
+    return skills, bodies
 
 
 def headings(skill: SkillInfo) -> str:
@@ -68,9 +76,23 @@ def headings(skill: SkillInfo) -> str:
     return skill.sketch.split(" | ", 1)[0] if " | " in skill.sketch else ""
 
 
-SKILL_TEXTS: dict[str, Callable[[SkillInfo], str]] = {
-    "desc": embedding.skill_text,
-    "desc+head": lambda s: f"{embedding.skill_text(s)} {headings(s)}".strip(),
+BODY_CHUNKS = 6  # the first `## ` sections of a body embedded, each cut to BODY_CHARS
+BODY_CHARS = 1000  # about MiniLM's 256 tokens
+
+
+def body_chunks(skill: SkillInfo, body: str) -> list[str]:
+    """A skill's description, then its body's first `BODY_CHUNKS` `## ` sections of 8 words or more,
+    each cut to `BODY_CHARS`. A section is embedded as it is (no folder name): a blended
+    distractor's sections are its donors' own, so their vectors come from the cache."""
+    sections = [" ".join(p.split())[:BODY_CHARS] for p in re.split(r"(?m)^(?=##\s)", body)]
+    return [embedding.skill_text(skill), *[c for c in sections if len(c.split()) >= 8][:BODY_CHUNKS]]
+
+
+# Each mode gives a skill's texts; a skill's similarity is the largest of its texts'.
+SKILL_TEXTS: dict[str, Callable[[SkillInfo, str], list[str]]] = {
+    "desc": lambda s, b: [embedding.skill_text(s)],
+    "desc+head": lambda s, b: [f"{embedding.skill_text(s)} {headings(s)}".strip()],
+    "body": body_chunks,
 }
 
 
@@ -88,10 +110,28 @@ QUERY_TEXTS: dict[str, Callable[[str], str]] = {
 }
 
 
+class FolderEncoder:
+    """A sentence-transformers model from a folder on disk (`--model`), unit vectors on the CPU.
+
+    For screening another encoder against MiniLM on the same dev splits; the library's
+    `HybridRanker` takes any `Encoder`, so a model that wins here needs no change but a package."""
+
+    def __init__(self, folder: str, threads: int) -> None:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(threads)
+        self.model = SentenceTransformer(folder, device="cpu", local_files_only=True)
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        return self.model.encode(list(texts), batch_size=32, normalize_embeddings=True, show_progress_bar=False)
+
+
 class Screen:
     """One library: its lexical rankings per turn and its skill vectors per text mode."""
 
-    def __init__(self, skills: list[SkillInfo], encoder: CachedEncoder) -> None:
+    def __init__(self, library: tuple[list[SkillInfo], dict[str, str]], encoder: CachedEncoder) -> None:
+        skills, self.bodies = library
         self.skills = skills
         self.ids = [s.id for s in skills]
         self.index = bm25_index(skills)
@@ -100,10 +140,15 @@ class Screen:
         self.lexical: dict[str, list[int]] = {}
         self.scores: dict[str, list[float]] = {}
 
-    def matrix(self, mode: str) -> Any:
+    def similarities(self, mode: str, query: Any) -> Any:
+        """Each skill's cosine similarity to the unit vector `query`: its best text's."""
         if mode not in self.matrices:
-            self.matrices[mode] = np.asarray(self.encoder.encode([SKILL_TEXTS[mode](s) for s in self.skills]))
-        return self.matrices[mode]
+            texts = [SKILL_TEXTS[mode](s, self.bodies[s.id]) for s in self.skills]
+            starts = np.cumsum([0] + [len(t) for t in texts[:-1]])
+            rows = np.asarray(self.encoder.encode([x for t in texts for x in t]))
+            self.matrices[mode] = (rows, starts)
+        rows, starts = self.matrices[mode]
+        return np.maximum.reduceat(rows @ query, starts)
 
     def lex(self, text: str) -> list[int]:
         if text not in self.lexical:
@@ -142,7 +187,7 @@ def order(
         lexical = screen.lex(text)
         dense = None
         if setting["weight"] > 0 and (n == 0 or setting["earlier_dense"]):
-            sims = screen.matrix(setting["skill"]) @ qvec(QUERY_TEXTS[setting["query"]](text))
+            sims = screen.similarities(setting["skill"], qvec(QUERY_TEXTS[setting["query"]](text)))
             depth = setting["depth"]
             top = np.argpartition(-sims, depth - 1)[:depth]
             dense = [int(i) for i in top[np.argsort(-sims[top], kind="stable")]]
@@ -193,7 +238,10 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     corpus = load_corpus(sets["first"][0])
     from s3skills.skills.ranking.embedding import MiniLMEncoder
 
-    encoder = CachedEncoder(MiniLMEncoder(threads=args.threads, batch_size=128))
+    if args.model:  # another encoder, for the screen only: its vectors are cached under its folder's name
+        encoder = CachedEncoder(FolderEncoder(args.model, args.threads), name=Path(args.model).name)
+    else:
+        encoder = CachedEncoder(MiniLMEncoder(threads=args.threads, batch_size=128))
     screens = {size: Screen(await _library(corpus, size), encoder) for size in args.sizes}
     turns = {(name, r.id): _turns(r) for name, (_, dev, _) in sets.items() for r in dev}
     for variant in args.variants:  # at the smallest size only (the brief's robustness check)
@@ -282,6 +330,7 @@ def main() -> int:
         "--promote", nargs="+", type=int, default=[0], help="Keep the dense side's first n in the top 50."
     )
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--model", help="A sentence-transformers model folder to screen instead of MiniLM.")
     parser.add_argument("--out")
     args = parser.parse_args()
     rows = asyncio.run(main_async(args))
