@@ -251,6 +251,10 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     if args.diagnose:
         diagnose(screens[max(screens)], sets, turns)
         return []
+    if args.body_stats:
+        for size, screen in screens.items():
+            print(json.dumps({"skills": size, **body_stats(screen, set(corpus.skills))}))
+        return []
     # every query text of every mode, embedded once in one batch (cached on disk)
     texts = sorted(
         {
@@ -291,6 +295,23 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
     return rows
 
 
+def body_stats(screen: Screen, real: set[str]) -> dict[str, int]:
+    """How many `## ` sections `--skill body` embeds, how many are distinct, and in how many
+    skills a real skill's section is (median, p90): the blended distractors copy them."""
+    owners: dict[str, set[str]] = {}
+    for s in screen.skills:
+        for chunk in body_chunks(s, screen.bodies[s.id])[1:]:
+            owners.setdefault(chunk, set()).add(s.id)
+    held = sorted(len(o) for o in owners.values() if o & real)
+    return {
+        "sections": sum(len(o) for o in owners.values()),
+        "distinct": len(owners),
+        "of_real_skills": len(held),
+        "holders_median": held[len(held) // 2] if held else 0,
+        "holders_p90": held[int(len(held) * 0.9)] if held else 0,
+    }
+
+
 def diagnose(screen: Screen, sets: dict[str, Any], turns: dict[tuple[str, str], list[str]]) -> None:
     by_id = {s.id: s for s in screen.skills}
     setting = {"skill": "desc", "query": "raw", "k": 10, "weight": 0.0, "depth": 100, "earlier_dense": True}
@@ -316,6 +337,7 @@ def diagnose(screen: Screen, sets: dict[str, Any], turns: dict[tuple[str, str], 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--diagnose", action="store_true")
+    parser.add_argument("--body-stats", action="store_true", help="Count the body sections --skill body embeds.")
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[670, 10000])
     parser.add_argument("--skill", nargs="+", default=["desc"])
     parser.add_argument("--query", nargs="+", default=["raw"])
