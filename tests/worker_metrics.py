@@ -54,7 +54,8 @@ def per_worker(run_dir: Path, pid: int, scratch: Path) -> dict[str, float]:
     own = scratch / str(pid)
     own.mkdir(parents=True)
     for file in run_dir.glob(f"*_{pid}.db"):
-        shutil.copy(file, own / file.name)
+        if file.stat().st_size >= 8:  # else its worker is still creating it: no figure in it yet
+            shutil.copy(file, own / file.name)
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(own))  # type: ignore[no-untyped-call]
     return calls_of(families(generate_latest(registry).decode()))

@@ -152,6 +152,32 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _sized(path: Path) -> bool:
+    try:
+        return path.stat().st_size >= 8
+    except FileNotFoundError:
+        return False
+
+
+class _SizedFiles:
+    """A collector merging the multiprocess files of `folder`, as the client's
+    `MultiProcessCollector` does, but for a file its worker has only begun to create.
+
+    The client creates a worker's file empty and sizes it a moment later; a scrape in between
+    failed on it (`struct.error`: a 500 from `/metrics` while a worker starts, seen when a replica's
+    workers were restarted under load). Such a file holds no figure yet, so leaving it out loses none.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.folder = Path(folder)
+
+    def collect(self) -> Any:
+        from prometheus_client.multiprocess import MultiProcessCollector
+
+        files = sorted(str(f) for f in self.folder.glob("*.db") if _sized(f))
+        return MultiProcessCollector.merge(files, accumulate=True)  # type: ignore[no-untyped-call]
+
+
 class ServerMetrics:
     """The metrics of one server process (see the module); `attach` it to what it observes.
 
@@ -247,12 +273,11 @@ class ServerMetrics:
     def exposition(self) -> tuple[bytes, str]:
         """The text exposition (every worker's figures in multiprocess mode) and its content type."""
         from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-        from prometheus_client.multiprocess import MultiProcessCollector
 
         if not self.multiprocess:
             return generate_latest(self.registry), CONTENT_TYPE_LATEST
         merged = CollectorRegistry()
-        MultiProcessCollector(merged)  # type: ignore[no-untyped-call]
+        merged.register(_SizedFiles(os.environ[_ENV]))
         return generate_latest(merged), CONTENT_TYPE_LATEST
 
     def process_ended(self) -> None:
