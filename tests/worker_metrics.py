@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
+
+from s3skills.serve.metrics import _SizedFiles
 
 
 def cmdline(pid: int) -> str:
@@ -54,8 +55,7 @@ def per_worker(run_dir: Path, pid: int, scratch: Path) -> dict[str, float]:
     own = scratch / str(pid)
     own.mkdir(parents=True)
     for file in run_dir.glob(f"*_{pid}.db"):
-        if file.stat().st_size >= 8:  # else its worker is still creating it: no figure in it yet
-            shutil.copy(file, own / file.name)
+        shutil.copy(file, own / file.name)
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path=str(own))  # type: ignore[no-untyped-call]
+    registry.register(_SizedFiles(str(own)))  # the server's own merge: a file still being created is left out
     return calls_of(families(generate_latest(registry).decode()))

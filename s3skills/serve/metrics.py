@@ -152,9 +152,13 @@ def _running(pid: int) -> bool:
     return True
 
 
+_HEADER_BYTES = 8
+"""A multiprocess file's header (its used length, then padding): a shorter file is still being created."""
+
+
 def _sized(path: Path) -> bool:
     try:
-        return path.stat().st_size >= 8
+        return path.stat().st_size >= _HEADER_BYTES
     except FileNotFoundError:
         return False
 
