@@ -10,6 +10,7 @@ and hub per setting. Skill and request vectors come through `vector_cache.Cached
 
     python bench/recall_screen.py --diagnose          # the lexical misses at 10,000
     python bench/recall_screen.py --grid               # the dense query/text and RRF grid
+    python bench/recall_screen.py --ceiling            # what any reranker over N candidates could reach
 
 Dev splits only: the test split is not read.
 """
@@ -255,6 +256,16 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
         for size, screen in screens.items():
             print(json.dumps({"skills": size, **body_stats(screen, set(corpus.skills))}))
         return []
+    if args.ceiling:
+        texts = sorted({_prose(ts[0])[: embedding.MAX_QUERY_CHARS] for ts in turns.values()})
+        vectors = dict(zip(texts, encoder.encode(texts), strict=True))
+        rows = []
+        for size, screen in screens.items():
+            for name, (_, dev, half) in sets.items():
+                row = {"skills": size, "set": name, **ceiling(screen, dev, half, turns, name, vectors, args.skill)}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+        return rows
     # every query text of every mode, embedded once in one batch (cached on disk)
     texts = sorted(
         {
@@ -312,6 +323,61 @@ def body_stats(screen: Screen, real: set[str]) -> dict[str, int]:
     }
 
 
+CEILING_DEPTHS = (50, 100, 200, 500, 1000)
+
+
+def ceiling(
+    screen: Screen,
+    dev: list[Any],
+    half: set[str],
+    turns: dict[tuple[str, str], list[str]],
+    name: str,
+    vectors: dict[str, Any],
+    modes: Sequence[str],
+) -> dict[str, Any]:
+    """The share of targets among N candidates, for each depth N: the lexical ranking's first N
+    (every turn, as `order_for` combines them), each embedding mode's first N (the latest turn's
+    prose), and their union (up to N from each side). A second stage that reorders candidates,
+    however good, can put on page 1 only a target among them: this is its ceiling."""
+    ranks: dict[str, list[tuple[str, int]]] = {"lexical": []}
+    for r in dev:
+        if not r.target:
+            continue
+        target = screen.ids.index(r.target)
+        texts = [t for t in turns[(name, r.id)][: 1 + EARLIER_TURNS] if t.strip()]
+        total: dict[int, float] = {}
+        for n, text in enumerate([texts[0], " ".join(texts[1:])] if len(texts) > 1 else texts[:1]):
+            for p, score in zip(screen.lex(text), screen.scores[text], strict=True):
+                total[p] = total.get(p, 0.0) + (1.0 if n == 0 else EARLIER_WEIGHT) * score
+        if target in total:  # ties are broken by id, as order() does
+            key = (-total[target], screen.ids[target])
+            ranks["lexical"].append((r.id, 1 + sum((-s, screen.ids[p]) < key for p, s in total.items())))
+        else:
+            ranks["lexical"].append((r.id, 10**9))
+        for mode in modes:
+            sims = screen.similarities(mode, vectors[_prose(texts[0])[: embedding.MAX_QUERY_CHARS]])
+            ranks.setdefault(mode, []).append((r.id, 1 + int(np.sum(sims > sims[target]))))
+    return ceiling_shares(ranks, half)
+
+
+def ceiling_shares(
+    ranks: dict[str, list[tuple[str, int]]], half: set[str], depths: Sequence[int] = CEILING_DEPTHS
+) -> dict[str, Any]:
+    """For each side (`ranks`: side -> (request id, the target's rank), one pair a request) and
+    their union (a target is among the union's candidates when any side has it within the depth),
+    the % of targets within each of `depths`, on all requests and on the `half` given."""
+    best: dict[str, int] = {}
+    for side in ranks.values():
+        for rid, rank in side:
+            best[rid] = min(rank, best.get(rid, rank))
+    out: dict[str, Any] = {"requests": len(best)}
+    for label, keep in (("all", lambda rid: True), ("half", lambda rid: rid in half)):
+        for name, pairs in [*ranks.items(), ("union", list(best.items()))]:
+            rows = [rank for rid, rank in pairs if keep(rid)]
+            out[f"{label}:{name}"] = [round(100 * sum(x <= d for x in rows) / max(1, len(rows)), 1) for d in depths]
+    return out
+
+
 def diagnose(screen: Screen, sets: dict[str, Any], turns: dict[tuple[str, str], list[str]]) -> None:
     by_id = {s.id: s for s in screen.skills}
     setting = {"skill": "desc", "query": "raw", "k": 10, "weight": 0.0, "depth": 100, "earlier_dense": True}
@@ -338,6 +404,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--diagnose", action="store_true")
     parser.add_argument("--body-stats", action="store_true", help="Count the body sections --skill body embeds.")
+    parser.add_argument(
+        "--ceiling", action="store_true", help="The share of targets among N candidates (lexical, dense, union)."
+    )
     parser.add_argument("--sizes", type=lambda s: [int(x) for x in s.split(",")], default=[670, 10000])
     parser.add_argument("--skill", nargs="+", default=["desc"])
     parser.add_argument("--query", nargs="+", default=["raw"])
