@@ -20,6 +20,7 @@ from s3skills.config import Config
 from s3skills.errors import NotFound
 from s3skills.skills import SkillLibrary
 from s3skills.skills.index import folders as folder_module
+from s3skills.skills.index.catalog import LibraryIndex, SkillEntry
 from s3skills.skills.index.folders import MAX_LISTED
 from s3skills.tenancy import Tenant
 from s3skills.testing import MemoryObjectStore, skill_md
@@ -113,6 +114,10 @@ async def test_each_folder_cut_from_the_library_listing_is_what_a_list_of_the_fo
     with serve_on_running_loop():
         index = await lib.library.catalog.aindex("user", ROOT)
         assert index.skill_folders() == {"deploy/", "review/", "deploy/references/"}
+        # what a skill's home asks on every read: its nested skill folders, not a sibling's
+        assert index.folders_below("deploy/") == ["deploy/references/"]
+        assert index.folders_below("deploy/references/") == []
+        assert index.folders_below("review/") == []
         cache = lib.library.folders
         for folder in sorted(index.skill_folders()):
             whole = await cache.alist(index, ROOT + folder)
@@ -147,3 +152,17 @@ async def test_a_library_of_more_skill_folders_than_the_bound_is_listed_folder_b
         await lib.library.catalog.aflush()
         for name in NAMES:
             assert await lib.lists(lib.read(name)) == 1
+
+
+def test_the_folders_below_a_skill_are_its_nested_entries_and_markers_never_a_sibling_or_itself() -> None:
+    def entry(sid: str) -> SkillEntry:
+        return SkillEntry(sid, f"{ROOT}{sid}/SKILL.md", "e", 1, None, "does not parse")
+
+    ids = ("ops/deploy", "ops/deploy/inner", "ops/deploy-old", "ops/deployment", "review")
+    index = LibraryIndex("user", ROOT, entries={sid: entry(sid) for sid in ids})
+    index.markers = frozenset({"ops/deploy/", "ops/deploy/broken/", "ops/deploy-old/x/", "ops/deploy/inner/"})
+    for folder in sorted(index.skill_folders()):
+        expected = sorted(f for f in index.skill_folders() if f.startswith(folder) and f != folder)
+        assert index.folders_below(folder) == expected, folder
+    assert index.folders_below("ops/deploy/") == ["ops/deploy/broken/", "ops/deploy/inner/"]
+    assert index.folders_below("review/") == []

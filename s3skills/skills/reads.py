@@ -75,8 +75,7 @@ class SkillReads:
         if hit.prefix is None:
             raise NotFound(f"'{hit.info.id}' is a code skill: it has no files")
         inside = hit.info.id + "/"  # ids in the index are canonical: a string prefix is a folder prefix
-        folders = hit.library.skill_folders() if hit.library is not None else {inside}
-        nested = sorted(f for f in folders if f.startswith(inside) and f != inside)
+        nested = hit.library.folders_below(inside) if hit.library is not None else []
         return SkillHome(hit.info, hit.prefix + inside, tuple(hit.prefix + f for f in nested))
 
     @io_bound
