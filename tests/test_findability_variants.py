@@ -98,4 +98,4 @@ def test_the_bench_vector_cache_embeds_a_text_once_across_runs(tmp_path: Path, m
     assert again.texts == []
     cached.encode(["a request"])  # fewer than min_batch: embedded, never cached
     assert again.texts == ["a request"]
-    assert list(tmp_path.iterdir()) == [tmp_path / "minilm.npz"]
+    assert list(tmp_path.iterdir()) == [tmp_path / f"{vector_cache.minilm_name()}.npz"]
