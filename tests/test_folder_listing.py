@@ -166,3 +166,26 @@ def test_the_folders_below_a_skill_are_its_nested_entries_and_markers_never_a_si
         assert index.folders_below(folder) == expected, folder
     assert index.folders_below("ops/deploy/") == ["ops/deploy/broken/", "ops/deploy/inner/"]
     assert index.folders_below("review/") == []
+
+
+async def test_reading_a_large_librarys_skills_never_builds_its_whole_folder_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At 10,000 skills the whole set cost 3 ms of CPU a read; a skill's home asks only its own folders."""
+    monkeypatch.setattr(folder_module, "WHOLE_LIBRARY_SKILLS", len(NAMES) - 1)  # too big to list whole
+    built: list[str] = []
+    whole = LibraryIndex.skill_folders
+
+    def counted(index: LibraryIndex) -> set[str]:
+        built.append(index.prefix)
+        return whole(index)
+
+    monkeypatch.setattr(LibraryIndex, "skill_folders", counted)
+    lib = _Library()
+    with serve_on_running_loop():
+        await lib.library.aindex()
+        await lib.library.catalog.aflush()
+        for name in NAMES:
+            assert await lib.read(name) == f"{name} notes\n".encode()
+            assert {f.path for f in await lib.library.afiles(name)} == {"SKILL.md", "references/notes.md"}
+    assert built == []
