@@ -174,6 +174,21 @@ def fuse(lexical: list[int], dense: list[int] | None, k: float, weight: float, t
     return scores
 
 
+def ranked_texts(turns: Sequence[str]) -> list[str]:
+    """What `order_for` ranks: the latest user turn, then the earlier ones joined (if any)."""
+    texts = [t for t in turns[: 1 + EARLIER_TURNS] if t.strip()]
+    return [texts[0], " ".join(texts[1:])] if len(texts) > 1 else texts[:1]
+
+
+def lexical_totals(screen: Screen, turns: Sequence[str]) -> dict[int, float]:
+    """Position -> the BM25F score `order_for` adds over the turns (earlier at `EARLIER_WEIGHT`)."""
+    total: dict[int, float] = {}
+    for n, text in enumerate(ranked_texts(turns)):
+        for p, score in zip(screen.lex(text), screen.scores[text], strict=True):
+            total[p] = total.get(p, 0.0) + (1.0 if n == 0 else EARLIER_WEIGHT) * score
+    return total
+
+
 def order(
     screen: Screen,
     turns: Sequence[str],
@@ -181,10 +196,13 @@ def order(
     setting: dict[str, Any],
 ) -> list[int]:
     """Positions, best first (the top 50 at least), as `order_for` with a fused ranker."""
-    texts = [t for t in turns[: 1 + EARLIER_TURNS] if t.strip()]
-    total: dict[int, float] = {}
+    texts = ranked_texts(turns)
+    if setting["weight"] == 0:  # lexical only: the BM25F scores, as order_for adds them
+        total = lexical_totals(screen, turns)
+        return heapq.nsmallest(50, total, key=lambda p: (-total[p], screen.ids[p]))
+    total = {}
     latest_dense: list[int] = []
-    for n, text in enumerate([texts[0], " ".join(texts[1:])] if len(texts) > 1 else texts[:1]):
+    for n, text in enumerate(texts):
         lexical = screen.lex(text)
         dense = None
         if setting["weight"] > 0 and (n == 0 or setting["earlier_dense"]):
@@ -198,8 +216,6 @@ def order(
             if dense
             else {p: 1.0 / (setting["k"] + r + 1) for r, p in enumerate(lexical)}
         )
-        if setting["weight"] == 0:  # lexical only: the BM25F scores, as order_for adds them
-            scores = dict(zip(lexical, screen.scores[text], strict=True))
         for p, s in scores.items():
             total[p] = total.get(p, 0.0) + (1.0 if n == 0 else EARLIER_WEIGHT) * s
     head = heapq.nsmallest(50, total, key=lambda p: (-total[p], screen.ids[p]))
@@ -257,7 +273,7 @@ async def main_async(args: argparse.Namespace) -> list[dict[str, Any]]:
             print(json.dumps({"skills": size, **body_stats(screen, set(corpus.skills))}))
         return []
     if args.ceiling:
-        texts = sorted({_prose(ts[0])[: embedding.MAX_QUERY_CHARS] for ts in turns.values()})
+        texts = sorted({QUERY_TEXTS["prose"](ranked_texts(ts)[0]) for ts in turns.values()})
         vectors = dict(zip(texts, encoder.encode(texts), strict=True))
         rows = []
         for size, screen in screens.items():
@@ -344,18 +360,14 @@ def ceiling(
         if not r.target:
             continue
         target = screen.ids.index(r.target)
-        texts = [t for t in turns[(name, r.id)][: 1 + EARLIER_TURNS] if t.strip()]
-        total: dict[int, float] = {}
-        for n, text in enumerate([texts[0], " ".join(texts[1:])] if len(texts) > 1 else texts[:1]):
-            for p, score in zip(screen.lex(text), screen.scores[text], strict=True):
-                total[p] = total.get(p, 0.0) + (1.0 if n == 0 else EARLIER_WEIGHT) * score
+        total = lexical_totals(screen, turns[(name, r.id)])
         if target in total:  # ties are broken by id, as order() does
             key = (-total[target], screen.ids[target])
             ranks["lexical"].append((r.id, 1 + sum((-s, screen.ids[p]) < key for p, s in total.items())))
         else:
             ranks["lexical"].append((r.id, 10**9))
         for mode in modes:
-            sims = screen.similarities(mode, vectors[_prose(texts[0])[: embedding.MAX_QUERY_CHARS]])
+            sims = screen.similarities(mode, vectors[QUERY_TEXTS["prose"](ranked_texts(turns[(name, r.id)])[0])])
             ranks.setdefault(mode, []).append((r.id, 1 + int(np.sum(sims > sims[target]))))
     return ceiling_shares(ranks, half)
 
